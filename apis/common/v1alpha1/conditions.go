@@ -1,0 +1,51 @@
+package v1alpha1
+
+// Condition types shared by every ml-platform kind. They follow kstatus
+// (sigs.k8s.io/cli-utils/pkg/kstatus): tools such as Helm 4 --wait, Flux and
+// Argo CD read Reconciling and Stalled together with observedGeneration,
+// while people and `kubectl wait` read Ready, Succeeded and Failed.
+const (
+	// ConditionReady is True when a long-running object serves its purpose.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the operator works towards the
+	// desired state and expects to get there without help.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the operator cannot make progress
+	// without a change from a person (bad input, a deadline passed).
+	ConditionStalled = "Stalled"
+	// ConditionSucceeded is True once a bounded object finished successfully.
+	ConditionSucceeded = "Succeeded"
+	// ConditionFailed is True once a bounded object finished unsuccessfully.
+	ConditionFailed = "Failed"
+	// ConditionSuspended is True while the user has suspended the object.
+	ConditionSuspended = "Suspended"
+	// ConditionCleanupFailed is True while the cleanup of external resources
+	// behind a finalizer keeps failing; the message says why.
+	ConditionCleanupFailed = "CleanupFailed"
+)
+
+// Condition reasons shared by every ml-platform kind. Each is one CamelCase
+// word, as metav1.Condition requires.
+const (
+	ReasonReconciled              = "Reconciled"
+	ReasonProgressing             = "Progressing"
+	ReasonInvalidSpec             = "InvalidSpec"
+	ReasonDeleting                = "Deleting"
+	ReasonCleanupError            = "CleanupError"
+	ReasonCleanupDeadlineExceeded = "CleanupDeadlineExceeded"
+	ReasonCleanupSucceeded        = "CleanupSucceeded"
+	ReasonCleanupAbandoned        = "CleanupAbandoned"
+	ReasonDependencyNotReady      = "DependencyNotReady"
+	ReasonDependencyNotFound      = "DependencyNotFound"
+)
+
+// Annotation suffixes shared by every ml-platform kind. The full key carries
+// the API group of the operator that owns the object as its prefix, for
+// example "features.mlplatform.dev/abandon-cleanup".
+const (
+	// AnnotationAbandonCleanup, set to "true" by a user authorized for the
+	// "abandon-cleanup" verb on the resource, makes the operator release its
+	// finalizer without cleaning up external resources. An admission policy
+	// shipped with every chart refuses it from anybody else.
+	AnnotationAbandonCleanup = "abandon-cleanup"
+)

@@ -1,0 +1,3 @@
+// Package conditions sets metav1.Conditions on ml-platform objects with
+// observedGeneration stamped, and keeps the kstatus conditions consistent.
+package conditions

@@ -1,0 +1,244 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// KubernetesVersion is the version of the control-plane binaries that
+// `make k8s-bin` builds from tools/k8s; `make verify` checks they agree.
+const KubernetesVersion = "v1.34.2"
+
+// Options configure a test control plane.
+type Options struct {
+	// CRDDirectoryPaths are folders or files of CustomResourceDefinitions to
+	// install before tests run.
+	CRDDirectoryPaths []string
+
+	// ControllerManager also runs kube-controller-manager with only the
+	// garbage collector, namespace and PVC protection controllers, so owner
+	// reference cascades, namespace deletion and PVC protection are real.
+	ControllerManager bool
+
+	// APIServerArgs are extra kube-apiserver flags, name to values.
+	APIServerArgs map[string][]string
+}
+
+// Env is a running control plane.
+type Env struct {
+	// Config authenticates as a cluster administrator (system:masters).
+	Config *rest.Config
+
+	env     *envtest.Environment
+	workDir string
+	kcm     *exec.Cmd
+	kcmDone chan error
+}
+
+// BinaryDir is where the control-plane binaries are: KUBEBUILDER_ASSETS when
+// set, else the cache folder `make k8s-bin` fills.
+func BinaryDir() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "ml-platform", "k8s", KubernetesVersion)
+}
+
+// Start runs etcd and kube-apiserver (and kube-controller-manager when
+// asked) and installs the CRDs. It takes about five seconds.
+func Start(opts Options) (*Env, error) {
+	bin := BinaryDir()
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+			return nil, fmt.Errorf("control-plane binary %s missing in %s (run `make k8s-bin`, or set KUBEBUILDER_ASSETS): %w", name, bin, err)
+		}
+	}
+	workDir, err := os.MkdirTemp("", "mlp-testenv-")
+	if err != nil {
+		return nil, err
+	}
+	// A fixed certificate folder lets RestartAPIServer bring the apiserver
+	// back with the same CA, so clients keep working across the restart.
+	certDir := filepath.Join(workDir, "apiserver")
+	if err := os.Mkdir(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	apiServer := &envtest.APIServer{CertDir: certDir, StopTimeout: 5 * time.Second}
+	// Tests restart the apiserver under running controllers; a short
+	// shutdown delay keeps those restarts quick.
+	apiServer.Configure().Set("shutdown-delay-duration", "0s")
+	for name, values := range opts.APIServerArgs {
+		apiServer.Configure().Set(name, values...)
+	}
+	e := &Env{
+		workDir: workDir,
+		env: &envtest.Environment{
+			BinaryAssetsDirectory: bin,
+			CRDDirectoryPaths:     opts.CRDDirectoryPaths,
+			ErrorIfCRDPathMissing: true,
+			ControlPlane:          envtest.ControlPlane{APIServer: apiServer},
+		},
+	}
+	cfg, err := e.env.Start()
+	if err != nil {
+		_ = os.RemoveAll(workDir)
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", bin, err)
+	}
+	e.Config = cfg
+	if opts.ControllerManager {
+		if err := e.startControllerManager(bin); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// AddUser returns a config that authenticates as the named user with the
+// given groups. RBAC decides what the user may do.
+func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
+	user, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
+	if err != nil {
+		return nil, err
+	}
+	return user.Config(), nil
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same port
+// with the same certificates, keeping etcd and so every object.
+func (e *Env) RestartAPIServer() error {
+	apiServer := e.env.ControlPlane.APIServer
+	// Stop kills the apiserver when it has not drained its watches within
+	// StopTimeout; an abrupt stop is a restart too, so only a port that
+	// stays bound is an error.
+	_ = apiServer.Stop()
+	if err := waitPortClosed(apiServer.SecureServing.Address, apiServer.SecureServing.Port, 30*time.Second); err != nil {
+		return err
+	}
+	if err := apiServer.Start(); err != nil {
+		return fmt.Errorf("starting kube-apiserver again: %w", err)
+	}
+	return nil
+}
+
+// Stop stops every process and removes their files.
+func (e *Env) Stop() error {
+	var errs []error
+	if e.kcm != nil && e.kcm.Process != nil {
+		_ = e.kcm.Process.Signal(os.Interrupt)
+		select {
+		case <-e.kcmDone:
+		case <-time.After(10 * time.Second):
+			_ = e.kcm.Process.Kill()
+			<-e.kcmDone
+		}
+	}
+	if err := e.env.Stop(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(e.workDir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Env) startControllerManager(bin string) error {
+	path := filepath.Join(bin, "kube-controller-manager")
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("kube-controller-manager missing in %s (run `make k8s-bin`): %w", bin, err)
+	}
+	cfg, err := e.AddUser("system:kube-controller-manager", "system:masters")
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(e.workDir, "kube-controller-manager.kubeconfig")
+	if err := writeKubeconfig(cfg, kubeconfig); err != nil {
+		return err
+	}
+	logPath := filepath.Join(e.workDir, "kube-controller-manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path,
+		"--kubeconfig="+kubeconfig,
+		"--controllers=garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller",
+		"--leader-elect=false",
+		"--secure-port=0",
+		// Namespace deletion waits for discovery of every API; resync
+		// faster than the default so tests see cascades promptly.
+		"--namespace-sync-period=10s",
+		"--concurrent-gc-syncs=5",
+		"--v=1",
+	)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	e.kcm = cmd
+	e.kcmDone = make(chan error, 1)
+	go func() {
+		e.kcmDone <- cmd.Wait()
+		_ = logFile.Close()
+	}()
+	return nil
+}
+
+func waitPortClosed(host, port string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), time.Second)
+		if err != nil {
+			return nil
+		}
+		_ = conn.Close()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("kube-apiserver still listens on %s:%s %s after it was stopped", host, port, timeout)
+}
+
+func writeKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	kc.CurrentContext = "test"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// Main starts one control plane for a test package, runs its tests and stops
+// it. Use it from TestMain:
+//
+//	var env *testenv.Env
+//	func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{...}, &env) }
+func Main(m *testing.M, opts Options, out **Env) {
+	env, err := Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	*out = env
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stopping:", err)
+	}
+	os.Exit(code)
+}
