@@ -1,0 +1,321 @@
+package patch
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// maxAttempts bounds the re-read and retry loop on conflicts. A conflict
+// means somebody else wrote in between; a handful of retries absorbs normal
+// contention, and past that the reconcile fails and is retried with backoff.
+const maxAttempts = 5
+
+// Helper remembers an object as a reconcile read it and later writes what
+// the reconcile changed.
+//
+// Both writes are JSON merge patches guarded by the resourceVersion the
+// patch was computed from (an optimistic lock): CRDs support no strategic
+// merge patch, and a plain merge patch replaces whole lists such as
+// finalizers and conditions, which would drop entries another writer added
+// in between. On a conflict the helper reads the live object from the API
+// server (not the cache, which may still be stale), applies only this
+// reconcile's changes to it again and retries. Metadata changes are limited
+// to labels, annotations and finalizers: the operator never writes spec.
+type Helper struct {
+	client client.Client
+	live   client.Reader
+	gvk    schema.GroupVersionKind
+	before *unstructured.Unstructured
+}
+
+// NewHelper snapshots obj. live must read from the API server directly
+// (manager.GetAPIReader()); it is used only after a conflict.
+func NewHelper(obj client.Object, c client.Client, live client.Reader) (*Helper, error) {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return nil, err
+	}
+	before, err := toUnstructured(obj, gvk)
+	if err != nil {
+		return nil, err
+	}
+	return &Helper{client: c, live: live, gvk: gvk, before: before}, nil
+}
+
+// Result says which writes Patch made.
+type Result struct {
+	MetadataPatched bool
+	StatusPatched   bool
+}
+
+// Patch writes the changes made to obj since NewHelper: first labels,
+// annotations and finalizers through the main resource, then status through
+// the status subresource. Each write happens only when that part changed.
+// On success obj holds the object as the API server returned it.
+func (h *Helper) Patch(ctx context.Context, obj client.Object) (Result, error) {
+	var res Result
+	after, err := toUnstructured(obj, h.gvk)
+	if err != nil {
+		return res, err
+	}
+	base := h.before
+	if md := diffMetadata(h.before, after); !md.empty() {
+		written, err := h.write(ctx, base, md.applyTo, false)
+		if err != nil {
+			return res, fmt.Errorf("patching metadata of %s %s: %w", h.gvk.Kind, client.ObjectKeyFromObject(obj), err)
+		}
+		if written != nil {
+			res.MetadataPatched = true
+			base = written
+		}
+	}
+	if sd := diffStatus(h.before, after); !sd.empty() {
+		written, err := h.write(ctx, base, sd.applyTo, true)
+		if err != nil {
+			return res, fmt.Errorf("patching status of %s %s: %w", h.gvk.Kind, client.ObjectKeyFromObject(obj), err)
+		}
+		if written != nil {
+			res.StatusPatched = true
+			base = written
+		}
+	}
+	if res.MetadataPatched || res.StatusPatched {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(base.Object, obj); err != nil {
+			return res, err
+		}
+		// The caller may keep reconciling with obj; later changes are
+		// measured from what is now persisted.
+		h.before = base
+	}
+	return res, nil
+}
+
+// write applies change to base and patches the difference, retrying on
+// conflict from a fresh read. It returns the persisted object, or nil when
+// the live object already had the change and nothing was written.
+func (h *Helper) write(ctx context.Context, base *unstructured.Unstructured, change func(*unstructured.Unstructured), status bool) (*unstructured.Unstructured, error) {
+	for attempt := 1; ; attempt++ {
+		desired := base.DeepCopy()
+		change(desired)
+		if reflect.DeepEqual(base.Object, desired.Object) {
+			return nil, nil
+		}
+		p := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+		var err error
+		if status {
+			err = h.client.Status().Patch(ctx, desired, p)
+		} else {
+			err = h.client.Patch(ctx, desired, p)
+		}
+		if err == nil {
+			return desired, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxAttempts {
+			return nil, err
+		}
+		fresh := &unstructured.Unstructured{}
+		fresh.SetGroupVersionKind(h.gvk)
+		if err := h.live.Get(ctx, client.ObjectKey{Namespace: base.GetNamespace(), Name: base.GetName()}, fresh); err != nil {
+			return nil, err
+		}
+		if fresh.GetUID() != base.GetUID() {
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: h.gvk.Group, Resource: h.gvk.Kind}, base.GetName())
+		}
+		base = fresh
+	}
+}
+
+func toUnstructured(obj client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// metadataDelta is what a reconcile changed in labels, annotations and
+// finalizers, as operations that can be replayed on a newer object.
+type metadataDelta struct {
+	labels, annotations mapDelta
+	addFinalizers       []string
+	removeFinalizers    []string
+}
+
+// mapDelta holds the keys set (to a value) or removed (nil) by a reconcile.
+type mapDelta map[string]*string
+
+func (d metadataDelta) empty() bool {
+	return len(d.labels) == 0 && len(d.annotations) == 0 && len(d.addFinalizers) == 0 && len(d.removeFinalizers) == 0
+}
+
+func diffMetadata(before, after *unstructured.Unstructured) metadataDelta {
+	return metadataDelta{
+		labels:           diffMap(before.GetLabels(), after.GetLabels()),
+		annotations:      diffMap(before.GetAnnotations(), after.GetAnnotations()),
+		addFinalizers:    missingFrom(before.GetFinalizers(), after.GetFinalizers()),
+		removeFinalizers: missingFrom(after.GetFinalizers(), before.GetFinalizers()),
+	}
+}
+
+func (d metadataDelta) applyTo(u *unstructured.Unstructured) {
+	u.SetLabels(d.labels.applyTo(u.GetLabels()))
+	u.SetAnnotations(d.annotations.applyTo(u.GetAnnotations()))
+	fins := u.GetFinalizers()
+	for _, f := range d.addFinalizers {
+		if !slices.Contains(fins, f) {
+			fins = append(fins, f)
+		}
+	}
+	fins = slices.DeleteFunc(fins, func(f string) bool { return slices.Contains(d.removeFinalizers, f) })
+	u.SetFinalizers(fins)
+}
+
+func diffMap(before, after map[string]string) mapDelta {
+	d := mapDelta{}
+	for k, v := range after {
+		if old, ok := before[k]; !ok || old != v {
+			d[k] = &v
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			d[k] = nil
+		}
+	}
+	return d
+}
+
+func (d mapDelta) applyTo(m map[string]string) map[string]string {
+	if len(d) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m)+len(d))
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range d {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = *v
+		}
+	}
+	return out
+}
+
+// missingFrom returns the entries of b that are not in a.
+func missingFrom(a, b []string) []string {
+	var out []string
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// statusDelta is what a reconcile changed in status. Status belongs to the
+// operator, so every field but conditions is written as the reconcile left
+// it; conditions are replayed per type, so a condition another writer set
+// in between survives.
+type statusDelta struct {
+	changed    bool
+	fields     map[string]any            // status without conditions
+	conditions map[string]map[string]any // type -> condition, nil when removed
+	order      []string                  // condition types in the reconcile's order
+}
+
+func (d statusDelta) empty() bool { return !d.changed }
+
+func diffStatus(before, after *unstructured.Unstructured) statusDelta {
+	b, _, _ := unstructured.NestedMap(before.Object, "status")
+	a, _, _ := unstructured.NestedMap(after.Object, "status")
+	d := statusDelta{fields: a, conditions: map[string]map[string]any{}}
+	bc, ac := conditionsByType(b), conditionsByType(a)
+	for _, c := range conditionList(a) {
+		d.order = append(d.order, conditionType(c))
+	}
+	for t, c := range ac {
+		if !reflect.DeepEqual(bc[t], c) {
+			d.conditions[t] = c
+		}
+	}
+	for t := range bc {
+		if _, ok := ac[t]; !ok {
+			d.conditions[t] = nil
+		}
+	}
+	delete(b, "conditions")
+	delete(a, "conditions")
+	d.changed = len(d.conditions) > 0 || !reflect.DeepEqual(emptyToNil(b), emptyToNil(a))
+	return d
+}
+
+func (d statusDelta) applyTo(u *unstructured.Unstructured) {
+	live, _, _ := unstructured.NestedMap(u.Object, "status")
+	status := make(map[string]any, len(d.fields)+1)
+	for k, v := range d.fields {
+		status[k] = v
+	}
+	var conds []any
+	seen := map[string]bool{}
+	for _, c := range conditionList(live) {
+		t := conditionType(c)
+		seen[t] = true
+		replacement, changed := d.conditions[t]
+		switch {
+		case !changed:
+			conds = append(conds, c)
+		case replacement != nil:
+			conds = append(conds, replacement)
+		}
+	}
+	for _, t := range d.order {
+		if replacement := d.conditions[t]; replacement != nil && !seen[t] {
+			conds = append(conds, replacement)
+		}
+	}
+	if len(conds) > 0 {
+		status["conditions"] = conds
+	}
+	u.Object["status"] = status
+}
+
+func conditionList(status map[string]any) []any {
+	list, _, _ := unstructured.NestedSlice(status, "conditions")
+	return list
+}
+
+func conditionType(c any) string {
+	m, _ := c.(map[string]any)
+	t, _ := m["type"].(string)
+	return t
+}
+
+func conditionsByType(status map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, c := range conditionList(status) {
+		if m, ok := c.(map[string]any); ok {
+			out[conditionType(m)] = m
+		}
+	}
+	return out
+}
+
+func emptyToNil(m map[string]any) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
