@@ -43,7 +43,7 @@ type Env struct {
 	env     *envtest.Environment
 	workDir string
 	kcm     *exec.Cmd
-	kcmDone chan error
+	kcmDone chan struct{}
 }
 
 // BinaryDir is where the control-plane binaries are: KUBEBUILDER_ASSETS when
@@ -194,10 +194,12 @@ func (e *Env) startControllerManager(bin string) error {
 		return fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
 	e.kcm = cmd
-	e.kcmDone = make(chan error, 1)
+	e.kcmDone = make(chan struct{})
 	go func() {
-		e.kcmDone <- cmd.Wait()
+		// The exit status is of no interest: tests stop it with a signal.
+		_ = cmd.Wait()
 		_ = logFile.Close()
+		close(e.kcmDone)
 	}()
 	return nil
 }
@@ -205,14 +207,21 @@ func (e *Env) startControllerManager(bin string) error {
 func waitPortClosed(host, port string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), time.Second)
-		if err != nil {
+		if !listening(host, port) {
 			return nil
 		}
-		_ = conn.Close()
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("kube-apiserver still listens on %s:%s %s after it was stopped", host, port, timeout)
+}
+
+func listening(host, port string) bool {
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
 
 func writeKubeconfig(cfg *rest.Config, path string) error {

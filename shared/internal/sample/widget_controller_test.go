@@ -466,11 +466,12 @@ func TestRecoversAfterAPIServerRestart(t *testing.T) {
 	before.Spec.Message = "changed"
 	eventually(t, "update after the restart", func(ctx context.Context) (bool, error) {
 		latest, err := getWidget(ctx, c, before)
-		if err != nil {
-			return false, nil
+		if err == nil {
+			latest.Spec.Message = "changed"
+			err = c.Update(ctx, latest)
 		}
-		latest.Spec.Message = "changed"
-		return c.Update(ctx, latest) == nil, nil
+		// The apiserver may still be coming back: retry on any error.
+		return err == nil, nil
 	})
 	got := waitReady(t, c, before)
 	if got.Status.Echo != "changed" {
