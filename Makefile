@@ -32,6 +32,7 @@ generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and marke
 	$(CONTROLLER_GEN) object paths=./apis/... paths=./shared/internal/sample/...
 	rm -f shared/internal/sample/crd/*.yaml
 	$(CONTROLLER_GEN) crd paths=./shared/internal/sample/... output:crd:artifacts:config=shared/internal/sample/crd
+	@for op in $(OPERATORS); do hack/generate-operator.sh "$(CONTROLLER_GEN)" $$op || exit 1; done
 
 .PHONY: fmt
 fmt: ## Format every module's Go code.
@@ -56,11 +57,15 @@ lint: ## Run golangci-lint on every module.
 ##@ Test
 
 .PHONY: test
-test: k8s-bin ## Run unit and integration tests of every module (real kube-apiserver, etcd, kube-controller-manager).
+test: k8s-bin test-deps ## Run unit and integration tests of every module (real kube-apiserver, etcd, kube-controller-manager).
 	@for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; \
 	done
+
+.PHONY: test-deps
+test-deps: ## Install what the operators' tests need from Debian (PostgreSQL, Redis, Jupyter); idempotent.
+	@for op in $(OPERATORS); do if [[ -x operators/$$op/hack/test-deps.sh ]]; then operators/$$op/hack/test-deps.sh || exit 1; fi; done
 
 .PHONY: k8s-bin
 k8s-bin: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubectl from Go modules (cached per version).
@@ -76,6 +81,9 @@ build-%: ## Build one operator binary into bin/, e.g. build-trainingjob.
 
 test-%: k8s-bin ## Run one operator's tests, e.g. test-trainingjob.
 	cd operators/$* && go test $(GO_TEST_FLAGS) ./...
+
+bench-%: k8s-bin test-deps ## Run one operator's benchmark and print its figures, e.g. bench-trainingjob.
+	cd operators/$* && go test -count=1 -timeout=60m -run '^$$' -bench . -benchtime=1x -v ./bench/
 
 run-%: ## Run one operator against the current kubeconfig, without leader election or metrics TLS.
 	cd operators/$* && go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081
