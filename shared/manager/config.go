@@ -1,0 +1,179 @@
+package manager
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Config holds the values an operator's command line sets. Reconcilers get
+// it in Options.Setup so they can build their controllers from it.
+type Config struct {
+	MetricsBindAddress string
+	// MetricsSecure serves metrics over HTTPS behind the API server's
+	// authentication and authorization, as a cluster's scrapers expect; it
+	// is switched off only for local runs without a cluster to ask.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint;
+	// empty means a self-signed certificate, which scrapers that skip
+	// verification accept.
+	MetricsCertDir string
+	// EnableHTTP2 is off by default because HTTP/2 servers were open to the
+	// rapid reset and stream cancellation attacks (CVE-2023-44487,
+	// CVE-2023-39325), and metrics scrapers do not need it.
+	EnableHTTP2 bool
+
+	HealthProbeBindAddress string
+
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+
+	KubeAPIQPS   float64
+	KubeAPIBurst int
+
+	// MaxBackoff caps the per-object retry delay after failed reconciles.
+	MaxBackoff time.Duration
+
+	// GracefulShutdownTimeout bounds how long runnables get to stop after a
+	// termination signal. It stays below a pod's default 30s termination
+	// grace period, so that the leader lease is released and spans are
+	// flushed before the kubelet kills the container.
+	GracefulShutdownTimeout time.Duration
+
+	Zap zap.Options
+
+	// RESTConfig is the cluster to manage. It is not a flag: nil means the
+	// --kubeconfig flag, the in-cluster config or ~/.kube/config, and tests
+	// set it to their test API server.
+	RESTConfig *rest.Config
+}
+
+// DefaultConfig returns the defaults of every flag.
+func DefaultConfig() Config {
+	return Config{
+		MetricsBindAddress:      ":8443",
+		MetricsSecure:           true,
+		HealthProbeBindAddress:  ":8081",
+		LeaderElect:             true,
+		LeaderElectionNamespace: defaultLeaderElectionNamespace(),
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
+		// client-go's own defaults (5 QPS, burst 10) throttle an operator
+		// that lists and patches many children during a resync.
+		KubeAPIQPS:   50,
+		KubeAPIBurst: 100,
+		// Five minutes rather than controller-runtime's 1000s, so that a
+		// failing object is retried soon after an outage of its
+		// dependency ends.
+		MaxBackoff:              5 * time.Minute,
+		GracefulShutdownTimeout: 20 * time.Second,
+		Zap: zap.Options{
+			Development: false,
+			TimeEncoder: zapcore.RFC3339NanoTimeEncoder,
+		},
+	}
+}
+
+// defaultLeaderElectionNamespace prefers the pod's namespace (set from the
+// downward API by the charts) and falls back to "default" so that a run
+// outside a cluster does not fail looking for the service account's
+// namespace file.
+func defaultLeaderElectionNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "default"
+}
+
+// BindFlags registers every flag on fs with c's current values as defaults,
+// so that Parse fills c.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress,
+		"The address the metrics endpoint binds to. Use \"0\" to disable it.")
+	fs.BoolVar(&c.MetricsSecure, "metrics-secure", c.MetricsSecure,
+		"Serve metrics over HTTPS, allowing only callers that the API server authorizes to get /metrics. Set to false for plain HTTP in local runs.")
+	fs.StringVar(&c.MetricsCertDir, "metrics-cert-dir", c.MetricsCertDir,
+		"A folder holding tls.crt and tls.key for the metrics endpoint. Empty means a self-signed certificate.")
+	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2,
+		"Allow HTTP/2 on the metrics endpoint.")
+	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress,
+		"The address the /healthz and /readyz endpoints bind to. Use \"0\" to disable them.")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect,
+		"Run reconcilers only in the replica that holds the leader lease.")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace,
+		"The namespace of the leader election lease. Defaults to $POD_NAMESPACE, else \"default\".")
+	fs.DurationVar(&c.LeaseDuration, "leader-election-lease-duration", c.LeaseDuration,
+		"How long other replicas wait before taking over a lease that was not renewed.")
+	fs.DurationVar(&c.RenewDeadline, "leader-election-renew-deadline", c.RenewDeadline,
+		"How long the leader keeps trying to renew its lease before it gives up leadership.")
+	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", c.RetryPeriod,
+		"How often replicas try to acquire or renew the lease.")
+	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS,
+		"Sustained queries per second to the Kubernetes API.")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst,
+		"Burst of queries to the Kubernetes API above --kube-api-qps.")
+	fs.DurationVar(&c.MaxBackoff, "max-backoff", c.MaxBackoff,
+		"The longest delay before an object whose reconcile failed is retried.")
+	fs.DurationVar(&c.GracefulShutdownTimeout, "graceful-shutdown-timeout", c.GracefulShutdownTimeout,
+		"How long reconcilers and servers get to stop after a termination signal.")
+	c.Zap.BindFlags(fs)
+}
+
+// Validate reports flag combinations that would only fail later, such as
+// lease timings that client-go's leader elector rejects once the manager
+// has already started its servers.
+func (c Config) Validate() error {
+	var errs []error
+	if c.LeaderElect {
+		// These are the same relations client-go's leader elector checks,
+		// including its jitter factor of 1.2 on the retry period.
+		if c.LeaseDuration <= c.RenewDeadline {
+			errs = append(errs, fmt.Errorf("--leader-election-lease-duration (%v) must be greater than --leader-election-renew-deadline (%v)", c.LeaseDuration, c.RenewDeadline))
+		}
+		if float64(c.RenewDeadline) <= 1.2*float64(c.RetryPeriod) {
+			errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%v) must be greater than 1.2 x --leader-election-retry-period (%v)", c.RenewDeadline, c.RetryPeriod))
+		}
+		if c.LeaderElectionNamespace == "" {
+			errs = append(errs, errors.New("--leader-election-namespace must not be empty"))
+		}
+	}
+	if c.KubeAPIQPS <= 0 || c.KubeAPIBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps (%v) and --kube-api-burst (%v) must be positive", c.KubeAPIQPS, c.KubeAPIBurst))
+	}
+	if c.MaxBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("--max-backoff (%v) must be positive", c.MaxBackoff))
+	}
+	return errors.Join(errs...)
+}
+
+// ControllerOptions returns controller options whose workqueue backs off up
+// to MaxBackoff. Call it once per controller: the rate limiter remembers
+// each object's failures, so controllers must not share one.
+func (c Config) ControllerOptions() controller.Options {
+	return controller.Options{RateLimiter: NewRateLimiter[reconcile.Request](c.MaxBackoff)}
+}
+
+// NewRateLimiter is controller-runtime's default workqueue rate limiter with
+// maxBackoff instead of its fixed 1000s cap: per-object exponential backoff
+// from 5ms, and an overall 10 per second (burst 100) bucket so that a mass
+// failure does not hammer the API server.
+func NewRateLimiter[T comparable](maxBackoff time.Duration) workqueue.TypedRateLimiter[T] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, maxBackoff),
+		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}

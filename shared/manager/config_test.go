@@ -1,0 +1,220 @@
+package manager
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// ignoreZap leaves the logger options out of comparisons: they hold
+// functions, and their flags belong to controller-runtime.
+var ignoreZap = cmpopts.IgnoreFields(Config{}, "Zap")
+
+func TestFlags(t *testing.T) {
+	testCases := map[string]struct {
+		podNamespace string
+		args         []string
+		want         func(*Config)
+	}{
+		"defaults": {
+			want: func(*Config) {},
+		},
+		"leader election namespace from POD_NAMESPACE": {
+			podNamespace: "ml-system",
+			want:         func(c *Config) { c.LeaderElectionNamespace = "ml-system" },
+		},
+		"every flag set": {
+			podNamespace: "ml-system",
+			args: []string{
+				"--metrics-bind-address=:9090", "--metrics-secure=false", "--metrics-cert-dir=/certs", "--enable-http2",
+				"--health-probe-bind-address=:9091",
+				"--leader-elect=false", "--leader-election-namespace=other",
+				"--leader-election-lease-duration=60s", "--leader-election-renew-deadline=40s", "--leader-election-retry-period=5s",
+				"--kube-api-qps=20", "--kube-api-burst=30", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
+			},
+			want: func(c *Config) {
+				c.MetricsBindAddress = ":9090"
+				c.MetricsSecure = false
+				c.MetricsCertDir = "/certs"
+				c.EnableHTTP2 = true
+				c.HealthProbeBindAddress = ":9091"
+				c.LeaderElect = false
+				c.LeaderElectionNamespace = "other"
+				c.LeaseDuration = 60 * time.Second
+				c.RenewDeadline = 40 * time.Second
+				c.RetryPeriod = 5 * time.Second
+				c.KubeAPIQPS = 20
+				c.KubeAPIBurst = 30
+				c.MaxBackoff = time.Minute
+				c.GracefulShutdownTimeout = 10 * time.Second
+			},
+		},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", tc.podNamespace)
+			got := DefaultConfig()
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			got.BindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+
+			want := Config{
+				MetricsBindAddress:      ":8443",
+				MetricsSecure:           true,
+				HealthProbeBindAddress:  ":8081",
+				LeaderElect:             true,
+				LeaderElectionNamespace: "default",
+				LeaseDuration:           15 * time.Second,
+				RenewDeadline:           10 * time.Second,
+				RetryPeriod:             2 * time.Second,
+				KubeAPIQPS:              50,
+				KubeAPIBurst:            100,
+				MaxBackoff:              5 * time.Minute,
+				GracefulShutdownTimeout: 20 * time.Second,
+			}
+			if tc.podNamespace != "" {
+				want.LeaderElectionNamespace = tc.podNamespace
+			}
+			tc.want(&want)
+			if diff := cmp.Diff(want, got, ignoreZap); diff != "" {
+				t.Errorf("Config after parsing %q (-want +got):\n%s", tc.args, diff)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+func TestLoggingDefaultsToJSON(t *testing.T) {
+	testCases := map[string]struct {
+		args     []string
+		wantJSON bool
+	}{
+		"default":        {wantJSON: true},
+		"console":        {args: []string{"--zap-encoder=console"}, wantJSON: false},
+		"debug level":    {args: []string{"--zap-log-level=debug"}, wantJSON: true},
+		"development on": {args: []string{"--zap-devel"}, wantJSON: false},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			cfg.BindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			logger := zap.New(zap.UseFlagOptions(&cfg.Zap), zap.WriteTo(&out))
+			logger.Info("hello", "key", "value")
+
+			line := strings.TrimSpace(out.String())
+			isJSON := strings.HasPrefix(line, "{") && strings.Contains(line, `"msg":"hello"`)
+			if isJSON != tc.wantJSON {
+				t.Errorf("log line %q: JSON = %v, want %v", line, isJSON, tc.wantJSON)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	testCases := map[string]struct {
+		change  func(*Config)
+		wantErr string
+	}{
+		"defaults are valid": {
+			change: func(*Config) {},
+		},
+		"lease not longer than renew deadline": {
+			change:  func(c *Config) { c.LeaseDuration = c.RenewDeadline },
+			wantErr: "--leader-election-lease-duration",
+		},
+		"renew deadline too close to retry period": {
+			change:  func(c *Config) { c.RetryPeriod = 9 * time.Second },
+			wantErr: "--leader-election-renew-deadline",
+		},
+		"bad lease timings are fine without leader election": {
+			change: func(c *Config) { c.LeaderElect = false; c.LeaseDuration = time.Second },
+		},
+		"empty leader election namespace": {
+			change:  func(c *Config) { c.LeaderElectionNamespace = "" },
+			wantErr: "--leader-election-namespace",
+		},
+		"zero QPS": {
+			change:  func(c *Config) { c.KubeAPIQPS = 0 },
+			wantErr: "--kube-api-qps",
+		},
+		"zero max backoff": {
+			change:  func(c *Config) { c.MaxBackoff = 0 },
+			wantErr: "--max-backoff",
+		},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tc.change(&cfg)
+			err := cfg.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Validate() = %v, want an error about %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestControllerOptionsBackOffUpToMaxBackoff(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxBackoff = 2 * time.Second
+	limiter := cfg.ControllerOptions().RateLimiter
+	item := reconcile.Request{}
+	item.Name = "failing"
+
+	var delays []time.Duration
+	for range 16 {
+		delays = append(delays, limiter.When(item))
+	}
+	// 5ms doubling reaches the cap on the tenth failure: 5ms * 2^9 = 2.56s.
+	want := []time.Duration{
+		5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond,
+		80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond, 640 * time.Millisecond,
+		1280 * time.Millisecond, 2 * time.Second, 2 * time.Second, 2 * time.Second,
+		2 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second,
+	}
+	if diff := cmp.Diff(want, delays); diff != "" {
+		t.Errorf("delays after repeated failures (-want +got):\n%s", diff)
+	}
+
+	limiter.Forget(item)
+	if got := limiter.When(item); got != 5*time.Millisecond {
+		t.Errorf("delay after Forget = %v, want 5ms", got)
+	}
+	if other := cfg.ControllerOptions().RateLimiter; other == limiter {
+		t.Error("ControllerOptions returned the same rate limiter twice; controllers would share failure counts")
+	}
+}
+
+func TestNewRejectsInvalidOptions(t *testing.T) {
+	testCases := map[string]struct {
+		opts Options
+	}{
+		"no name":          {opts: Options{}},
+		"name not a label": {opts: Options{Name: "Training_Operator"}},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := New(DefaultConfig(), tc.opts); err == nil {
+				t.Error("New() = nil error, want one")
+			}
+		})
+	}
+}

@@ -1,0 +1,240 @@
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ml-platform/ml-platform/shared/tracing"
+)
+
+// LabelManagedBy marks the objects an operator creates. The cache of every
+// kind in Options.OwnedObjects sees only objects whose value is the
+// operator's name, so reconcilers must set it on everything they create.
+const LabelManagedBy = "app.kubernetes.io/managed-by"
+
+// leaderElectionSuffix makes lease names unique to ml-platform, so no other
+// software's lease in the same namespace can collide with an operator's.
+const leaderElectionSuffix = ".mlplatform.dev"
+
+// tracingShutdownTimeout bounds the final span flush, so an unreachable
+// collector cannot hold up the exit after the manager has stopped.
+const tracingShutdownTimeout = 5 * time.Second
+
+// Options describe an operator; unlike Config they do not change between
+// runs.
+type Options struct {
+	// Name is the binary's name, such as "trainingjob-operator". It names
+	// the leader election lease, the field manager of every write, the
+	// API client's user agent, the tracing service and the value of
+	// LabelManagedBy.
+	Name string
+
+	// Scheme knows every kind the operator reads or writes.
+	Scheme *runtime.Scheme
+
+	// OwnedObjects are the kinds the operator creates, such as Pods or
+	// Secrets. Their caches hold only objects labelled LabelManagedBy=Name,
+	// so an operator never caches every Pod or Secret in the cluster. The
+	// cached client cannot see unlabelled objects of these kinds: read
+	// those, such as a user's Secret, with the manager's APIReader.
+	OwnedObjects []client.Object
+
+	// Setup registers the operator's reconcilers.
+	Setup func(mgr ctrl.Manager, cfg Config) error
+}
+
+// ManagedByLabels returns the label that puts an object into the
+// operator's cache, for reconcilers to merge into the labels of what they
+// create.
+func ManagedByLabels(name string) map[string]string {
+	return map[string]string{LabelManagedBy: name}
+}
+
+// LeaderElectionID is the name of the operator's leader election lease.
+func LeaderElectionID(name string) string {
+	return name + leaderElectionSuffix
+}
+
+// Main parses the command line, runs the operator until SIGTERM or SIGINT
+// and exits non-zero if it failed.
+func Main(opts Options) {
+	cfg := DefaultConfig()
+	cfg.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	logger := zap.New(zap.UseFlagOptions(&cfg.Zap))
+	ctrl.SetLogger(logger)
+	// client-go's leader election and warnings log through klog; routing
+	// them to the same logger keeps one format in the operator's output.
+	klog.SetLogger(logger)
+
+	if err := Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "Operator failed", "operator", opts.Name)
+		os.Exit(1)
+	}
+}
+
+// Run sets up tracing, builds the manager and runs it until ctx is done.
+func Run(ctx context.Context, cfg Config, opts Options) error {
+	// OpenTelemetry reports export failures through a logger of its own;
+	// routing it to ours keeps them in the operator's structured logs.
+	otel.SetLogger(ctrl.Log.WithName("otel"))
+	shutdownTracing, err := tracing.Setup(ctx, opts.Name)
+	if err != nil {
+		return fmt.Errorf("setting up tracing: %w", err)
+	}
+	defer func() {
+		// ctx is already cancelled here, and the flush must still run.
+		flushCtx, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
+			ctrl.Log.WithName("setup").Error(err, "Flushing traces failed")
+		}
+	}()
+
+	mgr, err := New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("Starting manager", "operator", opts.Name)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}
+
+// New builds the manager and registers the health checks and the
+// operator's reconcilers, without starting anything.
+func New(cfg Config, opts Options) (ctrl.Manager, error) {
+	if err := validateOptions(opts); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+
+	restConfig, err := clusterConfig(cfg, opts.Name)
+	if err != nil {
+		return nil, err
+	}
+
+	managedBy := labels.SelectorFromSet(ManagedByLabels(opts.Name))
+	byObject := make(map[client.Object]cache.ByObject, len(opts.OwnedObjects))
+	for _, obj := range opts.OwnedObjects {
+		byObject[obj] = cache.ByObject{Label: managedBy}
+	}
+
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme: opts.Scheme,
+		Cache: cache.Options{
+			// Nothing in ml-platform reads managedFields, and they are
+			// often the largest part of a cached object.
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject:         byObject,
+		},
+		NewClient: func(config *rest.Config, o client.Options) (client.Client, error) {
+			// Objects read as unstructured, such as FeatureStores that an
+			// operator reads without importing their types (shared/featureref),
+			// come from the informer cache too rather than from the API
+			// server on every reconcile.
+			if o.Cache != nil {
+				o.Cache.Unstructured = true
+			}
+			c, err := client.New(config, o)
+			if err != nil {
+				return nil, err
+			}
+			return client.WithFieldOwner(c, opts.Name), nil
+		},
+		Metrics:                       metricsOptions(cfg),
+		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		LeaderElection:                cfg.LeaderElect,
+		LeaderElectionID:              LeaderElectionID(opts.Name),
+		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &cfg.LeaseDuration,
+		RenewDeadline:                 &cfg.RenewDeadline,
+		RetryPeriod:                   &cfg.RetryPeriod,
+		GracefulShutdownTimeout:       &cfg.GracefulShutdownTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
+	}
+	if opts.Setup != nil {
+		if err := opts.Setup(mgr, cfg); err != nil {
+			return nil, fmt.Errorf("setting up reconcilers: %w", err)
+		}
+	}
+	return mgr, nil
+}
+
+func validateOptions(opts Options) error {
+	if opts.Name == "" {
+		return errors.New("manager: Options.Name is required")
+	}
+	// The name becomes a label value and part of the lease name, so it
+	// must be valid as both.
+	if errs := validation.IsDNS1123Label(opts.Name); len(errs) > 0 {
+		return fmt.Errorf("manager: Options.Name %q: %v", opts.Name, errs)
+	}
+	return nil
+}
+
+// clusterConfig copies the REST config before changing it, because tests
+// pass one config to several managers.
+func clusterConfig(cfg Config, name string) (*rest.Config, error) {
+	base := cfg.RESTConfig
+	if base == nil {
+		var err error
+		if base, err = ctrl.GetConfig(); err != nil {
+			return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		}
+	}
+	restConfig := rest.CopyConfig(base)
+	restConfig.QPS = float32(cfg.KubeAPIQPS)
+	restConfig.Burst = cfg.KubeAPIBurst
+	restConfig.UserAgent = name
+	tracing.WrapTransport(restConfig)
+	return restConfig, nil
+}
+
+func metricsOptions(cfg Config) metricsserver.Options {
+	o := metricsserver.Options{
+		BindAddress:   cfg.MetricsBindAddress,
+		SecureServing: cfg.MetricsSecure,
+		CertDir:       cfg.MetricsCertDir,
+	}
+	if !cfg.EnableHTTP2 {
+		o.TLSOpts = append(o.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	if cfg.MetricsSecure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}
