@@ -87,3 +87,6 @@ bench-%: k8s-bin test-deps ## Run one operator's benchmark and print its figures
 
 run-%: ## Run one operator against the current kubeconfig, without leader election or metrics TLS.
 	cd operators/$* && go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081
+
+# Larger areas (the kind platform, images) keep their targets in mk/*.mk.
+-include mk/*.mk
