@@ -14,7 +14,6 @@ K8S_VERSION := $(shell sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[^[:space:]]
 K8S_BIN_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ml-platform/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS := $(K8S_BIN_DIR)
 
-CONTROLLER_GEN = $(shell hack/tool.sh controller-gen)
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
 ##@ General
@@ -29,14 +28,15 @@ help: ## Show this help.
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers.
-	$(CONTROLLER_GEN) object paths=./apis/... paths=./shared/internal/sample/...
-	rm -f shared/internal/sample/crd/*.yaml
-	$(CONTROLLER_GEN) crd paths=./shared/internal/sample/... output:crd:artifacts:config=shared/internal/sample/crd
-	@for op in $(OPERATORS); do hack/generate-operator.sh "$(CONTROLLER_GEN)" $$op || exit 1; done
+	controller_gen=$$(hack/tool.sh controller-gen); \
+	$$controller_gen object paths=./apis/... paths=./shared/internal/sample/...; \
+	rm -f shared/internal/sample/crd/*.yaml; \
+	$$controller_gen crd paths=./shared/internal/sample/... output:crd:artifacts:config=shared/internal/sample/crd; \
+	for op in $(OPERATORS); do hack/generate-operator.sh "$$controller_gen" $$op; done
 
 .PHONY: fmt
 fmt: ## Format every module's Go code.
-	$(shell hack/tool.sh golangci-lint) fmt --config .golangci.yml $(addsuffix /...,$(addprefix ./,$(MODULES)))
+	golangci_lint=$$(hack/tool.sh golangci-lint); $$golangci_lint fmt --config .golangci.yml $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 .PHONY: verify
 verify: generate verify-modules ## Regenerate everything and fail on any difference; check module consistency.
