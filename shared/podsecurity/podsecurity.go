@@ -14,6 +14,7 @@ import (
 // PodSecurityContext is the pod-level context of every generated pod: a
 // non-root user and the runtime's default seccomp profile. fsGroup makes
 // mounted volumes writable by that user.
+//
 //nolint:revive // The name mirrors corev1.PodSecurityContext, the type it returns.
 func PodSecurityContext(uid int64) *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{
