@@ -1,0 +1,430 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+)
+
+// Framework is the training framework a TrainingJob runs with. It decides
+// the Kubeflow job kind and the roles of its pods.
+// +kubebuilder:validation:Enum=pytorch;tensorflow;xgboost;paddle
+type Framework string
+
+// The supported frameworks. MPI is deliberately absent: Kubeflow's v1 MPIJob
+// needs a launcher image this platform cannot build.
+const (
+	FrameworkPyTorch    Framework = "pytorch"
+	FrameworkTensorFlow Framework = "tensorflow"
+	FrameworkXGBoost    Framework = "xgboost"
+	FrameworkPaddle     Framework = "paddle"
+)
+
+// CleanPodPolicy says which pods of a finished run are deleted once the
+// operator has recorded the outcome.
+// +kubebuilder:validation:Enum=All;Running;None
+type CleanPodPolicy string
+
+const (
+	// CleanPodPolicyAll deletes every pod, keeping nothing but the status.
+	CleanPodPolicyAll CleanPodPolicy = "All"
+	// CleanPodPolicyRunning deletes pods that still run or wait (parameter
+	// servers, stragglers) and keeps finished pods for their logs.
+	CleanPodPolicyRunning CleanPodPolicy = "Running"
+	// CleanPodPolicyNone keeps every pod.
+	CleanPodPolicyNone CleanPodPolicy = "None"
+)
+
+// TrainingJobSpec is what the user asks for. Everything that shapes the pods
+// is immutable: a change could only take effect by restarting the training,
+// which must be an explicit decision rather than a side effect of an edit.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.nprocPerNode) || self.framework == 'pytorch'",message="nprocPerNode is only supported with framework pytorch"
+// +kubebuilder:validation:XValidation:rule="!has(self.parameterServers) || self.framework == 'tensorflow'",message="parameterServers is only supported with framework tensorflow"
+// +kubebuilder:validation:XValidation:rule="self.framework != 'xgboost' || self.workers >= 2",message="framework xgboost needs workers of at least 2 (one master and at least one worker)"
+// +kubebuilder:validation:XValidation:rule="has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command)",message="command is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.args) == has(oldSelf.args) && (!has(self.args) || self.args == oldSelf.args)",message="args is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",message="env is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.workingDir) == has(oldSelf.workingDir) && (!has(self.workingDir) || self.workingDir == oldSelf.workingDir)",message="workingDir is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.nprocPerNode) == has(oldSelf.nprocPerNode) && (!has(self.nprocPerNode) || self.nprocPerNode == oldSelf.nprocPerNode)",message="nprocPerNode is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.parameterServers) == has(oldSelf.parameterServers) && (!has(self.parameterServers) || self.parameterServers == oldSelf.parameterServers)",message="parameterServers is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)",message="resources is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.template) == has(oldSelf.template) && (!has(self.template) || self.template == oldSelf.template)",message="template is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.sharedMemory) == has(oldSelf.sharedMemory) && (!has(self.sharedMemory) || self.sharedMemory == oldSelf.sharedMemory)",message="sharedMemory is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.featureStores) == has(oldSelf.featureStores) && (!has(self.featureStores) || self.featureStores == oldSelf.featureStores)",message="featureStores is immutable"
+type TrainingJobSpec struct {
+	// Framework selects the Kubeflow job kind: pytorch (PyTorchJob),
+	// tensorflow (TFJob), xgboost (XGBoostJob) or paddle (PaddleJob).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="framework is immutable"
+	Framework Framework `json:"framework"`
+
+	// Image of the training container.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="image is immutable"
+	Image string `json:"image"`
+
+	// Command overrides the image's entrypoint.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args are the arguments to the command.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env sets environment variables of the training container. The
+	// framework's own variables (MASTER_ADDR, TF_CONFIG...) are set by the
+	// Kubeflow training-operator and win over these.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// WorkingDir of the training container.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	WorkingDir string `json:"workingDir,omitempty"`
+
+	// Workers is the number of pods (nodes) taking part in the training,
+	// including the pod that plays the framework's coordinating role:
+	// pytorch and xgboost run one Master and workers-1 Workers, tensorflow
+	// one Chief and workers-1 Workers (plus parameterServers), paddle
+	// workers Workers.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="workers must be at least 1"
+	// +kubebuilder:validation:XValidation:rule="self <= 1024",message="workers must be at most 1024"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workers is immutable"
+	// +optional
+	Workers int32 `json:"workers,omitempty"`
+
+	// NprocPerNode is the number of training processes per pod (pytorch
+	// only), typically one per accelerator.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	NprocPerNode *int32 `json:"nprocPerNode,omitempty"`
+
+	// ParameterServers is the number of parameter server pods (tensorflow
+	// only). Zero means none, as for MultiWorkerMirroredStrategy.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	ParameterServers *int32 `json:"parameterServers,omitempty"`
+
+	// Resources of each pod's training container, with its accelerators.
+	// The accelerator type is mapped to a device resource name and node
+	// labels by the platform team's configuration.
+	// +optional
+	Resources *commonv1alpha1.Resources `json:"resources,omitempty"`
+
+	// Template adjusts the generated pods: volumes, scheduling and
+	// identity. Everything else about the pods is generated.
+	// +optional
+	Template *PodTemplatePatch `json:"template,omitempty"`
+
+	// SharedMemory configures the memory-backed /dev/shm that every pod
+	// gets by default; PyTorch data loaders exchange batches through it and
+	// the container runtime's 64Mi default is too small for them.
+	// +optional
+	SharedMemory *SharedMemory `json:"sharedMemory,omitempty"`
+
+	// RunPolicy bounds the run and says what happens after it.
+	// +optional
+	RunPolicy RunPolicy `json:"runPolicy,omitempty"`
+
+	// Suspend stops the job: its pods are deleted and come back when
+	// suspend is set to false again. The training restarts from its own
+	// checkpoints, if it writes any.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// FeatureStores are FeatureStores in this namespace whose Feast client
+	// configuration is mounted into every pod. The job waits until each is
+	// Ready.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	FeatureStores []commonv1alpha1.FeatureStoreReference `json:"featureStores,omitempty"`
+}
+
+// PodTemplatePatch holds the parts of the generated pods that users choose.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every volumeMounts[].name must name one of template.volumes"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.all(v, v.name != 'dshm' && !v.name.startsWith('featurestore-'))",message="volume names dshm and featurestore-* are reserved for the shared memory and FeatureStore volumes"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, m.mountPath != '/dev/shm' && !m.mountPath.startsWith('/etc/mlplatform/'))",message="mount paths /dev/shm and /etc/mlplatform/ are reserved; size /dev/shm with sharedMemory"
+type PodTemplatePatch struct {
+	// Labels added to every pod. Labels of the platform and of Kubeflow win
+	// over these.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations added to every pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// Volumes added to every pod.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// VolumeMounts of the training container; each names one of Volumes.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+
+	// Tolerations added to the accelerator type's tolerations.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// NodeSelector narrows the nodes further than the accelerator type does.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Affinity of every pod.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// ServiceAccountName the pods run as; empty means the namespace's
+	// default ServiceAccount.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// PriorityClassName of every pod.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// ImagePullSecrets for the training image.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// VolumeMount mounts one of the template's volumes into the training
+// container. It is a bounded subset of a container's volume mount, which
+// keeps the CRD's CEL rules within the API server's cost budget.
+type VolumeMount struct {
+	// Name of the volume, one of template.volumes.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// MountPath in the container.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	MountPath string `json:"mountPath"`
+	// SubPath within the volume to mount instead of its root.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	SubPath string `json:"subPath,omitempty"`
+	// ReadOnly mounts the volume read-only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// SharedMemory configures /dev/shm.
+type SharedMemory struct {
+	// Disabled leaves /dev/shm to the container runtime's default (64Mi).
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// SizeLimit bounds the memory-backed volume; it counts against the
+	// pod's memory limit. Empty means the platform's default size.
+	// +optional
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+}
+
+// RunPolicy bounds a run and says what happens after it.
+type RunPolicy struct {
+	// ActiveDeadlineSeconds fails the job once it has run this long.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="runPolicy.activeDeadlineSeconds is immutable"
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// BackoffLimit is how many times failed pods are restarted before the
+	// job fails.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="runPolicy.backoffLimit is immutable"
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the TrainingJob, and with it its
+	// pods, this long after it succeeded or failed. Unset keeps it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// CleanPodPolicy says which pods are deleted once the outcome is
+	// recorded: All, Running (pods that still run, such as parameter
+	// servers; finished pods stay for their logs) or None.
+	// +kubebuilder:default=Running
+	// +optional
+	CleanPodPolicy CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
+}
+
+// TrainingJobStatus is what the operator observed.
+type TrainingJobStatus struct {
+	// ObservedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Created, Running, Suspended, Succeeded, Failed,
+	// FeatureStoresReady, and Reconciling/Stalled for kstatus.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Phase summarises the conditions for printing: Pending, Running,
+	// Suspended, Succeeded or Failed.
+	// +optional
+	Phase TrainingJobPhase `json:"phase,omitempty"`
+
+	// Run is the index of the current run, starting at 1. Each run is one
+	// Kubeflow job whose name carries the index.
+	// +optional
+	Run int32 `json:"run,omitempty"`
+
+	// Job is the Kubeflow job of the current run.
+	// +optional
+	Job *JobReference `json:"job,omitempty"`
+
+	// StartTime is when the job was first seen running.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when the job succeeded or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// Roles counts the pods of each role (Master, Chief, Worker, PS).
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Roles []RoleStatus `json:"roles,omitempty"`
+
+	// Duration from startTime to completionTime, such as "1h2m3s"; set
+	// once the job finished, for printing.
+	// +optional
+	Duration string `json:"duration,omitempty"`
+
+	// Failure explains a failed job: the reason and, when a container
+	// failed, its termination message.
+	// +optional
+	Failure *Failure `json:"failure,omitempty"`
+}
+
+// TrainingJobPhase is a one-word summary of the conditions.
+type TrainingJobPhase string
+
+// The phases, in the order a job normally goes through them.
+const (
+	PhasePending   TrainingJobPhase = "Pending"
+	PhaseRunning   TrainingJobPhase = "Running"
+	PhaseSuspended TrainingJobPhase = "Suspended"
+	PhaseSucceeded TrainingJobPhase = "Succeeded"
+	PhaseFailed    TrainingJobPhase = "Failed"
+)
+
+// JobReference names the Kubeflow job of a run.
+type JobReference struct {
+	// APIVersion of the job, kubeflow.org/v1.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the job, such as PyTorchJob.
+	Kind string `json:"kind"`
+	// Name of the job, in the TrainingJob's namespace.
+	Name string `json:"name"`
+}
+
+// RoleStatus counts the pods of one role.
+type RoleStatus struct {
+	// Name of the role: Master, Chief, Worker or PS.
+	Name string `json:"name"`
+	// Active pods (pending or running).
+	// +optional
+	Active int32 `json:"active,omitempty"`
+	// Succeeded pods.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// Failed pods.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+}
+
+// Failure explains why a job failed.
+type Failure struct {
+	// Reason is Kubeflow's reason, one CamelCase word.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message is Kubeflow's message.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Pod whose container failed, if one did.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// Container that failed.
+	// +optional
+	Container string `json:"container,omitempty"`
+	// ExitCode of the failed container.
+	// +optional
+	ExitCode int32 `json:"exitCode,omitempty"`
+	// TerminationMessage of the failed container: what it wrote to
+	// /dev/termination-log, else the tail of its log.
+	// +optional
+	TerminationMessage string `json:"terminationMessage,omitempty"`
+}
+
+// TrainingJob runs a distributed training through the Kubeflow
+// training-operator.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tj,categories=mlplatform
+// +kubebuilder:printcolumn:name="Framework",type=string,JSONPath=`.spec.framework`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.workers`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters: the Kubeflow job, its pods and Services are named after it"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lowercase letters, digits and '-' (a DNS-1035 label), as Kubeflow's Service names require"
+type TrainingJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   TrainingJobSpec   `json:"spec"`
+	Status TrainingJobStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (t *TrainingJob) GetConditions() []metav1.Condition { return t.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (t *TrainingJob) SetConditions(c []metav1.Condition) { t.Status.Conditions = c }
+
+// TrainingJobList is a list of TrainingJobs.
+//
+// +kubebuilder:object:root=true
+type TrainingJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TrainingJob `json:"items"`
+}

@@ -1,0 +1,323 @@
+package validation
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+var (
+	env    *testenv.Env
+	scheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = trainingv1alpha1.AddToScheme(scheme)
+	testenv.Main(m, testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "..", "charts", "trainingjob-operator", "files", "crds")},
+	}, &env)
+}
+
+func setup(t *testing.T) (client.Client, string) {
+	t.Helper()
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "validation-"}}
+	if err := c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return c, ns.Name
+}
+
+func valid(ns, name string) *trainingv1alpha1.TrainingJob {
+	return &trainingv1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainingv1alpha1.TrainingJobSpec{
+			Framework: trainingv1alpha1.FrameworkPyTorch,
+			Image:     "registry.example.com/train:1",
+		},
+	}
+}
+
+func TestCreateRules(t *testing.T) {
+	c, ns := setup(t)
+	cases := map[string]struct {
+		name    string
+		mutate  func(*trainingv1alpha1.TrainingJob)
+		wantErr string // empty: accepted
+	}{
+		"minimal pytorch": {},
+		"every field": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.Workers = 4
+			tj.Spec.NprocPerNode = ptr.To[int32](8)
+			tj.Spec.Command = []string{"python", "train.py"}
+			tj.Spec.Args = []string{"--epochs=1"}
+			tj.Spec.Env = []corev1.EnvVar{{Name: "A", Value: "b"}}
+			tj.Spec.WorkingDir = "/work"
+			tj.Spec.Resources = &commonv1alpha1.Resources{Accelerators: &commonv1alpha1.Accelerators{Count: 8, Type: "a100"}}
+			tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{
+				Volumes:      []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+				VolumeMounts: []trainingv1alpha1.VolumeMount{{Name: "data", MountPath: "/data"}},
+				NodeSelector: map[string]string{"zone": "a"},
+			}
+			tj.Spec.SharedMemory = &trainingv1alpha1.SharedMemory{SizeLimit: ptr.To(resource.MustParse("8Gi"))}
+			tj.Spec.RunPolicy = trainingv1alpha1.RunPolicy{ActiveDeadlineSeconds: ptr.To[int64](3600), BackoffLimit: ptr.To[int32](3), TTLSecondsAfterFinished: ptr.To[int32](60), CleanPodPolicy: trainingv1alpha1.CleanPodPolicyAll}
+			tj.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "fs"}}}
+		}},
+		"tensorflow with parameter servers": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.Framework = trainingv1alpha1.FrameworkTensorFlow
+			tj.Spec.ParameterServers = ptr.To[int32](2)
+		}},
+		"xgboost with two workers": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.Framework = trainingv1alpha1.FrameworkXGBoost
+			tj.Spec.Workers = 2
+		}},
+		"paddle": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = trainingv1alpha1.FrameworkPaddle }},
+		"unknown framework": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = "mpi" },
+			wantErr: `spec.framework: Unsupported value: "mpi"`,
+		},
+		"empty image": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Image = "" },
+			wantErr: "spec.image: Invalid value",
+		},
+		"negative workers": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Workers = -1 },
+			wantErr: "workers must be at least 1",
+		},
+		"too many workers": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Workers = 1025 },
+			wantErr: "workers must be at most 1024",
+		},
+		"nprocPerNode with tensorflow": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework = trainingv1alpha1.FrameworkTensorFlow
+				tj.Spec.NprocPerNode = ptr.To[int32](2)
+			},
+			wantErr: "nprocPerNode is only supported with framework pytorch",
+		},
+		"parameterServers with pytorch": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.ParameterServers = ptr.To[int32](1) },
+			wantErr: "parameterServers is only supported with framework tensorflow",
+		},
+		"xgboost with one worker": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = trainingv1alpha1.FrameworkXGBoost },
+			wantErr: "framework xgboost needs workers of at least 2",
+		},
+		"mount of an undeclared volume": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{VolumeMounts: []trainingv1alpha1.VolumeMount{{Name: "data", MountPath: "/data"}}}
+			},
+			wantErr: "every volumeMounts[].name must name one of template.volumes",
+		},
+		"reserved volume name": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Volumes: []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}
+			},
+			wantErr: "volume names dshm and featurestore-* are reserved",
+		},
+		"reserved feature store volume name": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Volumes: []corev1.Volume{{Name: "featurestore-x", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}
+			},
+			wantErr: "volume names dshm and featurestore-* are reserved",
+		},
+		"mount on /dev/shm": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{
+					Volumes:      []corev1.Volume{{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					VolumeMounts: []trainingv1alpha1.VolumeMount{{Name: "shm", MountPath: "/dev/shm"}},
+				}
+			},
+			wantErr: "mount paths /dev/shm and /etc/mlplatform/ are reserved",
+		},
+		"accelerator type without count": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Resources = &commonv1alpha1.Resources{Accelerators: &commonv1alpha1.Accelerators{Type: "a100"}}
+			},
+			wantErr: "accelerators.type needs accelerators.count greater than 0",
+		},
+		"unknown clean pod policy": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.CleanPodPolicy = "Sometimes" },
+			wantErr: `spec.runPolicy.cleanPodPolicy: Unsupported value: "Sometimes"`,
+		},
+		"negative backoff limit": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.BackoffLimit = ptr.To[int32](-1) },
+			wantErr: "spec.runPolicy.backoffLimit: Invalid value",
+		},
+		"zero active deadline": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](0) },
+			wantErr: "spec.runPolicy.activeDeadlineSeconds: Invalid value",
+		},
+		"negative ttl": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](-1) },
+			wantErr: "spec.runPolicy.ttlSecondsAfterFinished: Invalid value",
+		},
+		"duplicate feature store": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				ref := commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "fs"}}
+				tj.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{ref, ref}
+			},
+			wantErr: "spec.featureStores[1]: Duplicate value",
+		},
+		"name too long": {
+			name:    strings.Repeat("a", 41),
+			wantErr: "metadata.name must be at most 40 characters",
+		},
+		"name starting with a digit": {
+			name:    "1job",
+			wantErr: "metadata.name must start with a letter",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objName := tc.name
+			if objName == "" {
+				objName = strings.ReplaceAll(name, " ", "-")
+				objName = objName[:min(len(objName), 40)]
+			}
+			tj := valid(ns, objName)
+			if tc.mutate != nil {
+				tc.mutate(tj)
+			}
+			err := c.Create(t.Context(), tj)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("valid TrainingJob rejected: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("invalid TrainingJob accepted, want an error containing %q", tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, ns := setup(t)
+	tj := valid(ns, "defaults")
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	got := &trainingv1alpha1.TrainingJob{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(tj), got); err != nil {
+		t.Fatal(err)
+	}
+	want := trainingv1alpha1.TrainingJobSpec{
+		Framework: trainingv1alpha1.FrameworkPyTorch,
+		Image:     "registry.example.com/train:1",
+		Workers:   1,
+		RunPolicy: trainingv1alpha1.RunPolicy{CleanPodPolicy: trainingv1alpha1.CleanPodPolicyRunning},
+	}
+	if diff := cmp.Diff(want, got.Spec); diff != "" {
+		t.Errorf("defaulted spec (-want +got):\n%s", diff)
+	}
+}
+
+func TestUpdateRules(t *testing.T) {
+	c, ns := setup(t)
+	base := func(tj *trainingv1alpha1.TrainingJob) {
+		tj.Spec.Workers = 2
+		tj.Spec.Command = []string{"python"}
+		tj.Spec.Env = []corev1.EnvVar{{Name: "A", Value: "1"}}
+		tj.Spec.NprocPerNode = ptr.To[int32](1)
+		tj.Spec.Resources = &commonv1alpha1.Resources{Accelerators: &commonv1alpha1.Accelerators{Count: 1}}
+		tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{NodeSelector: map[string]string{"a": "b"}}
+		tj.Spec.RunPolicy.BackoffLimit = ptr.To[int32](1)
+		tj.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](100)
+	}
+	cases := map[string]struct {
+		mutate  func(*trainingv1alpha1.TrainingJob)
+		wantErr string
+	}{
+		"suspend":        {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Suspend = true }},
+		"ttl":            {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](5) }},
+		"cleanPodPolicy": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.CleanPodPolicy = trainingv1alpha1.CleanPodPolicyAll }},
+		"labels":         {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Labels = map[string]string{"team": "x"} }},
+		"framework": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = trainingv1alpha1.FrameworkPaddle; tj.Spec.NprocPerNode = nil },
+			wantErr: "framework is immutable",
+		},
+		"image":   {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Image = "other:2" }, wantErr: "image is immutable"},
+		"workers": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Workers = 3 }, wantErr: "workers is immutable"},
+		"command changed": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Command = []string{"bash"} },
+			wantErr: "command is immutable",
+		},
+		"command removed": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Command = nil }, wantErr: "command is immutable"},
+		"args added":      {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Args = []string{"x"} }, wantErr: "args is immutable"},
+		"env":             {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Env[0].Value = "2" }, wantErr: "env is immutable"},
+		"workingDir":      {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.WorkingDir = "/x" }, wantErr: "workingDir is immutable"},
+		"nprocPerNode":    {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.NprocPerNode = ptr.To[int32](2) }, wantErr: "nprocPerNode is immutable"},
+		"parameterServers": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework = trainingv1alpha1.FrameworkTensorFlow
+				tj.Spec.NprocPerNode = nil
+				tj.Spec.ParameterServers = ptr.To[int32](1)
+			},
+			wantErr: "parameterServers is immutable",
+		},
+		"resources": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Resources.Accelerators.Count = 2 },
+			wantErr: "resources is immutable",
+		},
+		"template": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Template.NodeSelector["a"] = "c" },
+			wantErr: "template is immutable",
+		},
+		"sharedMemory": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.SharedMemory = &trainingv1alpha1.SharedMemory{Disabled: true} },
+			wantErr: "sharedMemory is immutable",
+		},
+		"featureStores": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "x"}}}
+			},
+			wantErr: "featureStores is immutable",
+		},
+		"backoffLimit": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.BackoffLimit = ptr.To[int32](2) },
+			wantErr: "runPolicy.backoffLimit is immutable",
+		},
+		"activeDeadlineSeconds": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](5) },
+			wantErr: "runPolicy.activeDeadlineSeconds is immutable",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := valid(ns, strings.ToLower(strings.ReplaceAll(name, " ", "-")))
+			base(tj)
+			if err := c.Create(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate(tj)
+			err := c.Update(context.Background(), tj)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("valid update rejected: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("invalid update accepted, want an error containing %q", tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
