@@ -1,0 +1,71 @@
+# Common helpers for the kind platform scripts; source it, do not run it.
+# shellcheck shell=bash
+
+KIND_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$KIND_ROOT/../.." && pwd)
+# Everything built is cached here, keyed by the content it was built from, so
+# fresh clones on the same machine and a kind-up after kind-down rebuild nothing.
+KIND_CACHE=${KIND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ml-platform/kind}
+KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-ml-platform}
+KIND_KUBECONFIG=${KIND_KUBECONFIG:-$REPO_ROOT/bin/kind-$KIND_CLUSTER_NAME.kubeconfig}
+KIND_RUN=$KIND_CACHE/run
+export KIND_CACHE KIND_CLUSTER_NAME KIND_KUBECONFIG
+
+log() { printf '\033[1m[kind %s]\033[0m %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# sha256 of its arguments' content (files, or directories walked in sorted
+# order with relative names), short form.
+content_key() {
+  local p
+  for p in "$@"; do
+    if [[ -d $p ]]; then
+      (cd "$p" && find . -type f -not -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    else
+      printf '%s  %s\n' "$(sha256sum <"$p" | cut -c1-64)" "$(basename "$p")"
+    fi
+  done | sha256sum | cut -c1-16
+}
+
+# key of a string
+string_key() { printf '%s' "$*" | sha256sum | cut -c1-16; }
+
+# Installs Debian packages that are missing; runs apt-get update only when an
+# install fails for want of package lists.
+ensure_packages() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # No init system runs on build hosts; keep package scripts from starting services.
+  local policy=/usr/sbin/policy-rc.d created_policy=""
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
+  fi
+  if ! apt-get install -y --no-install-recommends "${missing[@]}" >"$KIND_CACHE/apt.log" 2>&1; then
+    apt-get update >>"$KIND_CACHE/apt.log" 2>&1
+    apt-get install -y --no-install-recommends "${missing[@]}" >>"$KIND_CACHE/apt.log" 2>&1 ||
+      { [[ -n $created_policy ]] && rm -f "$policy"; tail -20 "$KIND_CACHE/apt.log" >&2; die "apt-get install ${missing[*]} failed"; }
+  fi
+  [[ -n $created_policy ]] && rm -f "$policy"
+  return 0
+}
+
+# True when the capability bounding set lacks a capability the kernel knows
+# (CAP_SYS_RESOURCE in sandboxed VMs): runc then needs the wrapper.
+caps_incomplete() {
+  local bnd last
+  bnd=$((16#$(awk '/^CapBnd:/ {print $2}' /proc/self/status)))
+  last=$(cat /proc/sys/kernel/cap_last_cap)
+  [[ $bnd -ne $(((1 << (last + 1)) - 1)) ]]
+}
+
+# Kubernetes version the cluster runs, from the tools/kind module.
+k8s_version() {
+  sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[^[:space:]]*\).*/\1/p' "$REPO_ROOT/tools/kind/go.mod" | head -1
+}
+
+mkdir -p "$KIND_CACHE" "$KIND_RUN"
