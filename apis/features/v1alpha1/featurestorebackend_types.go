@@ -1,0 +1,168 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FeatureStoreBackendSpec names one shared database server. Exactly one of
+// PostgreSQL and Redis is set, and which one never changes.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.postgresql) != has(self.redis)",message="set exactly one of spec.postgresql (for offline stores and registries) and spec.redis (for online stores)"
+// +kubebuilder:validation:XValidation:rule="has(self.postgresql) == has(oldSelf.postgresql)",message="a FeatureStoreBackend cannot switch between PostgreSQL and Redis; register a new backend instead"
+type FeatureStoreBackendSpec struct {
+	// PostgreSQL is a PostgreSQL server (15 or later) that hosts offline
+	// stores and registries: one database and role per store.
+	// +optional
+	PostgreSQL *PostgreSQLBackend `json:"postgresql,omitempty"`
+
+	// Redis is a Redis server (7.0 or later) that hosts online stores: one
+	// ACL user per store, limited to that store's keys. The server must be
+	// dedicated to FeatureStores, because deleting a store removes every
+	// hash key that ends in its project name.
+	// +optional
+	Redis *RedisBackend `json:"redis,omitempty"`
+}
+
+// PostgreSQLBackend is how the operator and the stores reach a PostgreSQL
+// server.
+//
+// The admin role needs LOGIN, CREATEDB and CREATEROLE, and must be able to
+// grant itself membership of the roles it creates (automatic from
+// PostgreSQL 16; on 15 CREATEROLE allows it). It must not be a superuser:
+// the operator needs no more than these privileges, and a tenant's
+// credentials are never derived from the admin's.
+type PostgreSQLBackend struct {
+	// Host name or IP address of the server, as stores reach it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+
+	// Port of the server.
+	// +kubebuilder:default=5432
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// AdminDatabase is the database the operator connects to as admin.
+	// +kubebuilder:default=postgres
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	AdminDatabase string `json:"adminDatabase,omitempty"`
+
+	// SSLMode for every connection, the operator's and the stores'.
+	// +kubebuilder:default=require
+	// +kubebuilder:validation:Enum=disable;require;verify-ca;verify-full
+	// +optional
+	SSLMode string `json:"sslMode,omitempty"`
+
+	// AdminSecret holds the admin role's credentials. It lives in the
+	// operator's namespace, where tenants have no access.
+	AdminSecret AdminSecretReference `json:"adminSecret"`
+}
+
+// RedisBackend is how the operator and the stores reach a Redis server.
+//
+// The admin user needs the ACL commands (ACL SETUSER, DELUSER, GETUSER,
+// LIST, SAVE), SCAN, TYPE and UNLINK on every key: in practice +@all ~*.
+type RedisBackend struct {
+	// Host name or IP address of the server, as stores reach it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+
+	// Port of the server.
+	// +kubebuilder:default=6379
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// TLS connects with TLS, verifying the server against the system roots.
+	// +optional
+	TLS bool `json:"tls,omitempty"`
+
+	// ACLFile says the server loads its users from an aclfile, so the
+	// operator runs ACL SAVE after each change and users survive a restart.
+	// Without it users are lost on restart and the operator re-creates
+	// them at its next drift check.
+	// +kubebuilder:default=true
+	// +optional
+	ACLFile *bool `json:"aclFile,omitempty"`
+
+	// AdminSecret holds the admin user's credentials. It lives in the
+	// operator's namespace, where tenants have no access.
+	AdminSecret AdminSecretReference `json:"adminSecret"`
+}
+
+// AdminSecretReference names a Secret in the operator's namespace holding a
+// username and a password.
+type AdminSecretReference struct {
+	// Name of the Secret in the operator's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// UsernameKey is the Secret key of the username.
+	// +kubebuilder:default=username
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	UsernameKey string `json:"usernameKey,omitempty"`
+
+	// PasswordKey is the Secret key of the password.
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PasswordKey string `json:"passwordKey,omitempty"`
+}
+
+// FeatureStoreBackendStatus is what the operator observed of the server.
+type FeatureStoreBackendStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready is True while the admin credentials connect.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// FeatureStoreBackend registers a shared database server for FeatureStores,
+// as a StorageClass registers storage: the platform team creates it, tenants
+// name it in their FeatureStores and never see its admin credentials.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=mlplatform,shortName=fsb
+// +kubebuilder:printcolumn:name="PostgreSQL",type=string,JSONPath=`.spec.postgresql.host`
+// +kubebuilder:printcolumn:name="Redis",type=string,JSONPath=`.spec.redis.host`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type FeatureStoreBackend struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   FeatureStoreBackendSpec   `json:"spec"`
+	Status FeatureStoreBackendStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (b *FeatureStoreBackend) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (b *FeatureStoreBackend) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
+
+// FeatureStoreBackendList is a list of FeatureStoreBackends.
+//
+// +kubebuilder:object:root=true
+type FeatureStoreBackendList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FeatureStoreBackend `json:"items"`
+}
