@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Generates the Kubeflow training-operator CRDs from the Go types of the
+# module version this operator builds against (github.com/kubeflow/training-operator
+# in go.mod), into the chart. They are never copied from elsewhere, so the
+# schema always matches the types the operator writes.
+# generateEmbeddedObjectMeta=true keeps labels and annotations in the
+# replicas' pod templates: without it the API server prunes them, and the
+# pods lose the labels that put them into the operator's cache.
+# Run by `make generate` from the repository root with controller-gen's path.
+set -euo pipefail
+
+controller_gen=${1:?controller-gen path}
+[[ $controller_gen == /* ]] || controller_gen="$PWD/$controller_gen"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+out="$root/charts/trainingjob-operator/files/kubeflow-crds"
+
+mkdir -p "$out"
+rm -f "$out"/*.yaml
+# Run inside the operator's module so the package resolves to the version
+# its go.mod requires.
+cd "$root/operators/trainingjob"
+"$controller_gen" crd:generateEmbeddedObjectMeta=true \
+  paths=github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1 \
+  output:crd:artifacts:config="$out"

@@ -1,0 +1,205 @@
+package kubeflowjob
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/accelerator"
+	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/podsecurity"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files from the current translation")
+
+var settings = Settings{
+	OperatorName: "trainingjob-operator",
+	Catalog: accelerator.Catalog{DefaultType: "a100", Classes: []accelerator.Class{
+		{Type: "a100", ResourceName: "nvidia.com/gpu", NodeSelector: map[string]string{"nvidia.com/gpu.product": "A100"},
+			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}},
+		{Type: "t4", ResourceName: "nvidia.com/gpu", NodeSelector: map[string]string{"nvidia.com/gpu.product": "T4"}},
+	}},
+	SharedMemorySize: resource.MustParse("2Gi"),
+	RunAsUser:        1000,
+}
+
+// tjWrapper builds TrainingJobs fluently for the tables below.
+type tjWrapper struct{ trainingv1alpha1.TrainingJob }
+
+func newTJ(framework trainingv1alpha1.Framework, workers int32) *tjWrapper {
+	return &tjWrapper{trainingv1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mnist", UID: "uid-1"},
+		Spec: trainingv1alpha1.TrainingJobSpec{
+			Framework: framework,
+			Image:     "registry.example.com/mnist:1",
+			Command:   []string{"python", "train.py"},
+			Workers:   workers,
+			RunPolicy: trainingv1alpha1.RunPolicy{CleanPodPolicy: trainingv1alpha1.CleanPodPolicyRunning},
+		},
+	}}
+}
+
+func (w *tjWrapper) accelerators(count int32, typ string) *tjWrapper {
+	w.Spec.Resources = &commonv1alpha1.Resources{
+		ResourceRequirements: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")}},
+		Accelerators:         &commonv1alpha1.Accelerators{Count: count, Type: typ},
+	}
+	return w
+}
+
+func (w *tjWrapper) mutate(f func(*trainingv1alpha1.TrainingJobSpec)) *tjWrapper {
+	f(&w.Spec)
+	return w
+}
+
+func (w *tjWrapper) obj() *trainingv1alpha1.TrainingJob { return &w.TrainingJob }
+
+func TestBuildGolden(t *testing.T) {
+	cases := map[string]struct {
+		tj     *trainingv1alpha1.TrainingJob
+		run    int32
+		stores []featureref.Store
+	}{
+		"pytorch-single": {tj: newTJ(trainingv1alpha1.FrameworkPyTorch, 1).obj(), run: 1},
+		"pytorch-gpus": {
+			run: 2,
+			tj: newTJ(trainingv1alpha1.FrameworkPyTorch, 3).accelerators(4, "").mutate(func(s *trainingv1alpha1.TrainingJobSpec) {
+				s.Args = []string{"--epochs=3"}
+				s.Env = []corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}
+				s.WorkingDir = "/workspace"
+				s.Template = &trainingv1alpha1.PodTemplatePatch{
+					Labels:             map[string]string{"team": "vision", trainingv1alpha1.LabelRun: "spoofed"},
+					Annotations:        map[string]string{"sidecar.istio.io/inject": "false"},
+					Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "imagenet"}}}},
+					VolumeMounts:       []trainingv1alpha1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}},
+					Tolerations:        []corev1.Toleration{{Key: "dedicated", Value: "training", Effect: corev1.TaintEffectNoSchedule}},
+					NodeSelector:       map[string]string{"topology.kubernetes.io/zone": "eu-1a"},
+					ServiceAccountName: "trainer",
+					PriorityClassName:  "batch-high",
+					ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
+				}
+				s.SharedMemory = &trainingv1alpha1.SharedMemory{SizeLimit: ptr.To(resource.MustParse("16Gi"))}
+				s.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](86400)
+				s.RunPolicy.BackoffLimit = ptr.To[int32](3)
+				s.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](3600)
+			}).obj(),
+			stores: []featureref.Store{{Name: "features", SecretName: "features-client", Key: "feature_store.yaml"}},
+		},
+		"pytorch-suspended-nproc": {run: 1, tj: newTJ(trainingv1alpha1.FrameworkPyTorch, 2).mutate(func(s *trainingv1alpha1.TrainingJobSpec) {
+			s.Suspend = true
+			s.NprocPerNode = ptr.To[int32](2)
+			s.SharedMemory = &trainingv1alpha1.SharedMemory{Disabled: true}
+		}).obj()},
+		"tensorflow-ps": {run: 1, tj: newTJ(trainingv1alpha1.FrameworkTensorFlow, 3).accelerators(1, "t4").mutate(func(s *trainingv1alpha1.TrainingJobSpec) {
+			s.ParameterServers = ptr.To[int32](2)
+		}).obj()},
+		"tensorflow-single": {run: 1, tj: newTJ(trainingv1alpha1.FrameworkTensorFlow, 1).obj()},
+		"xgboost":           {run: 1, tj: newTJ(trainingv1alpha1.FrameworkXGBoost, 3).obj()},
+		"paddle":            {run: 1, tj: newTJ(trainingv1alpha1.FrameworkPaddle, 2).accelerators(2, "a100").obj()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			fw := Frameworks()[tc.tj.Spec.Framework]
+			obj, err := Build(fw, tc.tj, tc.run, tc.stores, settings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := yaml.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".yaml")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("golden file missing (run go test -update once): %v", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("generated %s changed (-golden +now); a changed translation restarts running jobs after an upgrade:\n%s", fw.Kind(), diff)
+			}
+
+			// Repeated builds from a copy give the same object.
+			again, err := Build(fw, tc.tj.DeepCopy(), tc.run, tc.stores, settings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(obj, again); diff != "" {
+				t.Errorf("translation is not deterministic:\n%s", diff)
+			}
+
+			// Every pod passes the restricted Pod Security Standard.
+			_, _ = fw.Parts(obj)
+			for role, rs := range replicaSpecs(t, obj) {
+				if err := podsecurity.CheckRestricted(&rs.Template.ObjectMeta, &rs.Template.Spec); err != nil {
+					t.Errorf("%s pods: %v", role, err)
+				}
+			}
+		})
+	}
+}
+
+func replicaSpecs(t *testing.T, obj any) map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec {
+	t.Helper()
+	switch j := obj.(type) {
+	case *kubeflowv1.PyTorchJob:
+		return j.Spec.PyTorchReplicaSpecs
+	case *kubeflowv1.TFJob:
+		return j.Spec.TFReplicaSpecs
+	case *kubeflowv1.XGBoostJob:
+		return j.Spec.XGBReplicaSpecs
+	case *kubeflowv1.PaddleJob:
+		return j.Spec.PaddleReplicaSpecs
+	}
+	t.Fatalf("unexpected kind %T", obj)
+	return nil
+}
+
+func TestRoles(t *testing.T) {
+	cases := map[string]struct {
+		spec trainingv1alpha1.TrainingJobSpec
+		want []Role
+	}{
+		"pytorch one":    {spec: trainingv1alpha1.TrainingJobSpec{Framework: "pytorch", Workers: 1}, want: []Role{{"Master", 1}}},
+		"pytorch four":   {spec: trainingv1alpha1.TrainingJobSpec{Framework: "pytorch", Workers: 4}, want: []Role{{"Master", 1}, {"Worker", 3}}},
+		"tf with ps":     {spec: trainingv1alpha1.TrainingJobSpec{Framework: "tensorflow", Workers: 2, ParameterServers: ptr.To[int32](1)}, want: []Role{{"Chief", 1}, {"Worker", 1}, {"PS", 1}}},
+		"tf zero ps":     {spec: trainingv1alpha1.TrainingJobSpec{Framework: "tensorflow", Workers: 1, ParameterServers: ptr.To[int32](0)}, want: []Role{{"Chief", 1}}},
+		"xgboost":        {spec: trainingv1alpha1.TrainingJobSpec{Framework: "xgboost", Workers: 2}, want: []Role{{"Master", 1}, {"Worker", 1}}},
+		"paddle workers": {spec: trainingv1alpha1.TrainingJobSpec{Framework: "paddle", Workers: 3}, want: []Role{{"Worker", 3}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Frameworks()[tc.spec.Framework].Roles(&tc.spec)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("roles (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBuildRejectsUnknownAcceleratorType(t *testing.T) {
+	tj := newTJ(trainingv1alpha1.FrameworkPyTorch, 1).accelerators(1, "h100").obj()
+	_, err := Build(pytorch{}, tj, 1, nil, settings)
+	var invalid *InvalidSpecError
+	if !errors.As(err, &invalid) {
+		t.Fatalf("want an InvalidSpecError, got %v", err)
+	}
+	if want := `accelerator type "h100" is not offered by this cluster (configured types: a100, t4)`; err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+}
