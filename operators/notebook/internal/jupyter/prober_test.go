@@ -1,0 +1,208 @@
+package jupyter
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter/jupytertest"
+)
+
+func target() Target { return Target{BaseURL: server.BaseURL, Token: server.Token} }
+
+type serverStatus struct {
+	LastActivity time.Time `json:"last_activity"`
+}
+
+func lastServerActivity(t *testing.T, s *jupytertest.Server) time.Time {
+	t.Helper()
+	var st serverStatus
+	if err := s.Get(t.Context(), "api/status?no_track_activity=1", &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.LastActivity
+}
+
+// TestProbesDoNotCountAsActivity shows that polling with no_track_activity
+// leaves the server's last_activity alone, while the same requests without
+// it (what a naive prober does) move it: a prober that forgot the parameter
+// would keep every notebook alive forever.
+func TestProbesDoNotCountAsActivity(t *testing.T) {
+	p := NewProber(5*time.Second, 4, nil)
+	before := lastServerActivity(t, server)
+	for range 5 {
+		time.Sleep(20 * time.Millisecond)
+		if obs := p.Probe(t.Context(), target()); !obs.OK() {
+			t.Fatalf("probe failed: %v", obs.Err)
+		}
+	}
+	if after := lastServerActivity(t, server); !after.Equal(before) {
+		t.Fatalf("probing moved the server's last_activity from %v to %v", before, after)
+	}
+
+	// The control: an ordinary authenticated request does count.
+	var kernels []any
+	if err := server.Get(t.Context(), "api/kernels", &kernels); err != nil {
+		t.Fatal(err)
+	}
+	if after := lastServerActivity(t, server); !after.After(before) {
+		t.Fatalf("an untracked request left last_activity at %v; the check above proves nothing", after)
+	}
+}
+
+func TestProbeReadsKernelAndTerminalActivity(t *testing.T) {
+	ctx := t.Context()
+	p := NewProber(5*time.Second, 4, nil)
+	kernelID, err := server.StartKernel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A cell that runs for a while makes the kernel busy.
+	exec, err := server.Execute(ctx, kernelID, "import time; time.sleep(3)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server learns of the busy state on its own iopub connection,
+	// which may trail the message forwarded to us by a few milliseconds.
+	var busy Observation
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if busy = p.Probe(ctx, target()); busy.Busy {
+			break
+		}
+	}
+	if !busy.OK() || !busy.Busy || busy.Kernels < 1 {
+		t.Fatalf("probe during a running cell: %+v, want a busy kernel", busy)
+	}
+	// A busy kernel blocks culling even long after the last activity and
+	// past an announced deadline.
+	pol := config.Policy{IdleTimeout: 5 * time.Minute, CheckPeriod: time.Minute, WarningPeriod: time.Minute}
+	later := time.Now().Add(24 * time.Hour)
+	d := culling.Decide(culling.Input{
+		Now: later, Policy: pol, StartedAt: time.Now().Add(-48 * time.Hour),
+		Activity: culling.Activity{OK: true, Last: busy.LastActivity, Busy: busy.Busy},
+		Warned:   later.Add(-time.Minute),
+	})
+	if d.Action != culling.None || !d.Deadline.IsZero() {
+		t.Fatalf("decision for a busy kernel: %+v, want no cull and the warning withdrawn", d)
+	}
+	if err := exec.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	idle := p.Probe(ctx, target())
+	if !idle.OK() || idle.Busy {
+		t.Fatalf("probe after the cell finished: %+v, want idle", idle)
+	}
+	if !idle.LastActivity.After(busy.LastActivity) && !idle.LastActivity.Equal(busy.LastActivity) {
+		t.Fatalf("kernel activity went back: %v then %v", busy.LastActivity, idle.LastActivity)
+	}
+	kernelActivity := idle.LastActivity
+
+	// Typing in a terminal is activity too, later than the kernel's.
+	time.Sleep(50 * time.Millisecond)
+	term, err := server.StartTerminal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.TypeInTerminal(ctx, term, "echo probe-test"); err != nil {
+		t.Fatal(err)
+	}
+	withTerm := p.Probe(ctx, target())
+	if !withTerm.OK() || !withTerm.TerminalsAvailable || withTerm.Terminals < 1 {
+		t.Fatalf("probe with a terminal: %+v", withTerm)
+	}
+	if !withTerm.LastActivity.After(kernelActivity) {
+		t.Fatalf("terminal activity not seen: last activity %v, kernel's %v", withTerm.LastActivity, kernelActivity)
+	}
+
+	// Probing again changes nothing: the probes are not activity.
+	time.Sleep(50 * time.Millisecond)
+	again := p.Probe(ctx, target())
+	if !again.LastActivity.Equal(withTerm.LastActivity) {
+		t.Fatalf("probing moved kernel or terminal activity from %v to %v", withTerm.LastActivity, again.LastActivity)
+	}
+}
+
+func TestProbeWithWrongTokenFails(t *testing.T) {
+	p := NewProber(5*time.Second, 1, nil)
+	obs := p.Probe(t.Context(), Target{BaseURL: server.BaseURL, Token: "wrong"})
+	var he *HTTPError
+	if obs.OK() || !errors.As(obs.Err, &he) || he.Code != http.StatusForbidden {
+		t.Fatalf("probe with a wrong token: %+v, want HTTP 403", obs)
+	}
+}
+
+func TestServerWithoutTerminals(t *testing.T) {
+	// A server without terminals answers 404 on /api/terminals: that is
+	// no terminal activity, not a failed probe. A stand-in answers like it
+	// rather than a second real server, which would double this package's
+	// start-up time.
+	noTerms := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/status":
+			_, _ = w.Write([]byte(`{"connections": 0, "kernels": 1, "last_activity": "2026-01-01T10:00:00Z", "started": "2026-01-01T09:00:00Z"}`))
+		case "/api/kernels":
+			_, _ = w.Write([]byte(`[{"id": "k", "execution_state": "idle", "last_activity": "2026-01-01T10:00:00.123456Z"}]`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer noTerms.Close()
+	obs := NewProber(time.Second, 1, nil).Probe(t.Context(), Target{BaseURL: noTerms.URL + "/", Token: "x"})
+	want := time.Date(2026, 1, 1, 10, 0, 0, 123456000, time.UTC)
+	if !obs.OK() || obs.TerminalsAvailable || !obs.LastActivity.Equal(want) {
+		t.Fatalf("probe of a server without terminals: %+v", obs)
+	}
+}
+
+func TestProbeTimesOutAndBoundsConcurrency(t *testing.T) {
+	var inFlight, most atomic.Int32
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+
+	p := NewProber(300*time.Millisecond, 2, nil)
+	var wg sync.WaitGroup
+	results := make([]Observation, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = p.Probe(context.Background(), Target{BaseURL: slow.URL + "/", Token: "x"})
+		}()
+	}
+	wg.Wait()
+	for i, obs := range results {
+		if obs.OK() {
+			t.Errorf("probe %d of a hanging server succeeded", i)
+		}
+		if reason := failureReason(obs.Err); reason != "timeout" && reason != "throttled" {
+			t.Errorf("probe %d failed with %v (%s), want a timeout or throttling", i, obs.Err, reason)
+		}
+	}
+	if m := most.Load(); m > 2 {
+		t.Errorf("%d probes were in flight at once, want at most 2", m)
+	}
+}
