@@ -1,0 +1,171 @@
+package backends
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+)
+
+// Resolver reads backends and their admin Secrets.
+type Resolver struct {
+	// Client reads FeatureStoreBackends.
+	Client client.Reader
+	// Secrets reads Secrets in Namespace, the operator's namespace.
+	Secrets   client.Reader
+	Namespace string
+}
+
+// NotFoundError: no FeatureStoreBackend of that name.
+type NotFoundError struct{ Name string }
+
+func (e *NotFoundError) Error() string {
+	return fmt.Sprintf("FeatureStoreBackend %q not found", e.Name)
+}
+
+// MismatchError: the backend is of the wrong kind for the store.
+type MismatchError struct{ Name, Want string }
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("FeatureStoreBackend %q is not a %s server", e.Name, e.Want)
+}
+
+// IsNotFound reports a missing backend.
+func IsNotFound(err error) bool {
+	var e *NotFoundError
+	return errors.As(err, &e)
+}
+
+// IsMismatch reports a backend of the wrong kind.
+func IsMismatch(err error) bool {
+	var e *MismatchError
+	return errors.As(err, &e)
+}
+
+func (r *Resolver) get(ctx context.Context, name string) (*featuresv1alpha1.FeatureStoreBackend, error) {
+	b := &featuresv1alpha1.FeatureStoreBackend{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &NotFoundError{Name: name}
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+func (r *Resolver) credentials(ctx context.Context, ref featuresv1alpha1.AdminSecretReference) (string, string, error) {
+	s := &corev1.Secret{}
+	if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, s); err != nil {
+		return "", "", fmt.Errorf("reading the admin Secret %s/%s: %w", r.Namespace, ref.Name, err)
+	}
+	user, pass := string(s.Data[orDefault(ref.UsernameKey, "username")]), string(s.Data[orDefault(ref.PasswordKey, "password")])
+	if user == "" || pass == "" {
+		return "", "", fmt.Errorf("the admin Secret %s/%s lacks key %q or %q", r.Namespace, ref.Name, orDefault(ref.UsernameKey, "username"), orDefault(ref.PasswordKey, "password"))
+	}
+	return user, pass, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Postgres resolves a PostgreSQL backend.
+func (r *Resolver) Postgres(ctx context.Context, name string) (postgres.Server, error) {
+	b, err := r.get(ctx, name)
+	if err != nil {
+		return postgres.Server{}, err
+	}
+	spec := b.Spec.PostgreSQL
+	if spec == nil {
+		return postgres.Server{}, &MismatchError{Name: name, Want: "PostgreSQL"}
+	}
+	user, pass, err := r.credentials(ctx, spec.AdminSecret)
+	if err != nil {
+		return postgres.Server{}, err
+	}
+	return postgres.Server{
+		Host: spec.Host, Port: int(orDefaultPort(spec.Port, 5432)),
+		AdminDatabase: orDefault(spec.AdminDatabase, "postgres"), SSLMode: orDefault(spec.SSLMode, "require"),
+		AdminUser: user, AdminPassword: pass,
+	}, nil
+}
+
+// Redis resolves a Redis backend.
+func (r *Resolver) Redis(ctx context.Context, name string) (redis.Server, error) {
+	b, err := r.get(ctx, name)
+	if err != nil {
+		return redis.Server{}, err
+	}
+	spec := b.Spec.Redis
+	if spec == nil {
+		return redis.Server{}, &MismatchError{Name: name, Want: "Redis"}
+	}
+	user, pass, err := r.credentials(ctx, spec.AdminSecret)
+	if err != nil {
+		return redis.Server{}, err
+	}
+	return redis.Server{
+		Host: spec.Host, Port: int(orDefaultPort(spec.Port, 6379)), TLS: spec.TLS,
+		ACLFile: ptr.Deref(spec.ACLFile, true), AdminUser: user, AdminPassword: pass,
+	}, nil
+}
+
+func orDefaultPort(p, def int32) int32 {
+	if p == 0 {
+		return def
+	}
+	return p
+}
+
+// AdminFingerprint is a digest of the admin Secrets of the named backends
+// (their resource UIDs and data), so a change of any admin credential can
+// trigger a rotation of the stores' credentials. Missing backends or
+// Secrets contribute nothing: they fail provisioning on their own.
+func (r *Resolver) AdminFingerprint(ctx context.Context, names []string) string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	h := sha256.New()
+	for _, n := range names {
+		b, err := r.get(ctx, n)
+		if err != nil {
+			continue
+		}
+		var ref featuresv1alpha1.AdminSecretReference
+		switch {
+		case b.Spec.PostgreSQL != nil:
+			ref = b.Spec.PostgreSQL.AdminSecret
+		case b.Spec.Redis != nil:
+			ref = b.Spec.Redis.AdminSecret
+		}
+		s := &corev1.Secret{}
+		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, s); err != nil {
+			continue
+		}
+		keys := make([]string, 0, len(s.Data))
+		for k := range s.Data {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		fmt.Fprintf(h, "%s\x00%s\x00", n, s.UID)
+		for _, k := range keys {
+			fmt.Fprintf(h, "%s\x00%d\x00", k, len(s.Data[k]))
+			h.Write(s.Data[k])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}

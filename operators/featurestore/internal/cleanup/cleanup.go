@@ -1,0 +1,135 @@
+package cleanup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+)
+
+// Store kinds, as they appear in PostgreSQL names.
+const (
+	KindOffline  = "off"
+	KindRegistry = "reg"
+)
+
+// Plan is what to remove for one FeatureStore.
+type Plan struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Project   string `json:"project"`
+	// Redis is the online store's backend, empty when managed.
+	Redis string `json:"redis,omitempty"`
+	// Postgres maps store kinds to their backends.
+	Postgres map[string]string `json:"postgres,omitempty"`
+}
+
+// PlanFor returns the plan for a FeatureStore's backend stores.
+func PlanFor(fs *featuresv1alpha1.FeatureStore) Plan {
+	p := Plan{Namespace: fs.Namespace, Name: fs.Name, UID: string(fs.UID), Project: fs.Spec.Project, Redis: fs.Spec.OnlineStore.Backend, Postgres: map[string]string{}}
+	if b := fs.Spec.OfflineStore.Backend; b != "" {
+		p.Postgres[KindOffline] = b
+	}
+	if b := fs.Spec.Registry.Backend; b != "" {
+		p.Postgres[KindRegistry] = b
+	}
+	return p
+}
+
+// Empty reports whether nothing lives in shared servers.
+func (p Plan) Empty() bool { return p.Redis == "" && len(p.Postgres) == 0 }
+
+// PostgresStore names a PostgreSQL store of the plan.
+func (p Plan) PostgresStore(kind string) postgres.Store {
+	return postgres.Names(p.Namespace, p.Name, p.UID, kind)
+}
+
+// RedisStore names the online store of the plan.
+func (p Plan) RedisStore() redis.Store { return redis.Names(p.UID, p.Project) }
+
+// Outcome says what Run found.
+type Outcome struct {
+	// Removed lists what is gone, for the event.
+	Removed []string
+	// Untouched lists conflicts: objects with the store's names that are
+	// not the store's, left alone.
+	Untouched []string
+}
+
+// Run removes everything in the plan. Something already gone counts as
+// removed; an object without the store's marker is left alone and
+// reported in the outcome, not as an error, because nothing of ours
+// remains to retry. Unreachable servers and missing backends are errors.
+func Run(ctx context.Context, r *backends.Resolver, p Plan) (Outcome, error) {
+	var out Outcome
+	var errs []error
+	if p.Redis != "" {
+		srv, err := r.Redis(ctx, p.Redis)
+		if err == nil {
+			st := p.RedisStore()
+			err = redis.Delete(ctx, srv, st, true)
+			switch {
+			case redis.IsConflict(err):
+				out.Untouched = append(out.Untouched, err.Error())
+			case err == nil:
+				out.Removed = append(out.Removed, fmt.Sprintf("Redis user %s and its keys on %s", st.User, p.Redis))
+			}
+		}
+		if err != nil && !redis.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("online store on backend %s: %w", p.Redis, err))
+		}
+	}
+	for _, kind := range []string{KindOffline, KindRegistry} {
+		backend, ok := p.Postgres[kind]
+		if !ok {
+			continue
+		}
+		srv, err := r.Postgres(ctx, backend)
+		if err == nil {
+			st := p.PostgresStore(kind)
+			err = postgres.Delete(ctx, srv, st)
+			switch {
+			case postgres.IsConflict(err):
+				out.Untouched = append(out.Untouched, err.Error())
+			case err == nil:
+				out.Removed = append(out.Removed, fmt.Sprintf("PostgreSQL database and roles %s on %s", st.Database, backend))
+			}
+		}
+		if err != nil && !postgres.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("%s on backend %s: %w", storeName(kind), backend, err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Retained describes what a Retain policy keeps, for the event.
+func Retained(p Plan) []string {
+	var out []string
+	if p.Redis != "" {
+		out = append(out, fmt.Sprintf("Redis user %s and keys *%s on %s", p.RedisStore().User, p.Project, p.Redis))
+	}
+	for _, kind := range []string{KindOffline, KindRegistry} {
+		if b, ok := p.Postgres[kind]; ok {
+			out = append(out, fmt.Sprintf("PostgreSQL database %s on %s", p.PostgresStore(kind).Database, b))
+		}
+	}
+	return out
+}
+
+func storeName(kind string) string {
+	if kind == KindOffline {
+		return "offline store"
+	}
+	return "registry"
+}
+
+// Deletes reports whether the policy removes provisioned data.
+func Deletes(policy commonv1alpha1.DeletionPolicy) bool {
+	return policy != commonv1alpha1.DeletionPolicyRetain
+}

@@ -1,0 +1,76 @@
+package featurestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
+	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/manager"
+)
+
+// PlanKey is the ConfigMap key of a handed-off cleanup plan.
+const PlanKey = "plan.json"
+
+// PendingCleanupName is the ConfigMap recording a FeatureStore's handed-off
+// cleanup; the UID keeps it unique across namespaces and re-creations.
+func PendingCleanupName(uid string) string { return "featurestore-cleanup-" + uid }
+
+// cleanup removes what the FeatureStore provisioned in shared servers,
+// unless its deletion policy retains it. Managed servers and Secrets are
+// owned children; the garbage collector removes them.
+func (r *Reconciler) cleanup(ctx context.Context, obj finalizer.Object) error {
+	fs := obj.(*featuresv1alpha1.FeatureStore)
+	plan := cleanup.PlanFor(fs)
+	if plan.Empty() {
+		return nil
+	}
+	if !cleanup.Deletes(fs.Spec.DeletionPolicy) {
+		r.Recorder.Event(fs, corev1.EventTypeNormal, "Retained",
+			"deletionPolicy Retain keeps "+strings.Join(cleanup.Retained(plan), "; "))
+		return nil
+	}
+	out, err := cleanup.Run(ctx, r.Backends, plan)
+	if len(out.Untouched) > 0 {
+		r.Recorder.Event(fs, corev1.EventTypeWarning, "CleanupConflict", "Left untouched: "+strings.Join(out.Untouched, "; "))
+	}
+	if err != nil {
+		cleanupFailures.WithLabelValues("featurestore").Inc()
+	}
+	return err
+}
+
+// handoff records the cleanup plan in the operator's namespace when the
+// FeatureStore's namespace is being deleted while its servers are
+// unreachable; the pending-cleanup controller finishes it later.
+func (r *Reconciler) handoff(ctx context.Context, obj finalizer.Object, _ error) error {
+	fs := obj.(*featuresv1alpha1.FeatureStore)
+	plan := cleanup.PlanFor(fs)
+	if plan.Empty() || !cleanup.Deletes(fs.Spec.DeletionPolicy) {
+		return nil
+	}
+	raw, err := json.Marshal(plan)
+	if err != nil {
+		return err
+	}
+	labels := manager.ManagedByLabels(OperatorName)
+	labels[LabelPendingCleanup] = "true"
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: r.Namespace, Name: PendingCleanupName(string(fs.UID)), Labels: labels,
+			Annotations: map[string]string{"features.mlplatform.dev/featurestore": fs.Namespace + "/" + fs.Name},
+		},
+		Data: map[string]string{PlanKey: string(raw)},
+	}
+	if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("recording the pending cleanup in %s: %w", r.Namespace, err)
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package featurestore
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/manager"
+)
+
+// Store keys in the credentials Secret.
+const (
+	storeOnline   = "online"
+	storeOffline  = "offline"
+	storeRegistry = "registry"
+
+	previousPrefix = "previous-"
+)
+
+var storeKeys = []string{storeOnline, storeOffline, storeRegistry}
+
+// Annotations on the credentials Secret. They record rotation durably, on
+// the object that holds the credentials, so a restarted operator neither
+// repeats nor forgets a rotation.
+const (
+	annotationActiveSlot       = "features.mlplatform.dev/active-slot"
+	annotationGraceUntil       = "features.mlplatform.dev/grace-until"
+	annotationRotatedFor       = "features.mlplatform.dev/rotated-for"
+	annotationAdminFingerprint = "features.mlplatform.dev/admin-fingerprint"
+)
+
+// credentials are a FeatureStore's generated passwords. Only the
+// credentials Secret, owned by the FeatureStore, holds them.
+type credentials struct {
+	active   map[string]string
+	previous map[string]string
+	// slot is the active PostgreSQL login role (0 or 1); the previous
+	// credentials use the other one.
+	slot       int
+	graceUntil time.Time
+}
+
+func (c *credentials) inGrace() bool { return len(c.previous) > 0 }
+
+// CredentialsSecretName is the Secret holding a FeatureStore's passwords.
+func CredentialsSecretName(fs string) string { return fs + "-credentials" }
+
+// ClientSecretName is the Secret holding feature_store.yaml.
+func ClientSecretName(fs string) string { return fs + "-feast-client" }
+
+func childLabels(fs *featuresv1alpha1.FeatureStore) map[string]string {
+	l := manager.ManagedByLabels(OperatorName)
+	l[LabelFeatureStore] = fs.Name
+	return l
+}
+
+// newPassword returns 32 random alphanumeric characters (about 190 bits):
+// no character needs quoting in a URL, a connection string or YAML.
+func newPassword() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	const n = 32
+	out := make([]byte, 0, n)
+	buf := make([]byte, 64)
+	for len(out) < n {
+		_, _ = rand.Read(buf)
+		for _, b := range buf {
+			// Rejection sampling keeps every character equally likely.
+			if int(b) < 256-256%len(alphabet) && len(out) < n {
+				out = append(out, alphabet[int(b)%len(alphabet)])
+			}
+		}
+	}
+	return string(out)
+}
+
+// ensureCredentials loads the credentials Secret, creating it on first
+// use, and starts a rotation when the rotate annotation or a backend's
+// admin Secret changed. The new passwords are written to the Secret before
+// any server learns them, so they are never lost.
+func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Result, error) {
+	fs := s.fs
+	rotateFor := fs.Annotations[featuresv1alpha1.AnnotationRotateCredentials]
+	fingerprint := r.Backends.AdminFingerprint(ctx, backendNames(fs))
+
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: CredentialsSecretName(fs.Name)}, secret)
+	if apierrors.IsNotFound(err) {
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Namespace: fs.Namespace, Name: CredentialsSecretName(fs.Name), Labels: childLabels(fs),
+			Annotations: map[string]string{annotationActiveSlot: "0", annotationRotatedFor: rotateFor, annotationAdminFingerprint: fingerprint},
+		}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{}}
+		for _, k := range storeKeys {
+			secret.Data[k] = []byte(newPassword())
+		}
+		if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Client.Create(ctx, secret); err != nil {
+			return ctrl.Result{}, fmt.Errorf("creating the credentials Secret: %w", err)
+		}
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.creds = parseCredentials(secret)
+
+	rotate := secret.Annotations[annotationRotatedFor] != rotateFor || secret.Annotations[annotationAdminFingerprint] != fingerprint
+	switch {
+	case rotate && s.creds.inGrace():
+		// One rotation at a time: the previous credentials are still in
+		// use, and replacing them now would cut off their clients.
+		s.rotationDeferred = true
+	case rotate:
+		updated := secret.DeepCopy()
+		next := 1 - s.creds.slot
+		for _, k := range storeKeys {
+			updated.Data[previousPrefix+k] = secret.Data[k]
+			updated.Data[k] = []byte(newPassword())
+		}
+		updated.Annotations[annotationActiveSlot] = strconv.Itoa(next)
+		updated.Annotations[annotationGraceUntil] = s.now.Add(r.GracePeriod).UTC().Format(time.RFC3339)
+		updated.Annotations[annotationRotatedFor] = rotateFor
+		updated.Annotations[annotationAdminFingerprint] = fingerprint
+		if err := r.Client.Update(ctx, updated); err != nil {
+			return ctrl.Result{}, fmt.Errorf("writing rotated credentials: %w", err)
+		}
+		s.creds = parseCredentials(updated)
+		s.events = append(s.events, event{corev1.EventTypeNormal, "CredentialsRotated",
+			fmt.Sprintf("New credentials issued; the previous ones keep working until %s", updated.Annotations[annotationGraceUntil])})
+	}
+	s.credentialsSecret = secret
+	if s.creds.inGrace() {
+		return ctrl.Result{RequeueAfter: max(s.creds.graceUntil.Sub(s.now), time.Second)}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func parseCredentials(secret *corev1.Secret) *credentials {
+	c := &credentials{active: map[string]string{}, previous: map[string]string{}}
+	for _, k := range storeKeys {
+		c.active[k] = string(secret.Data[k])
+		if p, ok := secret.Data[previousPrefix+k]; ok {
+			c.previous[k] = string(p)
+		}
+	}
+	c.slot, _ = strconv.Atoi(secret.Annotations[annotationActiveSlot])
+	if c.slot != 1 {
+		c.slot = 0
+	}
+	c.graceUntil, _ = time.Parse(time.RFC3339, secret.Annotations[annotationGraceUntil])
+	return c
+}
+
+// retireCredentials ends a grace period: once it passed and the client
+// configuration carries the new credentials, the previous ones are dropped
+// from the Secret; the next reconcile takes them off the servers.
+func (r *Reconciler) retireCredentials(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.creds == nil || !s.creds.inGrace() || s.now.Before(s.creds.graceUntil) || !s.clientSecretCurrent {
+		return ctrl.Result{}, nil
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.fs.Namespace, Name: CredentialsSecretName(s.fs.Name)}, secret); err != nil {
+		return ctrl.Result{}, err
+	}
+	updated := secret.DeepCopy()
+	updated.Data = maps.Clone(secret.Data)
+	for _, k := range storeKeys {
+		delete(updated.Data, previousPrefix+k)
+	}
+	delete(updated.Annotations, annotationGraceUntil)
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return ctrl.Result{}, fmt.Errorf("retiring the previous credentials: %w", err)
+	}
+	s.events = append(s.events, event{corev1.EventTypeNormal, "CredentialsRetired", "The grace period ended; the previous credentials are being revoked"})
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,284 @@
+package featurestore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/tracing"
+)
+
+// OperatorName labels everything the operator creates.
+const OperatorName = "featurestore-operator"
+
+// FinalizerName guards the cleanup of provisioned databases and users.
+const FinalizerName = "features.mlplatform.dev/cleanup"
+
+// Labels on the operator's children.
+const (
+	// LabelFeatureStore names the FeatureStore a child belongs to.
+	LabelFeatureStore = "features.mlplatform.dev/featurestore"
+	// LabelPendingCleanup marks a ConfigMap in the operator's namespace
+	// that records cleanup handed off by a FeatureStore whose namespace
+	// was deleted while its servers were unreachable.
+	LabelPendingCleanup = "features.mlplatform.dev/pending-cleanup"
+)
+
+// indexBackends indexes FeatureStores by the backends they use.
+const indexBackends = "features.mlplatform.dev/backends"
+
+// Defaults of the Reconciler's durations.
+const (
+	DefaultGracePeriod   = 10 * time.Minute
+	DefaultDriftInterval = 5 * time.Minute
+)
+
+// Images of managed servers.
+type Images struct {
+	Postgres string
+	Redis    string
+}
+
+// Reconciler reconciles FeatureStores.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Backends  *backends.Resolver
+	Finalizer *finalizer.Finalizer
+
+	// Namespace is the operator's namespace, where admin Secrets and
+	// handed-off cleanups live.
+	Namespace string
+	// GracePeriod is how long old credentials keep working after a
+	// rotation, long enough for mounted Secret files to refresh.
+	GracePeriod time.Duration
+	// DriftInterval is how often a Ready store is checked again, which
+	// restores users lost by a server that restarted without its aclfile.
+	DriftInterval time.Duration
+	Images        Images
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	// adminSecrets watches Secrets in Namespace only.
+	adminSecrets cache.Cache
+}
+
+// Options configure NewReconciler.
+type Options struct {
+	Namespace     string
+	GracePeriod   time.Duration
+	DriftInterval time.Duration
+	Images        Images
+}
+
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// NewReconciler wires a Reconciler to a manager, including the cache of
+// admin Secrets in the operator's namespace. The manager's own Secret cache
+// holds only Secrets labelled as the operator's, so the admin Secrets,
+// which the platform team creates, need this second, namespace-scoped one.
+func NewReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	adminSecrets, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {}},
+		DefaultTransform:  cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(adminSecrets); err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorderFor("featurestore-controller"),
+		Namespace:     opts.Namespace,
+		GracePeriod:   orDefault(opts.GracePeriod, DefaultGracePeriod),
+		DriftInterval: orDefault(opts.DriftInterval, DefaultDriftInterval),
+		Images:        opts.Images,
+		adminSecrets:  adminSecrets,
+	}
+	r.Backends = &backends.Resolver{Client: r.Client, Secrets: adminSecrets, Namespace: opts.Namespace}
+	r.Finalizer = &finalizer.Finalizer{
+		Name:      FinalizerName,
+		Cleanup:   r.cleanup,
+		Handoff:   r.handoff,
+		Client:    r.Client,
+		APIReader: r.APIReader,
+		Recorder:  r.Recorder,
+	}
+	return r, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &featuresv1alpha1.FeatureStore{}, indexBackends,
+		func(o client.Object) []string { return backendNames(o.(*featuresv1alpha1.FeatureStore)) }); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		// Annotations (rotate, abandon) do not bump the generation, and
+		// status writes should not cause another round of connections.
+		For(&featuresv1alpha1.FeatureStore{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&corev1.Secret{}).
+		Owns(&corev1.Service{}).
+		Owns(&appsv1.StatefulSet{}).
+		Watches(&featuresv1alpha1.FeatureStoreBackend{}, handler.EnqueueRequestsFromMapFunc(r.storesOfBackend)).
+		WatchesRawSource(source.Kind(r.adminSecrets, &corev1.Secret{},
+			handler.TypedEnqueueRequestsFromMapFunc(r.storesOfAdminSecret))).
+		WithOptions(opts).
+		Named("featurestore").
+		Complete(tracing.Reconciler("featurestore", r))
+}
+
+func backendNames(fs *featuresv1alpha1.FeatureStore) []string {
+	var out []string
+	for _, b := range []string{fs.Spec.OnlineStore.Backend, fs.Spec.OfflineStore.Backend, fs.Spec.Registry.Backend} {
+		if b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) storesOfBackend(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &featuresv1alpha1.FeatureStoreList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{indexBackends: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing FeatureStores of a backend", "backend", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, fs := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fs.Namespace, Name: fs.Name}})
+	}
+	return out
+}
+
+func (r *Reconciler) storesOfAdminSecret(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+	list := &featuresv1alpha1.FeatureStoreBackendList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing FeatureStoreBackends")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		b := &list.Items[i]
+		if (b.Spec.PostgreSQL != nil && b.Spec.PostgreSQL.AdminSecret.Name == s.Name) ||
+			(b.Spec.Redis != nil && b.Spec.Redis.AdminSecret.Name == s.Name) {
+			out = append(out, r.storesOfBackend(ctx, b)...)
+		}
+	}
+	return out
+}
+
+// Reconcile converges one FeatureStore.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	fs := &featuresv1alpha1.FeatureStore{}
+	if err := r.Client.Get(ctx, req.NamespacedName, fs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !fs.DeletionTimestamp.IsZero() {
+		return r.Finalizer.Finalize(ctx, fs)
+	}
+	if added, err := r.Finalizer.Ensure(ctx, fs); added || err != nil {
+		return ctrl.Result{}, err
+	}
+
+	h, err := patch.NewHelper(fs, r.Client, r.APIReader)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := slices.Clone(fs.Status.Conditions)
+	s := &scope{fs: fs, now: r.now()}
+
+	var errs []error
+	result := ctrl.Result{}
+	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
+		r.ensureCredentials,
+		r.ensureOnlineStore,
+		r.ensureOfflineStore,
+		r.ensureRegistry,
+		r.ensureClientConfig,
+		r.retireCredentials,
+	} {
+		res, err := phase(ctx, s)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		result = shortest(result, res)
+	}
+
+	computeStatus(fs, s.observations())
+	if _, err := h.Patch(ctx, fs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.emit(fs, s, before)
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	if conditions.IsTrue(fs, commonv1alpha1.ConditionReady) {
+		result = shortest(result, ctrl.Result{RequeueAfter: r.DriftInterval})
+	}
+	return result, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// shortest keeps the earlier of two requeues.
+func shortest(a, b ctrl.Result) ctrl.Result {
+	switch {
+	case a.RequeueAfter == 0:
+		return b
+	case b.RequeueAfter == 0:
+		return a
+	case b.RequeueAfter < a.RequeueAfter:
+		return b
+	default:
+		return a
+	}
+}

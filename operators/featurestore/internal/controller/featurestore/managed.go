@@ -1,0 +1,328 @@
+package featurestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/feastconfig"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+	"github.com/ml-platform/ml-platform/shared/podsecurity"
+)
+
+// Managed servers run as this uid, the one the official postgres and redis
+// images create for their servers.
+const managedUID = 999
+
+// The user and database of managed servers: the server is dedicated to one
+// FeatureStore, so no per-store names are needed.
+const managedUser = "feast"
+
+// annotationAppliedHash records the desired state last applied to a child,
+// so an unchanged child costs no write.
+const annotationAppliedHash = "features.mlplatform.dev/applied-hash"
+
+// Managed server names.
+func managedPostgresName(fs string) string { return fs + "-postgres" }
+func managedRedisName(fs string) string    { return fs + "-redis" }
+
+// ensureManagedPostgres runs the one PostgreSQL that the offline store and
+// the registry share when managed, and checks it as the store's user.
+func (r *Reconciler) ensureManagedPostgres(ctx context.Context, s *scope) (storeResult, error) {
+	if s.managedPostgres != nil {
+		return *s.managedPostgres, nil
+	}
+	res, err := r.ensureManagedServer(ctx, s, managedServer{
+		name:  managedPostgresName(s.fs.Name),
+		image: r.Images.Postgres,
+		port:  5432,
+		files: func(password string) map[string][]byte { return map[string][]byte{"password": []byte(password)} },
+		container: func(c *corev1.Container) {
+			c.Env = []corev1.EnvVar{
+				{Name: "POSTGRES_USER", Value: managedUser},
+				{Name: "POSTGRES_DB", Value: managedUser},
+				// The image reads the password from this file; the
+				// password itself never appears in the pod spec.
+				{Name: "POSTGRES_PASSWORD_FILE", Value: "/etc/mlplatform/server/password"},
+				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
+			}
+			c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+				Command: []string{"pg_isready", "-h", "127.0.0.1", "-U", managedUser, "-d", managedUser},
+			}}, PeriodSeconds: 10}
+		},
+		dataPath: "/var/lib/postgresql/data",
+		scratch:  []string{"/var/run/postgresql", "/tmp"},
+		source:   s.fs.Spec.OfflineStore.Managed,
+	}, func(ctx context.Context, host, password string) error {
+		srv := postgres.Server{Host: host, Port: 5432, SSLMode: "disable"}
+		conn, err := postgres.Connect(ctx, srv, managedUser, password, managedUser)
+		if err != nil {
+			return err
+		}
+		return conn.Close(ctx)
+	}, func(host, password string, res *storeResult) {
+		res.postgres = feastconfig.Postgres{Host: host, Port: 5432, Database: managedUser, User: managedUser, Password: password, SSLMode: "disable"}
+		res.provisioned.Database = managedUser
+	})
+	s.managedPostgres = &res
+	return res, err
+}
+
+func (r *Reconciler) ensureManagedRedis(ctx context.Context, s *scope) (storeResult, error) {
+	return r.ensureManagedServer(ctx, s, managedServer{
+		name:  managedRedisName(s.fs.Name),
+		image: r.Images.Redis,
+		port:  6379,
+		files: func(password string) map[string][]byte {
+			return map[string][]byte{"users.acl": []byte("user default off resetpass nocommands\nuser " + managedUser + " on >" + password + " ~* &* +@all -@admin -@dangerous\n")}
+		},
+		container: func(c *corev1.Container) {
+			c.Command = []string{"redis-server"}
+			c.Args = []string{"--aclfile", "/etc/mlplatform/server/users.acl", "--dir", "/data", "--appendonly", "yes", "--protected-mode", "no"}
+			c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(6379)}}, PeriodSeconds: 10}
+		},
+		dataPath: "/data",
+		scratch:  []string{"/tmp"},
+		source:   s.fs.Spec.OnlineStore.Managed,
+	}, func(ctx context.Context, host, password string) error {
+		return redis.Verify(ctx, redis.Server{Host: host, Port: 6379}, redis.Store{User: managedUser, Project: s.fs.Spec.Project}, password)
+	}, func(host, password string, res *storeResult) {
+		res.redis = feastconfig.Redis{Host: host, Port: 6379, User: managedUser, Password: password}
+	})
+}
+
+// managedServer describes one dedicated server.
+type managedServer struct {
+	name      string
+	image     string
+	port      int32
+	files     func(password string) map[string][]byte
+	container func(*corev1.Container)
+	dataPath  string
+	scratch   []string
+	source    *featuresv1alpha1.ManagedServer
+}
+
+func (r *Reconciler) ensureManagedServer(ctx context.Context, s *scope, m managedServer,
+	verify func(ctx context.Context, host, password string) error, fill func(host, password string, res *storeResult)) (storeResult, error) {
+	fs := s.fs
+	what := "managed server " + m.name
+	password, err := r.ensureServerSecret(ctx, fs, m)
+	if err != nil {
+		return storeResult{outcome: outcomeUnavailable, message: what + ": " + err.Error()}, err
+	}
+	if err := r.applyChild(ctx, fs, serverService(fs, m)); err != nil {
+		return storeResult{outcome: outcomeUnavailable, message: what + ": " + err.Error()}, err
+	}
+	sts := serverStatefulSet(fs, m)
+	if err := r.applyChild(ctx, fs, sts); err != nil {
+		return storeResult{outcome: outcomeUnavailable, message: what + ": " + err.Error()}, err
+	}
+	live := &appsv1.StatefulSet{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(sts), live); err != nil {
+		return storeResult{outcome: outcomeWaiting, message: what + ": " + err.Error()}, client.IgnoreNotFound(err)
+	}
+	if live.Status.ReadyReplicas < 1 {
+		return storeResult{outcome: outcomeWaiting, message: fmt.Sprintf("Waiting for StatefulSet %s to become ready", m.name)}, nil
+	}
+	host := fmt.Sprintf("%s.%s.svc", m.name, fs.Namespace)
+	if err := verify(ctx, host, password); err != nil {
+		return storeResult{outcome: outcomeWaiting, message: fmt.Sprintf("%s is ready but refuses the store's user: %v", m.name, err)}, nil
+	}
+	res := storeResult{
+		outcome:     outcomeReady,
+		message:     fmt.Sprintf("Connected to the managed server %s:%d as %s", host, m.port, managedUser),
+		provisioned: &featuresv1alpha1.ProvisionedStore{Endpoint: fmt.Sprintf("%s:%d", host, m.port), User: managedUser},
+	}
+	fill(host, password, &res)
+	return res, nil
+}
+
+// ensureServerSecret creates the managed server's Secret once; its
+// password is the server's and is not rotated.
+func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha1.FeatureStore, m managedServer) (string, error) {
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: m.name}, secret)
+	if err == nil {
+		return string(secret.Data["server-password"]), nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	password := newPassword()
+	data := m.files(password)
+	data["server-password"] = []byte(password)
+	secret = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: m.name, Labels: childLabels(fs)},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
+	if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
+		return "", err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return "", fmt.Errorf("creating Secret %s: %w", m.name, err)
+	}
+	return password, nil
+}
+
+func serverLabels(fs *featuresv1alpha1.FeatureStore, m managedServer) map[string]string {
+	l := childLabels(fs)
+	l["app.kubernetes.io/name"] = m.name
+	l["app.kubernetes.io/component"] = "featurestore-server"
+	return l
+}
+
+func selectorLabels(m managedServer) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": m.name, "app.kubernetes.io/component": "featurestore-server"}
+}
+
+func serverService(fs *featuresv1alpha1.FeatureStore, m managedServer) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: m.name, Labels: serverLabels(fs, m)},
+		Spec: corev1.ServiceSpec{
+			Selector: selectorLabels(m),
+			Ports:    []corev1.ServicePort{{Name: "server", Port: m.port, TargetPort: intstr.FromInt32(m.port)}},
+		},
+	}
+}
+
+func serverStatefulSet(fs *featuresv1alpha1.FeatureStore, m managedServer) *appsv1.StatefulSet {
+	storage := resource.MustParse("1Gi")
+	if m.source != nil && m.source.Storage != nil {
+		storage = *m.source.Storage
+	}
+	container := corev1.Container{
+		Name:            "server",
+		Image:           m.image,
+		Ports:           []corev1.ContainerPort{{Name: "server", ContainerPort: m.port}},
+		SecurityContext: podsecurity.ContainerSecurityContext(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "data", MountPath: m.dataPath},
+			{Name: "server-config", MountPath: "/etc/mlplatform/server", ReadOnly: true},
+		},
+	}
+	if m.source != nil && m.source.Resources != nil {
+		container.Resources = *m.source.Resources
+	}
+	m.container(&container)
+	volumes := []corev1.Volume{{Name: "server-config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: m.name, DefaultMode: ptr.To[int32](0o400),
+		// Only the server's own files: the raw password stays out of
+		// the container.
+		Items: itemsOf(m.files("")),
+	}}}}
+	for i, path := range m.scratch {
+		name := fmt.Sprintf("scratch-%d", i)
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path})
+	}
+	retention := appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+	if fs.Spec.DeletionPolicy == commonv1alpha1.DeletionPolicyRetain {
+		retention = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	}
+	var class *string
+	if m.source != nil {
+		class = m.source.StorageClassName
+	}
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: m.name, Labels: serverLabels(fs, m)},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: m.name,
+			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(m)},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: retention, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: serverLabels(fs, m)},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext:              podsecurity.PodSecurityContext(managedUID),
+					Containers:                   []corev1.Container{container},
+					Volumes:                      volumes,
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: serverLabels(fs, m)},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: class,
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: storage}},
+				},
+			}},
+		},
+	}
+}
+
+func itemsOf(files map[string][]byte) []corev1.KeyToPath {
+	var out []corev1.KeyToPath
+	for k := range files {
+		out = append(out, corev1.KeyToPath{Key: k, Path: k})
+	}
+	return out
+}
+
+// applyChild writes a child with server-side apply under the operator's
+// field manager, so fields other actors set (defaults, admission) are
+// left alone. It writes only when the desired state changed since the
+// last apply, as recorded in an annotation.
+func (r *Reconciler) applyChild(ctx context.Context, fs *featuresv1alpha1.FeatureStore, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(fs, obj, r.Client.Scheme()); err != nil {
+		return err
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	delete(u, "status")
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
+	raw, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(raw)
+	hash := hex.EncodeToString(sum[:])[:16]
+
+	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
+	if err != nil {
+		return err
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(gvk)
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+	if err == nil && live.GetAnnotations()[annotationAppliedHash] == hash {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	desired := &unstructured.Unstructured{Object: u}
+	desired.SetAnnotations(map[string]string{annotationAppliedHash: hash})
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(OperatorName), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	return nil
+}

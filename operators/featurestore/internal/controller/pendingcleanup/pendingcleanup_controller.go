@@ -1,0 +1,73 @@
+package pendingcleanup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/shared/tracing"
+)
+
+// Reconciler runs the handed-off cleanup recorded in a ConfigMap in the
+// operator's namespace and deletes the ConfigMap once nothing is left.
+// Failures are retried with the controller's backoff.
+type Reconciler struct {
+	Client    client.Client
+	Recorder  record.EventRecorder
+	Backends  *backends.Resolver
+	Namespace string
+}
+
+// SetupWithManager registers the controller for the operator's pending
+// cleanup ConfigMaps only.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.Namespace && o.GetLabels()[featurestore.LabelPendingCleanup] == "true"
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.ConfigMap{}, builder.WithPredicates(ours)).
+		WithOptions(opts).
+		Named("pendingcleanup").
+		Complete(tracing.Reconciler("pendingcleanup", r))
+}
+
+// Reconcile finishes one handed-off cleanup.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if cm.Labels[featurestore.LabelPendingCleanup] != "true" {
+		return ctrl.Result{}, nil
+	}
+	var plan cleanup.Plan
+	if err := json.Unmarshal([]byte(cm.Data[featurestore.PlanKey]), &plan); err != nil {
+		// A person must look at a record nobody can read; retrying
+		// would not help.
+		r.Recorder.Event(cm, corev1.EventTypeWarning, "InvalidPlan", "The pending cleanup record cannot be read: "+err.Error())
+		return ctrl.Result{}, nil
+	}
+	out, err := cleanup.Run(ctx, r.Backends, plan)
+	if err != nil {
+		featurestore.CountCleanupFailure("pending_cleanup")
+		r.Recorder.Event(cm, corev1.EventTypeWarning, "CleanupFailed", fmt.Sprintf("Cleanup of FeatureStore %s/%s is retried: %v", plan.Namespace, plan.Name, err))
+		return ctrl.Result{}, err
+	}
+	if len(out.Untouched) > 0 {
+		r.Recorder.Event(cm, corev1.EventTypeWarning, "CleanupConflict", "Left untouched: "+strings.Join(out.Untouched, "; "))
+	}
+	ctrl.LoggerFrom(ctx).Info("Finished a handed-off cleanup", "featureStore", plan.Namespace+"/"+plan.Name, "uid", plan.UID)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, cm))
+}

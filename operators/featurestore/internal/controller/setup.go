@@ -1,0 +1,92 @@
+// Package controller wires the FeatureStore operator's reconcilers to a
+// manager.
+package controller
+
+import (
+	"errors"
+	"flag"
+	"os"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/pendingcleanup"
+	"github.com/ml-platform/ml-platform/shared/manager"
+)
+
+// Options are the operator's own flags.
+type Options struct {
+	featurestore.Options
+	// Tune, when set, adjusts the FeatureStore reconciler and the
+	// controller options before registration (tests).
+	Tune func(*featurestore.Reconciler, *controller.Options)
+}
+
+// BindFlags registers the operator's flags.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"),
+		"The operator's namespace, holding the FeatureStoreBackends' admin Secrets and handed-off cleanups. Defaults to $POD_NAMESPACE.")
+	fs.DurationVar(&o.GracePeriod, "rotation-grace-period", featurestore.DefaultGracePeriod,
+		"How long previous credentials keep working after a rotation; longer than the kubelet's Secret refresh.")
+	fs.DurationVar(&o.DriftInterval, "drift-check-interval", featurestore.DefaultDriftInterval,
+		"How often Ready stores are checked again on their servers.")
+	fs.StringVar(&o.Images.Postgres, "managed-postgres-image", "postgres:15", "Image of managed PostgreSQL servers.")
+	fs.StringVar(&o.Images.Redis, "managed-redis-image", "redis:7.0", "Image of managed Redis servers.")
+}
+
+// Scheme knows every kind the operator reads or writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = featuresv1alpha1.AddToScheme(s)
+	return s
+}
+
+// ManagerOptions describe the operator to shared/manager.
+func ManagerOptions(opts *Options) manager.Options {
+	return manager.Options{
+		Name:   featurestore.OperatorName,
+		Scheme: Scheme(),
+		OwnedObjects: []client.Object{
+			&corev1.Secret{}, &corev1.Service{}, &corev1.ConfigMap{}, &appsv1.StatefulSet{},
+		},
+		Setup: func(mgr ctrl.Manager, cfg manager.Config) error { return Setup(mgr, cfg, opts) },
+	}
+}
+
+// Setup registers the reconcilers.
+func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
+	if opts.Namespace == "" {
+		return errors.New("--operator-namespace (or $POD_NAMESPACE) is required: admin Secrets live there")
+	}
+	r, err := featurestore.NewReconciler(mgr, opts.Options)
+	if err != nil {
+		return err
+	}
+	copts := cfg.ControllerOptions()
+	if opts.Tune != nil {
+		opts.Tune(r, &copts)
+	}
+	if err := r.SetupWithManager(mgr, copts); err != nil {
+		return err
+	}
+	featurestore.RegisterStoresCollector(mgr.GetClient())
+	pc := &pendingcleanup.Reconciler{
+		Client:    mgr.GetClient(),
+		Recorder:  mgr.GetEventRecorderFor("pendingcleanup-controller"),
+		Backends:  r.Backends,
+		Namespace: opts.Namespace,
+	}
+	pcopts := cfg.ControllerOptions()
+	if opts.Tune != nil {
+		pcopts.SkipNameValidation = copts.SkipNameValidation
+	}
+	return pc.SetupWithManager(mgr, pcopts)
+}
