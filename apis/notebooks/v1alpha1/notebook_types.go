@@ -69,7 +69,6 @@ const (
 )
 
 // NotebookSpec is what the user asks for.
-// +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every volumeMounts[].name must name an entry of volumes"
 // +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, m.mountPath != self.workspace.mountPath && m.mountPath != '/tmp')",message="volumeMounts may not use the workspace mountPath or /tmp: the operator mounts the workspace and a scratch /tmp there"
 type NotebookSpec struct {
 	// Image of the Jupyter server. It must start Jupyter on port 8888 with
@@ -100,7 +99,9 @@ type NotebookSpec struct {
 	// +optional
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
 
-	// VolumeMounts mounts Volumes into the Jupyter container.
+	// VolumeMounts mounts Volumes into the Jupyter container. Each must
+	// name an entry of Volumes (checked by the operator: the rule is too
+	// costly for CEL over corev1 types without length limits).
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=map
 	// +listMapKey=mountPath
@@ -187,7 +188,7 @@ type Workspace struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="workspace.size must be at least 1Mi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="workspace.size cannot shrink"
 	// +optional
-	Size resource.Quantity `json:"size,omitempty"`
+	Size *resource.Quantity `json:"size,omitempty"`
 
 	// StorageClassName of the volume; unset means the cluster default.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workspace.storageClassName is immutable"

@@ -338,9 +338,9 @@ func WorkspaceClaim(in Input) *corev1.PersistentVolumeClaim {
 	nb := in.Notebook
 	ws := nb.Spec.Workspace
 	owned := ws.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete
-	size := ws.Size
-	if size.IsZero() {
-		size = resource.MustParse("10Gi")
+	size := resource.MustParse("10Gi")
+	if ws.Size != nil {
+		size = *ws.Size
 	}
 	pvc := &corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},

@@ -40,7 +40,7 @@ func minimal() *notebooksv1alpha1.Notebook {
 	return &notebooksv1alpha1.Notebook{
 		ObjectMeta: metav1.ObjectMeta{Name: "nb", Namespace: "team", UID: "0f8c6e2a-1111-2222-3333-444455556666"},
 		Spec: notebooksv1alpha1.NotebookSpec{
-			Workspace: notebooksv1alpha1.Workspace{Size: resource.MustParse("10Gi"), MountPath: "/home/jovyan", DeletionPolicy: commonv1alpha1.DeletionPolicyRetain},
+			Workspace: notebooksv1alpha1.Workspace{Size: ptr.To(resource.MustParse("10Gi")), MountPath: "/home/jovyan", DeletionPolicy: commonv1alpha1.DeletionPolicyRetain},
 		},
 	}
 }
@@ -66,7 +66,7 @@ func full() *notebooksv1alpha1.Notebook {
 		PriorityClassName:  "interactive",
 		ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
 	}
-	nb.Spec.Workspace = notebooksv1alpha1.Workspace{Size: resource.MustParse("50Gi"), StorageClassName: ptr.To("fast"), MountPath: "/home/jovyan", DeletionPolicy: commonv1alpha1.DeletionPolicyDelete}
+	nb.Spec.Workspace = notebooksv1alpha1.Workspace{Size: ptr.To(resource.MustParse("50Gi")), StorageClassName: ptr.To("fast"), MountPath: "/home/jovyan", DeletionPolicy: commonv1alpha1.DeletionPolicyDelete}
 	nb.Spec.QueueName = "gpu-queue"
 	nb.Spec.Access = &notebooksv1alpha1.Access{AllowFrom: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "dashboard"}}}}}
 	return nb

@@ -1,0 +1,48 @@
+// Command notebook-operator runs the Notebook reconciler.
+package main
+
+import (
+	"context"
+	"flag"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/controller/notebook"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
+	"github.com/ml-platform/ml-platform/shared/accelerator"
+	"github.com/ml-platform/ml-platform/shared/manager"
+)
+
+func main() {
+	configFile := flag.String("config", "", "The platform configuration file (image, culling defaults and bounds, probe, NetworkPolicy, Ingress). Empty means the built-in defaults.")
+	acceleratorsFile := flag.String("accelerators", "", "The accelerator catalog file. Empty means one type, \"gpu\", for NVIDIA's device plugin.")
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := notebooksv1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	manager.Main(manager.Options{
+		Name:         render.OperatorName,
+		Scheme:       scheme,
+		OwnedObjects: notebook.OwnedObjects(),
+		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
+			// Flags are parsed by now: Setup runs inside manager.Main.
+			c, err := config.Load(*configFile)
+			if err != nil {
+				return err
+			}
+			catalog, err := accelerator.Load(*acceleratorsFile)
+			if err != nil {
+				return err
+			}
+			return notebook.NewReconciler(mgr, c, catalog).SetupWithManager(context.Background(), mgr, cfg.ControllerOptions())
+		},
+	})
+}

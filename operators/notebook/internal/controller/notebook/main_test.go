@@ -1,0 +1,301 @@
+package notebook
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
+	"github.com/ml-platform/ml-platform/shared/accelerator"
+	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+var (
+	env    *testenv.Env
+	scheme = runtime.NewScheme()
+	t0     = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+)
+
+func TestMain(m *testing.M) {
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = notebooksv1alpha1.AddToScheme(scheme)
+	testenv.Main(m, testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "charts", "notebook-operator", "files", "crds")},
+		ControllerManager: true,
+	}, &env)
+}
+
+func repoRoot() string { return filepath.Join("..", "..", "..", "..", "..") }
+
+func adminClient(t *testing.T) client.Client {
+	t.Helper()
+	return newClient(t, env.Config)
+}
+
+func newClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func createNamespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "nb-"}}
+	if err := c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// fakeProber answers with scripted observations per Notebook.
+type fakeProber struct {
+	mu     sync.Mutex
+	obs    map[string]jupyter.Observation
+	probes map[string]int
+	tokens map[string]string
+}
+
+func newFakeProber() *fakeProber {
+	return &fakeProber{obs: map[string]jupyter.Observation{}, probes: map[string]int{}, tokens: map[string]string{}}
+}
+
+func fakeEndpoint(nb *notebooksv1alpha1.Notebook) string { return "fake://" + nb.Namespace + "/" + nb.Name }
+
+func (f *fakeProber) Probe(_ context.Context, t jupyter.Target) jupyter.Observation {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.probes[t.BaseURL]++
+	f.tokens[t.BaseURL] = t.Token
+	if o, ok := f.obs[t.BaseURL]; ok {
+		return o
+	}
+	return jupyter.Observation{Err: &jupyter.HTTPError{Path: "api/status", Code: 503}}
+}
+
+func (f *fakeProber) set(nb *notebooksv1alpha1.Notebook, o jupyter.Observation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.obs[fakeEndpoint(nb)] = o
+}
+
+func (f *fakeProber) count(nb *notebooksv1alpha1.Notebook) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.probes[fakeEndpoint(nb)]
+}
+
+func (f *fakeProber) token(nb *notebooksv1alpha1.Notebook) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokens[fakeEndpoint(nb)]
+}
+
+// operator is a running manager with the Notebook reconciler, talking to
+// the test API server through a write counter.
+type operator struct {
+	reconciler *Reconciler
+	prober     *fakeProber
+	clock      *clocktesting.FakeClock
+	writes     *testenv.WriteCounter
+	cancel     context.CancelFunc
+	done       chan error
+}
+
+func testConfig() config.Config {
+	cfg := config.Default()
+	cfg.NetworkPolicy.OperatorNamespace = "mlp-system"
+	cfg.NetworkPolicy.OperatorPodLabels = map[string]string{"app.kubernetes.io/name": "notebook-operator"}
+	return cfg
+}
+
+type operatorOptions struct {
+	restConfig *rest.Config
+	config     *config.Config
+	prober     Prober
+}
+
+func startOperator(t *testing.T, o operatorOptions) *operator {
+	t.Helper()
+	op := &operator{
+		writes: testenv.NewWriteCounter(), done: make(chan error, 1),
+		prober: newFakeProber(), clock: clocktesting.NewFakeClock(t0),
+	}
+	base := o.restConfig
+	if base == nil {
+		base = env.Config
+	}
+	mcfg := manager.DefaultConfig()
+	mcfg.RESTConfig = op.writes.Wrap(base)
+	mcfg.LeaderElect = false
+	mcfg.MetricsBindAddress = "0"
+	mcfg.HealthProbeBindAddress = "0"
+	mcfg.MaxBackoff = 2 * time.Second
+	cfg := testConfig()
+	if o.config != nil {
+		cfg = *o.config
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mgr, err := manager.New(mcfg, manager.Options{
+		Name:         render.OperatorName,
+		Scheme:       scheme,
+		OwnedObjects: OwnedObjects(),
+		Setup: func(mgr ctrl.Manager, mc manager.Config) error {
+			op.reconciler = NewReconciler(mgr, cfg, accelerator.Default())
+			op.reconciler.Prober = op.prober
+			if o.prober != nil {
+				op.reconciler.Prober = o.prober
+			}
+			op.reconciler.Clock = op.clock
+			op.reconciler.Endpoint = fakeEndpoint
+			opts := mc.ControllerOptions()
+			opts.SkipNameValidation = ptr.To(true)
+			return op.reconciler.SetupWithManager(ctx, mgr, opts)
+		},
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	op.cancel = cancel
+	go func() { op.done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
+		t.Fatal("cache did not sync")
+	}
+	t.Cleanup(func() { op.stop(t) })
+	return op
+}
+
+func (op *operator) stop(t *testing.T) {
+	t.Helper()
+	if op.cancel == nil {
+		return
+	}
+	op.cancel()
+	op.cancel = nil
+	select {
+	case err := <-op.done:
+		if err != nil {
+			t.Errorf("manager stopped with error: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("manager did not stop")
+	}
+}
+
+// reconcile runs one reconcile directly, as a timed culling check does.
+func (op *operator) reconcile(t *testing.T, nb *notebooksv1alpha1.Notebook) ctrl.Result {
+	t.Helper()
+	res, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(nb)})
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+func newNotebook(ns, name string) *notebooksv1alpha1.Notebook {
+	return &notebooksv1alpha1.Notebook{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+}
+
+func getNotebook(ctx context.Context, c client.Client, nb *notebooksv1alpha1.Notebook) (*notebooksv1alpha1.Notebook, error) {
+	got := &notebooksv1alpha1.Notebook{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(nb), got)
+	return got, err
+}
+
+func getStatefulSet(ctx context.Context, c client.Client, nb *notebooksv1alpha1.Notebook) (*appsv1.StatefulSet, error) {
+	sts := &appsv1.StatefulSet{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(nb), sts)
+	return sts, err
+}
+
+// waitNotebook polls until cond holds for the Notebook.
+func waitNotebook(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook, what string, cond func(*notebooksv1alpha1.Notebook) bool) *notebooksv1alpha1.Notebook {
+	t.Helper()
+	var got *notebooksv1alpha1.Notebook
+	eventually(t, what, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = getNotebook(ctx, c, nb)
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return got.Status.ObservedGeneration == got.Generation && cond(got), nil
+	})
+	return got
+}
+
+// actOutStatefulSet plays the StatefulSet controller: the pod is ready
+// when the StatefulSet asks for one, and gone when it asks for none.
+func actOutStatefulSet(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook) *appsv1.StatefulSet {
+	t.Helper()
+	var sts *appsv1.StatefulSet
+	eventually(t, "statefulset exists", func(ctx context.Context) (bool, error) {
+		var err error
+		sts, err = getStatefulSet(ctx, c, nb)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	ready := int32(0)
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas > 0 {
+		ready = 1
+	}
+	sts.Status.ObservedGeneration = sts.Generation
+	sts.Status.Replicas = ready
+	sts.Status.ReadyReplicas = ready
+	sts.Status.AvailableReplicas = ready
+	sts.Status.CurrentReplicas = ready
+	sts.Status.UpdatedReplicas = ready
+	if err := c.Status().Update(t.Context(), sts); err != nil {
+		t.Fatal(err)
+	}
+	return sts
+}
+
+func waitEvent(t *testing.T, c client.Client, obj client.Object, reason string) *corev1.Event {
+	t.Helper()
+	var found *corev1.Event
+	eventually(t, "event "+reason, func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		if err := c.List(ctx, events, client.InNamespace(obj.GetNamespace())); err != nil {
+			return false, err
+		}
+		for i, e := range events.Items {
+			if e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason {
+				found = &events.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}

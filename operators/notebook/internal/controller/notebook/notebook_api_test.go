@@ -1,0 +1,163 @@
+package notebook
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+)
+
+func TestAPIDefaults(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	nb := newNotebook(ns, "defaults")
+	if err := c.Create(t.Context(), nb); err != nil {
+		t.Fatal(err)
+	}
+	ws := nb.Spec.Workspace
+	if ws.Size.String() != "10Gi" || ws.MountPath != "/home/jovyan" || ws.DeletionPolicy != commonv1alpha1.DeletionPolicyRetain {
+		t.Errorf("workspace defaults = %+v, want 10Gi at /home/jovyan, Retain", ws)
+	}
+}
+
+func TestAPIValidation(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	for name, tc := range map[string]struct {
+		mutate  func(*notebooksv1alpha1.Notebook)
+		wantErr string // empty: accepted
+	}{
+		"minimal is valid": {mutate: func(*notebooksv1alpha1.Notebook) {}},
+		"a mount of a declared volume": {
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+				nb.Spec.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+			},
+		},
+		"a mount over the workspace": {
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+				nb.Spec.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/home/jovyan"}}
+			},
+			wantErr: "volumeMounts may not use the workspace mountPath or /tmp",
+		},
+		"a reserved volume name": {
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Volumes = []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			},
+			wantErr: "volume names workspace, tmp and featurestore-* are reserved",
+		},
+		"setting the token variable": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Env = []corev1.EnvVar{{Name: "JUPYTER_TOKEN", Value: "x"}} },
+			wantErr: "env may not set JUPYTER_TOKEN",
+		},
+		"an idle timeout too short": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Culling.IdleTimeout = dur(time.Minute) },
+			wantErr: "culling.idleTimeout must be at least 5m",
+		},
+		"a check period too short": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Culling.CheckPeriod = dur(time.Second) },
+			wantErr: "culling.checkPeriod must be between 10s and 1h",
+		},
+		"a lifetime too short": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Culling.MaxLifetime = dur(time.Minute) },
+			wantErr: "culling.maxLifetime must be at least 10m",
+		},
+		"a tiny workspace": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.Size = ptr.To(resource.MustParse("1Ki")) },
+			wantErr: "workspace.size must be at least 1Mi",
+		},
+		"a relative mount path": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.MountPath = "home" },
+			wantErr: "workspace.mountPath must be an absolute path",
+		},
+		"an unknown deletion policy": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.DeletionPolicy = "Keep" },
+			wantErr: "Unsupported value",
+		},
+		"an accelerator type without a count": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Resources.Accelerators = &commonv1alpha1.Accelerators{Type: "a100"} },
+			wantErr: "accelerators.type needs accelerators.count greater than 0",
+		},
+		"a bad queue name": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.QueueName = "Not_A_Label" },
+			wantErr: "spec.queueName",
+		},
+		"a name too long for its children": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Name = strings.Repeat("n", 53) },
+			wantErr: "Notebook names are at most 52 characters",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			nb := newNotebook(ns, "")
+			nb.GenerateName = ""
+			nb.Name = "v-" + strings.ToLower(strings.NewReplacer(" ", "-").Replace(name))
+			if len(nb.Name) > 50 {
+				nb.Name = nb.Name[:50]
+			}
+			nb.Name = strings.TrimRight(nb.Name, "-")
+			tc.mutate(nb)
+			err := c.Create(t.Context(), nb, client.DryRunAll)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestAPITransitions(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	nb := newNotebook(ns, "transitions")
+	nb.Spec.Workspace.Size = ptr.To(resource.MustParse("20Gi"))
+	nb.Spec.Workspace.StorageClassName = ptr.To("fast")
+	if err := c.Create(t.Context(), nb); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		mutate  func(*notebooksv1alpha1.Notebook)
+		wantErr string
+	}{
+		"growing the workspace": {mutate: func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.Size = ptr.To(resource.MustParse("30Gi")) }},
+		"shrinking the workspace": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.Size = ptr.To(resource.MustParse("5Gi")) },
+			wantErr: "workspace.size cannot shrink",
+		},
+		"changing the storage class": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.StorageClassName = ptr.To("slow") },
+			wantErr: "workspace.storageClassName is immutable",
+		},
+		"removing the storage class": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.StorageClassName = nil },
+			wantErr: "workspace.storageClassName cannot be added or removed",
+		},
+		"suspending": {mutate: func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspended = true }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := getNotebook(t.Context(), c, nb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate(got)
+			err = c.Update(t.Context(), got, client.DryRunAll)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}

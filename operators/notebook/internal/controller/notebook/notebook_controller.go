@@ -1,0 +1,236 @@
+package notebook
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
+	"github.com/ml-platform/ml-platform/shared/accelerator"
+	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/tracing"
+)
+
+// Prober reads a Jupyter server's activity. *jupyter.Prober implements it;
+// tests substitute scripted activity.
+type Prober interface {
+	Probe(ctx context.Context, t jupyter.Target) jupyter.Observation
+}
+
+var _ Prober = (*jupyter.Prober)(nil)
+
+// +kubebuilder:rbac:groups=notebooks.mlplatform.dev,resources=notebooks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=notebooks.mlplatform.dev,resources=notebooks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch
+
+// Reconciler reconciles Notebooks. It needs no finalizer: every child but a
+// retained workspace is owned and collected by the garbage collector, and a
+// retained workspace is never owned, so deletion can never get stuck on the
+// operator.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Config    config.Config
+	Catalog   accelerator.Catalog
+	Prober    Prober
+	Clock     clock.PassiveClock
+	// Endpoint is the base URL the prober uses for a Notebook; the
+	// in-cluster URL when nil.
+	Endpoint func(nb *notebooksv1alpha1.Notebook) string
+	// NewToken generates access tokens; crypto/rand when nil.
+	NewToken func() (string, error)
+
+	metrics *notebookMetrics
+}
+
+// NewReconciler wires a Reconciler to a manager.
+func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Catalog) *Reconciler {
+	return &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("notebook-controller"),
+		Config:    cfg,
+		Catalog:   catalog,
+		Prober:    jupyter.NewProber(cfg.Probe.Timeout.Duration, cfg.Probe.Concurrency, nil),
+		Clock:     clock.RealClock{},
+	}
+}
+
+// OwnedObjects are the kinds the operator creates; the manager caches only
+// those labelled as managed by the operator.
+func OwnedObjects() []client.Object {
+	return []client.Object{
+		&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Secret{}, &corev1.PersistentVolumeClaim{},
+		&corev1.Pod{}, &networkingv1.NetworkPolicy{}, &networkingv1.Ingress{},
+	}
+}
+
+// SetupWithManager registers the controller. The FeatureStore watch is
+// added only when the API server serves FeatureStores, so the operator
+// works in clusters without the FeatureStore operator.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.metrics == nil {
+		r.metrics = newNotebookMetrics()
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &notebooksv1alpha1.Notebook{}, featureref.IndexKey, func(o client.Object) []string {
+		return featureref.IndexValues(o.(*notebooksv1alpha1.Notebook).Spec.FeatureStores)
+	}); err != nil {
+		return err
+	}
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[render.LabelName]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		// Annotations carry the user's restart and force-update requests;
+		// they do not bump the generation, so generation alone would miss
+		// them. Status-only updates (our own writes) pass neither.
+		For(&notebooksv1alpha1.Notebook{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.Secret{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&networkingv1.Ingress{}).
+		// A retained workspace has no owner, and pods belong to the
+		// StatefulSet: both map back by label.
+		Watches(&corev1.PersistentVolumeClaim{}, byLabel).
+		Watches(&corev1.Pod{}, byLabel).
+		WithOptions(opts).
+		Named("notebook")
+	if _, err := mgr.GetRESTMapper().RESTMapping(featureref.GVK.GroupKind(), featureref.GVK.Version); err == nil {
+		store := &unstructured.Unstructured{}
+		store.SetGroupVersionKind(featureref.GVK)
+		b = b.Watches(store, handler.EnqueueRequestsFromMapFunc(r.referrers))
+	} else {
+		log.FromContext(ctx).Info("FeatureStore API not served; FeatureStore changes are picked up at the next reconcile", "reason", err.Error())
+	}
+	return b.Complete(tracing.Reconciler("notebook", r))
+}
+
+func (r *Reconciler) referrers(ctx context.Context, store client.Object) []reconcile.Request {
+	list := &notebooksv1alpha1.NotebookList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(store.GetNamespace()), client.MatchingFields{featureref.IndexKey: store.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "Listing Notebooks that reference a FeatureStore", "featureStore", store.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, nb := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&nb)})
+	}
+	return out
+}
+
+// Reconcile converges one Notebook: phases that ensure each child, one
+// status write, then events.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.metrics == nil {
+		r.metrics = newNotebookMetrics()
+	}
+	nb := &notebooksv1alpha1.Notebook{}
+	if err := r.Client.Get(ctx, req.NamespacedName, nb); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.metrics.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !nb.DeletionTimestamp.IsZero() {
+		// The garbage collector removes the owned children; a retained
+		// workspace was never owned. Nothing holds the Notebook.
+		r.metrics.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+
+	h, err := patch.NewHelper(nb, r.Client, r.APIReader)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &scope{nb: nb, before: nb.DeepCopy(), now: r.Clock.Now()}
+	res, phaseErr := r.runPhases(ctx, s)
+
+	computeStatus(s)
+	if _, err := h.Patch(ctx, nb); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.emitEvents(s)
+	r.metrics.observe(s)
+	if phaseErr != nil {
+		return ctrl.Result{}, phaseErr
+	}
+	return res, nil
+}
+
+// phase is one step of the reconcile. A phase that returns an error stops
+// the later ones, since they build on its result.
+type phase func(ctx context.Context, s *scope) (ctrl.Result, error)
+
+func (r *Reconciler) runPhases(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var res ctrl.Result
+	for _, p := range []phase{
+		r.resolveInputs,
+		r.ensureTokenSecret,
+		r.ensureWorkspace,
+		r.ensureService,
+		r.ensureNetworkPolicy,
+		r.ensureIngress,
+		r.observeServer,
+		r.decideLifecycle,
+		r.ensureStatefulSet,
+	} {
+		pr, err := p(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if s.stalled != "" {
+			return ctrl.Result{}, nil
+		}
+		res = shortest(res, pr)
+	}
+	return res, nil
+}
+
+func shortest(a, b ctrl.Result) ctrl.Result {
+	switch {
+	case a.RequeueAfter == 0:
+		return b
+	case b.RequeueAfter == 0:
+		return a
+	case b.RequeueAfter < a.RequeueAfter:
+		return b
+	default:
+		return a
+	}
+}
+
+// retryNotAnswering is how soon a running server that does not answer its
+// probe is looked at again, when no culling check comes sooner.
+const retryNotAnswering = 15 * time.Second

@@ -1,0 +1,485 @@
+package notebook
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
+	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/manager"
+)
+
+// scope is what one reconcile learned and decided, phase by phase.
+type scope struct {
+	nb     *notebooksv1alpha1.Notebook
+	before *notebooksv1alpha1.Notebook
+	now    time.Time
+
+	input  render.Input
+	policy config.Policy
+	stores *featureref.Resolution
+	// stalled is a reason the Notebook cannot progress without a change
+	// from its user; stalledMsg says why.
+	stalled, stalledMsg string
+	// waiting says what the operator waits for, when it is not the pod.
+	waiting string
+
+	token string
+	sts   *appsv1.StatefulSet // as observed, nil when absent
+	pods  []corev1.Pod
+
+	// running: the StatefulSet asks for a pod and it is ready.
+	running bool
+	probe   *jupyter.Observation
+
+	// Decisions.
+	replicas     int32
+	annotations  map[string]string
+	decision     *culling.Decision
+	culled       string // reason while culled
+	justCulled   bool
+	restarted    bool
+	wasCulledFor time.Duration
+	deferred     bool
+	applied      bool // a deferred or pending template change was applied
+	stsWritten   bool
+}
+
+func (r *Reconciler) resolveInputs(ctx context.Context, s *scope) (ctrl.Result, error) {
+	nb := s.nb
+	s.input = render.Input{Notebook: nb, Config: r.Config}
+	s.policy = r.Config.Culling.PolicyFor(nb.Spec.Culling)
+	if msg := undeclaredMounts(nb); msg != "" {
+		s.stalled, s.stalledMsg = commonv1alpha1.ReasonInvalidSpec, msg
+		return ctrl.Result{}, nil
+	}
+	if acc := nb.Spec.Resources.Accelerators; acc != nil {
+		class, err := r.Catalog.Resolve(acc)
+		if err != nil {
+			s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonInvalidAccelerator, err.Error()
+			return ctrl.Result{}, nil
+		}
+		s.input.Accelerator = class
+	}
+	if len(nb.Spec.FeatureStores) > 0 {
+		res, err := featureref.Resolve(ctx, r.Client, nb.Namespace, nb.Spec.FeatureStores)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		s.stores = &res
+		s.input.Stores = res.Ready
+	}
+	return ctrl.Result{}, nil
+}
+
+// undeclaredMounts checks what CEL cannot afford to: every volume mount
+// names a declared volume.
+func undeclaredMounts(nb *notebooksv1alpha1.Notebook) string {
+	declared := map[string]bool{}
+	for _, v := range nb.Spec.Volumes {
+		declared[v.Name] = true
+	}
+	for _, m := range nb.Spec.VolumeMounts {
+		if !declared[m.Name] {
+			return fmt.Sprintf("volumeMounts entry %s names no entry of volumes", m.Name)
+		}
+	}
+	return ""
+}
+
+// errNameTaken is returned when an object the Notebook needs exists but
+// belongs to somebody else; the operator never takes it over.
+type errNameTaken struct{ kind, name string }
+
+func (e errNameTaken) Error() string {
+	return fmt.Sprintf("%s %s exists and is not managed by the notebook operator; rename the Notebook or remove the %s", e.kind, e.name, e.kind)
+}
+
+// apply writes desired with server-side apply, as the operator's field
+// manager, when the hash of what was last applied differs. Fields other
+// actors set on the object (admission webhooks, Kueue) are left alone.
+func (r *Reconciler) apply(ctx context.Context, desired, live client.Object, force bool) (bool, error) {
+	if live != nil && !force && live.GetAnnotations()[render.AnnotationAppliedHash] == desired.GetAnnotations()[render.AnnotationAppliedHash] {
+		return false, nil
+	}
+	if live == nil {
+		if err := r.checkNotForeign(ctx, desired); err != nil {
+			return false, err
+		}
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return false, err
+	}
+	delete(m, "status")
+	unstructured.RemoveNestedField(m, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(m, "spec", "template", "metadata", "creationTimestamp")
+	u := &unstructured.Unstructured{Object: m}
+	if err := r.Client.Patch(ctx, u, client.Apply, client.ForceOwnership, client.FieldOwner(render.OperatorName)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// checkNotForeign refuses to apply over an object of the same name that the
+// cache cannot see because it lacks the operator's label.
+func (r *Reconciler) checkNotForeign(ctx context.Context, desired client.Object) error {
+	gvk := desired.GetObjectKind().GroupVersionKind()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), u)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case u.GetLabels()[manager.LabelManagedBy] != render.OperatorName:
+		return errNameTaken{kind: gvk.Kind, name: desired.GetName()}
+	default:
+		return nil
+	}
+}
+
+// handleApplyErr turns a name conflict into a Stalled Notebook.
+func handleApplyErr(s *scope, err error) (ctrl.Result, error) {
+	var taken errNameTaken
+	if errors.As(err, &taken) {
+		s.stalled, s.stalledMsg = "NameTaken", taken.Error()
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *Reconciler) ensureTokenSecret(ctx context.Context, s *scope) (ctrl.Result, error) {
+	nb := s.nb
+	key := client.ObjectKey{Namespace: nb.Namespace, Name: render.TokenSecretName(nb)}
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, key, secret)
+	if err == nil {
+		s.token = string(secret.Data[render.TokenKey])
+		return ctrl.Result{}, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	// The cache may lag behind a Secret created a moment ago: ask the API
+	// server before generating a token that would never be used.
+	if err := r.APIReader.Get(ctx, key, secret); err == nil {
+		if secret.Labels[manager.LabelManagedBy] != render.OperatorName {
+			return handleApplyErr(s, errNameTaken{kind: "Secret", name: key.Name})
+		}
+		s.token = string(secret.Data[render.TokenKey])
+		return ctrl.Result{}, nil
+	} else if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	newToken := r.NewToken
+	if newToken == nil {
+		newToken = randomToken
+	}
+	token, err := newToken()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired := render.TokenSecret(nb, token)
+	if err := r.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, err
+	}
+	s.token = token
+	return ctrl.Result{}, nil
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// getOwned reads a child from the cache; nil when absent.
+func getOwned[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, obj T) (T, error) {
+	var zero T
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return zero, nil
+		}
+		return zero, err
+	}
+	return obj, nil
+}
+
+func (r *Reconciler) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, error) {
+	desired := render.WorkspaceClaim(s.input)
+	live, err := getOwned(ctx, r.Client, client.ObjectKeyFromObject(desired), &corev1.PersistentVolumeClaim{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if live != nil && !live.DeletionTimestamp.IsZero() {
+		// A workspace being deleted (its old Notebook had deletionPolicy
+		// Delete) cannot be reused; wait for it to go.
+		s.waiting = "Waiting for the previous workspace claim " + live.Name + " to be deleted"
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if _, err := r.apply(ctx, desired, nilIfNone(live), false); err != nil {
+		return handleApplyErr(s, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// nilIfNone turns a typed nil pointer into an untyped nil interface.
+func nilIfNone[T client.Object](obj T) client.Object {
+	if v := reflect.ValueOf(obj); !v.IsValid() || v.IsNil() {
+		return nil
+	}
+	return obj
+}
+
+func (r *Reconciler) ensureService(ctx context.Context, s *scope) (ctrl.Result, error) {
+	desired := render.Service(s.input)
+	live, err := getOwned(ctx, r.Client, client.ObjectKeyFromObject(desired), &corev1.Service{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if _, err := r.apply(ctx, desired, nilIfNone(live), false); err != nil {
+		return handleApplyErr(s, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *scope) (ctrl.Result, error) {
+	key := client.ObjectKey{Namespace: s.nb.Namespace, Name: s.nb.Name}
+	live, err := getOwned(ctx, r.Client, key, &networkingv1.NetworkPolicy{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired := render.NetworkPolicy(s.input)
+	if desired == nil {
+		return ctrl.Result{}, r.deleteOwned(ctx, nilIfNone(live))
+	}
+	if _, err := r.apply(ctx, desired, nilIfNone(live), false); err != nil {
+		return handleApplyErr(s, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) ensureIngress(ctx context.Context, s *scope) (ctrl.Result, error) {
+	key := client.ObjectKey{Namespace: s.nb.Namespace, Name: s.nb.Name}
+	live, err := getOwned(ctx, r.Client, key, &networkingv1.Ingress{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired := render.Ingress(s.input)
+	if desired == nil {
+		return ctrl.Result{}, r.deleteOwned(ctx, nilIfNone(live))
+	}
+	if _, err := r.apply(ctx, desired, nilIfNone(live), false); err != nil {
+		return handleApplyErr(s, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) deleteOwned(ctx context.Context, live client.Object) error {
+	if live == nil {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, live, client.Preconditions{UID: ptrTo(live.GetUID())}))
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// observeServer reads the StatefulSet and its pods, and probes Jupyter
+// when the pod is ready.
+func (r *Reconciler) observeServer(ctx context.Context, s *scope) (ctrl.Result, error) {
+	nb := s.nb
+	sts, err := getOwned(ctx, r.Client, client.ObjectKey{Namespace: nb.Namespace, Name: nb.Name}, &appsv1.StatefulSet{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if sts == nil {
+		return ctrl.Result{}, nil
+	}
+	s.sts = sts
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(nb.Namespace), client.MatchingLabels(render.SelectorLabels(nb))); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.pods = pods.Items
+	s.running = ptrValue(sts.Spec.Replicas) > 0 && sts.Status.ReadyReplicas > 0 && sts.Status.ObservedGeneration >= sts.Generation
+	if s.running && s.token != "" {
+		endpoint := render.URL(nb, r.Config)
+		if r.Endpoint != nil {
+			endpoint = r.Endpoint(nb)
+		}
+		obs := r.Prober.Probe(ctx, jupyter.Target{BaseURL: endpoint, Token: s.token})
+		s.probe = &obs
+	}
+	return ctrl.Result{}, nil
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+// decisionKeys are the StatefulSet annotations that record decisions.
+var decisionKeys = []string{
+	render.AnnotationStartedAt, render.AnnotationCulled, render.AnnotationCulledAt,
+	render.AnnotationRestartHandled, render.AnnotationForceUpdateHandled,
+}
+
+// decideLifecycle decides how many replicas run and records why on the
+// StatefulSet: start, suspend, cull, restart after a cull.
+func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, error) {
+	nb := s.nb
+	restartReq := nb.Annotations[notebooksv1alpha1.AnnotationRestart]
+	forceReq := nb.Annotations[notebooksv1alpha1.AnnotationForceUpdate]
+	ann := map[string]string{}
+	if s.sts == nil {
+		// Requests made before the Notebook first ran are not pending.
+		ann[render.AnnotationRestartHandled] = restartReq
+		ann[render.AnnotationForceUpdateHandled] = forceReq
+	} else {
+		for _, k := range decisionKeys {
+			if v, ok := s.sts.Annotations[k]; ok {
+				ann[k] = v
+			}
+		}
+	}
+	wasStopped := s.sts == nil || ptrValue(s.sts.Spec.Replicas) == 0
+
+	if ann[render.AnnotationCulled] != "" && restartReq != "" && restartReq != ann[render.AnnotationRestartHandled] {
+		s.restarted = true
+		s.wasCulledFor = culledFor(ann, s.now)
+		delete(ann, render.AnnotationCulled)
+		delete(ann, render.AnnotationCulledAt)
+		ann[render.AnnotationRestartHandled] = restartReq
+	}
+	if nb.Spec.Suspended && ann[render.AnnotationCulled] != "" {
+		// Suspending supersedes a cull: resuming is itself the user's
+		// request to run again.
+		s.wasCulledFor = culledFor(ann, s.now)
+		delete(ann, render.AnnotationCulled)
+		delete(ann, render.AnnotationCulledAt)
+	}
+	s.culled = ann[render.AnnotationCulled]
+
+	s.replicas = 1
+	if nb.Spec.Suspended || s.culled != "" {
+		s.replicas = 0
+	}
+	if s.replicas == 1 && wasStopped {
+		ann[render.AnnotationStartedAt] = s.now.UTC().Format(time.RFC3339)
+	}
+
+	var res ctrl.Result
+	if s.replicas == 1 && !wasStopped && s.policy.Active() {
+		startedAt, _ := time.Parse(time.RFC3339, ann[render.AnnotationStartedAt])
+		activity := culling.Activity{}
+		if s.probe != nil && s.probe.OK() {
+			activity = culling.Activity{OK: true, Last: s.probe.LastActivity, Busy: s.probe.Busy}
+		}
+		var warned time.Time
+		if nb.Status.CullDeadline != nil {
+			warned = nb.Status.CullDeadline.Time
+		}
+		d := culling.Decide(culling.Input{Now: s.now, Policy: s.policy, StartedAt: startedAt, Activity: activity, Warned: warned})
+		s.decision = &d
+		if d.Action == culling.Cull {
+			s.justCulled = true
+			s.culled = d.Reason
+			s.replicas = 0
+			ann[render.AnnotationCulled] = d.Reason
+			ann[render.AnnotationCulledAt] = s.now.UTC().Format(time.RFC3339)
+			// A restart request standing at the time of the cull is old.
+			ann[render.AnnotationRestartHandled] = restartReq
+		} else {
+			res.RequeueAfter = d.NextCheck
+		}
+	} else if s.replicas == 1 && s.probe != nil && s.probe.OK() {
+		d := culling.Decision{Action: culling.None, LastActivity: probeActivity(s)}
+		s.decision = &d
+	}
+	if s.running && s.probe != nil && !s.probe.OK() && s.replicas == 1 {
+		res = shortest(res, ctrl.Result{RequeueAfter: min(retryNotAnswering, max(s.policy.CheckPeriod, time.Second))})
+	}
+	if s.running && s.probe == nil && s.replicas == 1 {
+		// No token in the cache yet: look again shortly.
+		res = shortest(res, ctrl.Result{RequeueAfter: 2 * time.Second})
+	}
+
+	// A template change while a kernel is busy waits, unless forced.
+	if s.replicas == 1 && s.running && s.sts != nil {
+		desiredHash := render.Hash(render.PodTemplate(s.input))
+		if s.sts.Annotations[render.AnnotationTemplateHash] != desiredHash {
+			forced := forceReq != "" && forceReq != ann[render.AnnotationForceUpdateHandled]
+			switch {
+			case forced:
+				ann[render.AnnotationForceUpdateHandled] = forceReq
+				s.applied = true
+			case s.probe != nil && s.probe.OK() && s.probe.Busy:
+				s.deferred = true
+				res = shortest(res, ctrl.Result{RequeueAfter: s.policy.CheckPeriod})
+			default:
+				s.applied = true
+			}
+		}
+	}
+	s.annotations = ann
+	return res, nil
+}
+
+func probeActivity(s *scope) time.Time {
+	if s.probe.Busy {
+		return s.now.Truncate(time.Second)
+	}
+	return s.probe.LastActivity.Truncate(time.Second)
+}
+
+func culledFor(ann map[string]string, now time.Time) time.Duration {
+	at, err := time.Parse(time.RFC3339, ann[render.AnnotationCulledAt])
+	if err != nil {
+		return 0
+	}
+	return now.Sub(at)
+}
+
+func (r *Reconciler) ensureStatefulSet(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.deferred {
+		// Keep the running pod; nothing else on the StatefulSet changes
+		// while it runs.
+		return ctrl.Result{}, nil
+	}
+	desired := render.StatefulSet(s.input, render.StatefulSetState{Replicas: s.replicas, Annotations: maps.Clone(s.annotations)})
+	// Somebody scaling the StatefulSet by hand does not change the applied
+	// hash; compare replicas explicitly so a culled notebook stays stopped.
+	force := s.sts != nil && ptrValue(s.sts.Spec.Replicas) != s.replicas
+	written, err := r.apply(ctx, desired, nilIfNone(s.sts), force)
+	if err != nil {
+		return handleApplyErr(s, err)
+	}
+	s.stsWritten = written
+	return ctrl.Result{}, nil
+}

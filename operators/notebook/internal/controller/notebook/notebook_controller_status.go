@@ -1,0 +1,166 @@
+package notebook
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+)
+
+// computeStatus derives the whole status from what this reconcile observed
+// and decided. It reads nothing else, so the same observations always give
+// the same status and an unchanged notebook costs no write.
+func computeStatus(s *scope) {
+	nb := s.nb
+	cfg := s.input.Config
+	st := &nb.Status
+	st.ObservedGeneration = nb.Generation
+	st.Image = render.Image(nb, cfg)
+	st.URL = render.URL(nb, cfg)
+	st.IngressURL = render.IngressURL(nb, cfg)
+	st.WorkspaceClaimName = render.WorkspaceClaimName(nb)
+	if s.token != "" {
+		st.TokenSecretName = render.TokenSecretName(nb)
+	}
+	st.Culling = cullingStatus(s)
+
+	if d := s.decision; d != nil {
+		var reported time.Time
+		if st.LastActivity != nil {
+			reported = st.LastActivity.Time
+		}
+		if culling.ShouldReport(reported, d.LastActivity, cfg.ReportInterval.Duration) {
+			st.LastActivity = &metav1.Time{Time: d.LastActivity}
+		}
+		if d.Deadline.IsZero() || d.Action == culling.Cull {
+			st.CullDeadline = nil
+		} else {
+			st.CullDeadline = &metav1.Time{Time: d.Deadline}
+		}
+	}
+	if s.replicas == 0 {
+		st.CullDeadline = nil
+	}
+
+	if s.stalled != "" {
+		conditions.MarkStalled(nb, s.stalled, s.stalledMsg)
+		st.Phase = notebooksv1alpha1.PhaseFailed
+		return
+	}
+
+	if nb.Spec.Suspended {
+		conditions.MarkTrue(nb, commonv1alpha1.ConditionSuspended, notebooksv1alpha1.ReasonSuspended, "The Jupyter server is stopped; the workspace is kept")
+	} else {
+		conditions.MarkFalse(nb, commonv1alpha1.ConditionSuspended, notebooksv1alpha1.ReasonRunning, "The Notebook is not suspended")
+	}
+	if s.culled != "" {
+		conditions.MarkTrue(nb, notebooksv1alpha1.ConditionCulled, s.culled, culledMessage(s.culled))
+	} else {
+		conditions.MarkFalse(nb, notebooksv1alpha1.ConditionCulled, notebooksv1alpha1.ReasonRunning, "The Notebook is not culled")
+	}
+	if s.deferred {
+		conditions.MarkTrue(nb, notebooksv1alpha1.ConditionUpdatePending, notebooksv1alpha1.ReasonKernelBusy,
+			fmt.Sprintf("A spec change restarts the Jupyter server and waits until no kernel is busy; annotate %s with a new value to apply it now", notebooksv1alpha1.AnnotationForceUpdate))
+	} else {
+		conditions.Remove(nb, notebooksv1alpha1.ConditionUpdatePending)
+	}
+	if s.stores != nil {
+		if s.stores.AllReady() {
+			conditions.MarkTrue(nb, notebooksv1alpha1.ConditionFeatureStoresReady, s.stores.Reason(), s.stores.Message())
+		} else {
+			conditions.MarkFalse(nb, notebooksv1alpha1.ConditionFeatureStoresReady, s.stores.Reason(), s.stores.Message()+"; the Notebook runs without it and mounts it once Ready")
+		}
+	} else {
+		conditions.Remove(nb, notebooksv1alpha1.ConditionFeatureStoresReady)
+	}
+
+	podReason, podMessage := podStartFailure(s.pods)
+	switch {
+	case nb.Spec.Suspended:
+		settledNotReady(nb, notebooksv1alpha1.ReasonSuspended, "The Notebook is suspended")
+		st.Phase = notebooksv1alpha1.PhaseSuspended
+	case s.culled != "":
+		settledNotReady(nb, notebooksv1alpha1.ConditionCulled, culledMessage(s.culled))
+		st.Phase = notebooksv1alpha1.PhaseCulled
+	case s.waiting != "":
+		conditions.MarkReconciling(nb, commonv1alpha1.ReasonProgressing, s.waiting)
+		st.Phase = notebooksv1alpha1.PhasePending
+	case s.running && s.probe != nil && s.probe.OK():
+		conditions.MarkReady(nb, notebooksv1alpha1.ReasonRunning, "The Jupyter server is ready and answers")
+		st.Phase = notebooksv1alpha1.PhaseRunning
+	case podReason != "":
+		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonPodStartFailed, podReason+": "+podMessage)
+		st.Phase = notebooksv1alpha1.PhaseFailed
+	case s.running:
+		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonJupyterNotReady, "The pod is ready but Jupyter does not answer its REST API with the Notebook's token")
+		st.Phase = notebooksv1alpha1.PhasePending
+	default:
+		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonStarting, "Waiting for the Jupyter pod to become ready")
+		st.Phase = notebooksv1alpha1.PhasePending
+	}
+}
+
+// settledNotReady marks a Notebook that is deliberately not serving: Ready
+// is False, yet nothing is in progress, so kstatus sees it as Current.
+func settledNotReady(nb *notebooksv1alpha1.Notebook, reason, message string) {
+	conditions.MarkFalse(nb, commonv1alpha1.ConditionReady, reason, message)
+	conditions.Remove(nb, commonv1alpha1.ConditionReconciling)
+	conditions.Remove(nb, commonv1alpha1.ConditionStalled)
+}
+
+func culledMessage(reason string) string {
+	why := "after a period without kernel or terminal activity"
+	if reason == culling.ReasonMaxLifetime {
+		why = "at the end of its maximum lifetime"
+	}
+	return fmt.Sprintf("The Jupyter server was stopped %s; the workspace is kept. Annotate the Notebook with %s=<a new value> to start it again",
+		why, notebooksv1alpha1.AnnotationRestart)
+}
+
+func cullingStatus(s *scope) *notebooksv1alpha1.CullingStatus {
+	cs := &notebooksv1alpha1.CullingStatus{}
+	if s.policy.IdleTimeout > 0 {
+		cs.IdleTimeout = &metav1.Duration{Duration: s.policy.IdleTimeout}
+	}
+	if s.policy.MaxLifetime > 0 {
+		cs.MaxLifetime = &metav1.Duration{Duration: s.policy.MaxLifetime}
+	}
+	return cs
+}
+
+// podFailureReasons are container waiting reasons that do not resolve by
+// waiting a little: the user has to act (fix the image, the pull secret,
+// the configuration) or the cluster has to.
+var podFailureReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true,
+}
+
+// podStartFailure reports why the Notebook's pod cannot start, if it
+// cannot: unschedulable, or a container stuck on its image or config.
+func podStartFailure(pods []corev1.Pod) (reason, message string) {
+	for _, pod := range pods {
+		if !pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return corev1.PodReasonUnschedulable, c.Message
+			}
+		}
+		for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && podFailureReasons[w.Reason] {
+				return w.Reason, strings.TrimSpace(w.Message)
+			}
+		}
+	}
+	return "", ""
+}
