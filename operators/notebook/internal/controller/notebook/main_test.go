@@ -2,6 +2,8 @@ package notebook
 
 import (
 	"context"
+	"encoding/json"
+	"k8s.io/client-go/util/retry"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -88,7 +90,9 @@ func newFakeProber() *fakeProber {
 	return &fakeProber{obs: map[string]jupyter.Observation{}, probes: map[string]int{}, tokens: map[string]string{}}
 }
 
-func fakeEndpoint(nb *notebooksv1alpha1.Notebook) string { return "fake://" + nb.Namespace + "/" + nb.Name }
+func fakeEndpoint(nb *notebooksv1alpha1.Notebook) string {
+	return "fake://" + nb.Namespace + "/" + nb.Name
+}
 
 func (f *fakeProber) Probe(_ context.Context, t jupyter.Target) jupyter.Observation {
 	f.mu.Lock()
@@ -298,4 +302,32 @@ func waitEvent(t *testing.T, c client.Client, obj client.Object, reason string) 
 		return false, nil
 	})
 	return found
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// updateNotebook changes a Notebook as its user would, retrying when the
+// operator's status write got in between.
+func updateNotebook(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook, mutate func(*notebooksv1alpha1.Notebook)) *notebooksv1alpha1.Notebook {
+	t.Helper()
+	var got *notebooksv1alpha1.Notebook
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		if got, err = getNotebook(t.Context(), c, nb); err != nil {
+			return err
+		}
+		mutate(got)
+		return c.Update(t.Context(), got)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

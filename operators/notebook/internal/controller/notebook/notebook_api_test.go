@@ -57,7 +57,9 @@ func TestAPIValidation(t *testing.T) {
 			wantErr: "volume names workspace, tmp and featurestore-* are reserved",
 		},
 		"setting the token variable": {
-			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Env = []corev1.EnvVar{{Name: "JUPYTER_TOKEN", Value: "x"}} },
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Env = []corev1.EnvVar{{Name: "JUPYTER_TOKEN", Value: "x"}}
+			},
 			wantErr: "env may not set JUPYTER_TOKEN",
 		},
 		"an idle timeout too short": {
@@ -85,7 +87,9 @@ func TestAPIValidation(t *testing.T) {
 			wantErr: "Unsupported value",
 		},
 		"an accelerator type without a count": {
-			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Resources.Accelerators = &commonv1alpha1.Accelerators{Type: "a100"} },
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Resources.Accelerators = &commonv1alpha1.Accelerators{Type: "a100"}
+			},
 			wantErr: "accelerators.type needs accelerators.count greater than 0",
 		},
 		"a bad queue name": {

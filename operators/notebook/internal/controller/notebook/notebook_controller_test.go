@@ -1,0 +1,501 @@
+package notebook
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/podsecurity"
+)
+
+func idleAt(at time.Time) jupyter.Observation {
+	return jupyter.Observation{LastActivity: at, Kernels: 1, TerminalsAvailable: true}
+}
+
+func isReady(nb *notebooksv1alpha1.Notebook) bool {
+	return conditions.IsTrue(nb, commonv1alpha1.ConditionReady) && conditions.IsCurrent(nb, commonv1alpha1.ConditionReady)
+}
+
+// runningNotebook creates a Notebook, acts out its StatefulSet and waits
+// until it is Ready with the prober answering idle since activity.
+func runningNotebook(t *testing.T, c client.Client, op *operator, nb *notebooksv1alpha1.Notebook, activity time.Time) *notebooksv1alpha1.Notebook {
+	t.Helper()
+	op.prober.set(nb, idleAt(activity))
+	if err := c.Create(t.Context(), nb); err != nil {
+		t.Fatal(err)
+	}
+	actOutStatefulSet(t, c, nb)
+	return waitNotebook(t, c, nb, "Notebook Ready", isReady)
+}
+
+func TestOwnedObjectsAndReady(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	nb := newNotebook(ns, "owned")
+	nb.Spec.QueueName = "gpu-queue"
+	got := runningNotebook(t, c, op, nb, t0)
+
+	if got.Status.Phase != notebooksv1alpha1.PhaseRunning || got.Status.URL != "http://owned."+ns+".svc.cluster.local/notebook/"+ns+"/owned/" ||
+		got.Status.TokenSecretName != "owned-token" || got.Status.WorkspaceClaimName != "owned-workspace" || got.Status.Image == "" {
+		t.Errorf("status = %+v", got.Status)
+	}
+	if got.Status.LastActivity == nil || !got.Status.LastActivity.Time.Equal(t0) {
+		t.Errorf("lastActivity = %v, want %v", got.Status.LastActivity, t0)
+	}
+
+	secret := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "owned-token"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	token := string(secret.Data[render.TokenKey])
+	if len(token) < 32 || op.prober.token(nb) != token {
+		t.Errorf("token %q: the prober used %q", token, op.prober.token(nb))
+	}
+	if strings.Contains(mustJSON(t, got.Status), token) {
+		t.Error("the token appears in status")
+	}
+
+	sts, err := getStatefulSet(t.Context(), c, nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *sts.Spec.Replicas != 1 || sts.Labels[render.LabelQueueName] != "gpu-queue" || sts.Spec.Template.Labels[render.LabelQueueName] != "gpu-queue" {
+		t.Errorf("statefulset replicas %d labels %v template labels %v", *sts.Spec.Replicas, sts.Labels, sts.Spec.Template.Labels)
+	}
+	if err := podsecurity.CheckRestricted(&sts.Spec.Template.ObjectMeta, &sts.Spec.Template.Spec); err != nil {
+		t.Error(err)
+	}
+	for _, o := range []client.Object{&corev1.Service{}, &networkingv1.NetworkPolicy{}, secret, sts} {
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: nameFor(o, nb)}, o); err != nil {
+			t.Fatalf("%T: %v", o, err)
+		}
+		if !metav1.IsControlledBy(o, got) || o.GetLabels()["app.kubernetes.io/managed-by"] != render.OperatorName {
+			t.Errorf("%T %s is not controlled by the Notebook or lacks the managed-by label", o, o.GetName())
+		}
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "owned-workspace"}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	if len(pvc.OwnerReferences) != 0 {
+		t.Errorf("a retained workspace has owners %v", pvc.OwnerReferences)
+	}
+
+	// Another actor's change to a field the operator does not set
+	// survives, and a settled Notebook is not rewritten.
+	sts.Spec.Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/admission"}}
+	if err := c.Update(t.Context(), sts); err != nil {
+		t.Fatal(err)
+	}
+	op.reconcile(t, got)
+	sts, _ = getStatefulSet(t.Context(), c, nb)
+	if len(sts.Spec.Template.Spec.SchedulingGates) != 1 {
+		t.Error("the operator removed a field another actor set on its StatefulSet")
+	}
+}
+
+func nameFor(o client.Object, nb *notebooksv1alpha1.Notebook) string {
+	if _, ok := o.(*corev1.Secret); ok {
+		return nb.Name + "-token"
+	}
+	return nb.Name
+}
+
+func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	nb := newNotebook(ns, "settled")
+	nb = runningNotebook(t, c, op, nb, t0)
+	time.Sleep(time.Second)
+
+	// An hour of idle culling checks within the idle timeout, minute by
+	// minute: the prober runs every time, nothing is written.
+	op.writes.Reset()
+	before := op.prober.count(nb)
+	for range 40 {
+		op.clock.Step(time.Minute)
+		op.reconcile(t, nb)
+	}
+	if n := op.writes.Total(); n != 0 {
+		t.Fatalf("40 idle checks wrote %d times: %s", n, op.writes)
+	}
+	if op.prober.count(nb)-before < 40 {
+		t.Fatalf("the prober ran %d times in 40 checks", op.prober.count(nb)-before)
+	}
+
+	// Activity within the report interval costs nothing either; a new
+	// report costs one status write.
+	op.prober.set(nb, idleAt(op.clock.Now().Add(-30*time.Second)))
+	op.reconcile(t, nb)
+	if n := op.writes.Count("patch", "notebooks/status"); n != 1 {
+		t.Fatalf("new activity: %s, want one status patch", op.writes)
+	}
+	op.writes.Reset()
+	op.prober.set(nb, idleAt(op.clock.Now()))
+	op.reconcile(t, nb)
+	if n := op.writes.Total(); n != 0 {
+		t.Fatalf("activity within the report interval wrote: %s", op.writes)
+	}
+}
+
+func TestSuspendAndResume(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	nb := runningNotebook(t, c, op, newNotebook(ns, "suspend"), t0)
+
+	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspended = true })
+	got := waitNotebook(t, c, nb, "Suspended", func(nb *notebooksv1alpha1.Notebook) bool {
+		return conditions.IsTrue(nb, commonv1alpha1.ConditionSuspended) && nb.Status.Phase == notebooksv1alpha1.PhaseSuspended
+	})
+	if conditions.IsTrue(got, commonv1alpha1.ConditionReady) || conditions.Get(got, commonv1alpha1.ConditionReconciling) != nil {
+		t.Errorf("a suspended Notebook must be not Ready and not Reconciling: %+v", got.Status.Conditions)
+	}
+	sts := actOutStatefulSet(t, c, nb)
+	if *sts.Spec.Replicas != 0 {
+		t.Fatalf("suspended: replicas %d", *sts.Spec.Replicas)
+	}
+	if _, err := getOwnedPVC(t, c, nb); err != nil {
+		t.Fatalf("workspace gone while suspended: %v", err)
+	}
+
+	op.clock.Step(time.Hour)
+	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspended = false })
+	eventually(t, "resumed with one replica", func(ctx context.Context) (bool, error) {
+		sts, err := getStatefulSet(ctx, c, nb)
+		return err == nil && *sts.Spec.Replicas == 1, err
+	})
+	sts = actOutStatefulSet(t, c, nb)
+	if sts.Annotations[render.AnnotationStartedAt] != t0.Add(time.Hour).Format(time.RFC3339) {
+		t.Errorf("started-at %q after resuming, want the resume time", sts.Annotations[render.AnnotationStartedAt])
+	}
+	waitNotebook(t, c, nb, "Ready after resuming", isReady)
+}
+
+func getOwnedPVC(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook) (*corev1.PersistentVolumeClaim, error) {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := c.Get(t.Context(), client.ObjectKey{Namespace: nb.Namespace, Name: nb.Name + "-workspace"}, pvc)
+	return pvc, err
+}
+
+func TestCullingWarnsCullsAndRestarts(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	nb := runningNotebook(t, c, op, newNotebook(ns, "cull"), t0.Add(5*time.Minute))
+
+	// Idle timeout 1h, warning 10m: the warning comes at 55m.
+	op.clock.SetTime(t0.Add(55 * time.Minute))
+	op.reconcile(t, nb)
+	got, _ := getNotebook(t.Context(), c, nb)
+	deadline := t0.Add(65 * time.Minute)
+	if got.Status.CullDeadline == nil || !got.Status.CullDeadline.Time.Equal(deadline) {
+		t.Fatalf("cullDeadline = %v, want %v", got.Status.CullDeadline, deadline)
+	}
+	waitEvent(t, c, got, notebooksv1alpha1.ReasonCullWarning)
+
+	// A probe failure at the deadline never culls.
+	op.prober.set(nb, jupyter.Observation{Err: &jupyter.HTTPError{Path: "api/status", Code: 403}})
+	op.clock.SetTime(t0.Add(70 * time.Minute))
+	op.reconcile(t, nb)
+	if sts, _ := getStatefulSet(t.Context(), c, nb); *sts.Spec.Replicas != 1 || sts.Annotations[render.AnnotationCulled] != "" {
+		t.Fatal("a failed probe culled the notebook")
+	}
+
+	// Answering again and still idle: culled.
+	op.prober.set(nb, idleAt(t0.Add(5*time.Minute)))
+	op.clock.SetTime(t0.Add(71 * time.Minute))
+	op.reconcile(t, nb)
+	sts, err := getStatefulSet(t.Context(), c, nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *sts.Spec.Replicas != 0 || sts.Annotations[render.AnnotationCulled] != "Idle" {
+		t.Fatalf("after the deadline: replicas %d annotations %v", *sts.Spec.Replicas, sts.Annotations)
+	}
+	got = waitNotebook(t, c, nb, "Culled", func(nb *notebooksv1alpha1.Notebook) bool {
+		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionCulled) && nb.Status.Phase == notebooksv1alpha1.PhaseCulled
+	})
+	if got.Status.CullDeadline != nil {
+		t.Errorf("cullDeadline %v stays after the cull", got.Status.CullDeadline)
+	}
+	waitEvent(t, c, got, notebooksv1alpha1.ConditionCulled)
+	actOutStatefulSet(t, c, nb)
+	if _, err := getOwnedPVC(t, c, nb); err != nil {
+		t.Fatalf("workspace gone after the cull: %v", err)
+	}
+
+	// A culled notebook costs no probes and no writes; the decision lives
+	// on the StatefulSet, so a restarted operator does not re-infer it.
+	time.Sleep(500 * time.Millisecond)
+	op.writes.Reset()
+	probes := op.prober.count(nb)
+	for range 10 {
+		op.clock.Step(time.Hour)
+		op.reconcile(t, nb)
+	}
+	if op.writes.Total() != 0 || op.prober.count(nb) != probes {
+		t.Fatalf("culled checks: writes %s, probes %d", op.writes, op.prober.count(nb)-probes)
+	}
+
+	// The documented user action starts it again.
+	got = updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) {
+		metav1.SetMetaDataAnnotation(&nb.ObjectMeta, notebooksv1alpha1.AnnotationRestart, "2026-03-03")
+	})
+	eventually(t, "restarted", func(ctx context.Context) (bool, error) {
+		sts, err := getStatefulSet(ctx, c, nb)
+		return err == nil && *sts.Spec.Replicas == 1 && sts.Annotations[render.AnnotationCulled] == "" &&
+			sts.Annotations[render.AnnotationRestartHandled] == "2026-03-03", err
+	})
+	waitEvent(t, c, got, notebooksv1alpha1.ReasonRestarted)
+	actOutStatefulSet(t, c, nb)
+	waitNotebook(t, c, nb, "Ready after the restart", func(nb *notebooksv1alpha1.Notebook) bool {
+		return isReady(nb) && !conditions.IsTrue(nb, notebooksv1alpha1.ConditionCulled)
+	})
+}
+
+func TestMaxLifetimeCullsABusyNotebook(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	nb := newNotebook(ns, "lifetime")
+	nb.Spec.Culling.MaxLifetime = &metav1.Duration{Duration: 8 * time.Hour}
+	nb = runningNotebook(t, c, op, nb, t0)
+	op.prober.set(nb, jupyter.Observation{LastActivity: t0, Busy: true, Kernels: 1})
+
+	op.clock.SetTime(t0.Add(7*time.Hour + 55*time.Minute))
+	op.reconcile(t, nb)
+	got, _ := getNotebook(t.Context(), c, nb)
+	if got.Status.CullDeadline == nil {
+		t.Fatal("no warning before the end of the lifetime")
+	}
+	op.clock.SetTime(got.Status.CullDeadline.Time)
+	op.reconcile(t, nb)
+	sts, _ := getStatefulSet(t.Context(), c, nb)
+	if *sts.Spec.Replicas != 0 || sts.Annotations[render.AnnotationCulled] != "MaxLifetime" {
+		t.Fatalf("at the end of the lifetime: replicas %d annotations %v", *sts.Spec.Replicas, sts.Annotations)
+	}
+}
+
+func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	nb := runningNotebook(t, c, op, newNotebook(ns, "deferred"), t0)
+	sts, _ := getStatefulSet(t.Context(), c, nb)
+	oldHash := sts.Annotations[render.AnnotationTemplateHash]
+
+	op.prober.set(nb, jupyter.Observation{LastActivity: t0, Busy: true, Kernels: 1})
+	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Image = "registry.example.com/jupyter:2" })
+	got := waitNotebook(t, c, nb, "UpdatePending", func(nb *notebooksv1alpha1.Notebook) bool {
+		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionUpdatePending)
+	})
+	waitEvent(t, c, got, "UpdateDeferred")
+	for range 3 {
+		op.clock.Step(time.Minute)
+		op.reconcile(t, nb)
+	}
+	sts, _ = getStatefulSet(t.Context(), c, nb)
+	if sts.Annotations[render.AnnotationTemplateHash] != oldHash || sts.Spec.Template.Spec.Containers[0].Image == "registry.example.com/jupyter:2" {
+		t.Fatal("the pod template changed while a kernel was busy")
+	}
+
+	// The user forces it.
+	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) {
+		metav1.SetMetaDataAnnotation(&nb.ObjectMeta, notebooksv1alpha1.AnnotationForceUpdate, "1")
+	})
+	eventually(t, "forced update applied", func(ctx context.Context) (bool, error) {
+		sts, err := getStatefulSet(ctx, c, nb)
+		return err == nil && sts.Spec.Template.Spec.Containers[0].Image == "registry.example.com/jupyter:2", err
+	})
+	actOutStatefulSet(t, c, nb)
+	waitNotebook(t, c, nb, "UpdatePending cleared", func(nb *notebooksv1alpha1.Notebook) bool {
+		return conditions.Get(nb, notebooksv1alpha1.ConditionUpdatePending) == nil
+	})
+
+	// The next change waits again (the force request was used up), and
+	// goes through once the kernel is idle.
+	got = updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Image = "registry.example.com/jupyter:3" })
+	waitNotebook(t, c, nb, "UpdatePending again", func(nb *notebooksv1alpha1.Notebook) bool {
+		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionUpdatePending)
+	})
+	op.prober.set(nb, idleAt(t0))
+	op.reconcile(t, nb)
+	sts, _ = getStatefulSet(t.Context(), c, nb)
+	if img := sts.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/jupyter:3" {
+		t.Fatalf("image %s once idle, want the deferred change applied", img)
+	}
+	waitEvent(t, c, got, notebooksv1alpha1.ReasonUpdateApplied)
+}
+
+func TestWorkspaceRetainAndDelete(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	retain := runningNotebook(t, c, op, newNotebook(ns, "keep"), t0)
+	del := newNotebook(ns, "drop")
+	del.Spec.Workspace.DeletionPolicy = commonv1alpha1.DeletionPolicyDelete
+	del = runningNotebook(t, c, op, del, t0)
+	keptPVC, err := getOwnedPVC(t, c, retain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pvc, err := getOwnedPVC(t, c, del); err != nil || !metav1.IsControlledBy(pvc, del) {
+		t.Fatalf("a Delete workspace must be owned by its Notebook: %v", err)
+	}
+	// A pod of the StatefulSet uses each workspace, so PVC protection holds
+	// the claims while it exists.
+	for _, nb := range []*notebooksv1alpha1.Notebook{retain, del} {
+		createWorkspacePod(t, c, nb)
+	}
+
+	for _, nb := range []*notebooksv1alpha1.Notebook{retain, del} {
+		if err := c.Delete(t.Context(), nb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the Delete workspace is collected, pod and all", func(ctx context.Context) (bool, error) {
+		_, err := getOwnedPVC(t, c, del)
+		return apierrors.IsNotFound(err), nil
+	})
+	eventually(t, "both Notebooks and StatefulSets are gone", func(ctx context.Context) (bool, error) {
+		for _, nb := range []*notebooksv1alpha1.Notebook{retain, del} {
+			if _, err := getNotebook(ctx, c, nb); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if _, err := getStatefulSet(ctx, c, nb); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	pvc, err := getOwnedPVC(t, c, retain)
+	if err != nil || pvc.UID != keptPVC.UID || !pvc.DeletionTimestamp.IsZero() {
+		t.Fatalf("the retained workspace: %v (deleting: %v)", err, pvc.DeletionTimestamp)
+	}
+
+	// A Notebook of the same name mounts the retained workspace again.
+	again := runningNotebook(t, c, op, newNotebook(ns, "keep"), t0)
+	if pvc, err := getOwnedPVC(t, c, again); err != nil || pvc.UID != keptPVC.UID {
+		t.Fatalf("the new Notebook did not reuse the retained workspace: %v", err)
+	}
+}
+
+// createWorkspacePod acts out the StatefulSet controller creating the
+// pod, which mounts the workspace.
+func createWorkspacePod(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook) {
+	t.Helper()
+	sts, err := getStatefulSet(t.Context(), c, nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: nb.Namespace, Name: nb.Name + "-0", Labels: sts.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: sts.Spec.Template.Spec,
+	}
+	if err := c.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "PVC protection holds the workspace", func(ctx context.Context) (bool, error) {
+		pvc, err := getOwnedPVC(t, c, nb)
+		return err == nil && len(pvc.Finalizers) > 0, nil
+	})
+}
+
+func TestNamespaceDeletionCompletes(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	keep := runningNotebook(t, c, op, newNotebook(ns, "keep"), t0)
+	drop := newNotebook(ns, "drop")
+	drop.Spec.Workspace.DeletionPolicy = commonv1alpha1.DeletionPolicyDelete
+	drop = runningNotebook(t, c, op, drop, t0)
+	createWorkspacePod(t, c, keep)
+	createWorkspacePod(t, c, drop)
+
+	if err := c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func TestMissingFeatureStoreDoesNotBlock(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, operatorOptions{})
+	nb := newNotebook(ns, "features")
+	nb.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "missing"}}}
+	got := runningNotebook(t, c, op, nb, t0)
+	cond := conditions.Get(got, notebooksv1alpha1.ConditionFeatureStoresReady)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != commonv1alpha1.ReasonDependencyNotFound || !strings.Contains(cond.Message, "missing") {
+		t.Fatalf("FeatureStoresReady = %+v", cond)
+	}
+}
+
+func TestInvalidMountStalls(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, operatorOptions{})
+	nb := newNotebook(ns, "badmount")
+	nb.Spec.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	if err := c.Create(t.Context(), nb); err != nil {
+		t.Fatal(err)
+	}
+	waitNotebook(t, c, nb, "Stalled", func(nb *notebooksv1alpha1.Notebook) bool {
+		s := conditions.Get(nb, commonv1alpha1.ConditionStalled)
+		return s != nil && s.Status == metav1.ConditionTrue && strings.Contains(s.Message, "data")
+	})
+	if _, err := getStatefulSet(t.Context(), c, nb); !apierrors.IsNotFound(err) {
+		t.Fatalf("a StatefulSet was created for an invalid spec: %v", err)
+	}
+}
+
+func TestPodStartFailureIsReported(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, operatorOptions{})
+	nb := newNotebook(ns, "pull")
+	if err := c.Create(t.Context(), nb); err != nil {
+		t.Fatal(err)
+	}
+	actOutStatefulSet(t, c, nb)
+	createWorkspacePod(t, c, nb)
+	pod := &corev1.Pod{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "pull-0"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: render.ContainerName, Image: "x",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"x\""}},
+	}}
+	if err := c.Status().Update(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	got := waitNotebook(t, c, nb, "PodStartFailed", func(nb *notebooksv1alpha1.Notebook) bool {
+		r := conditions.Get(nb, commonv1alpha1.ConditionReady)
+		return r != nil && r.Reason == notebooksv1alpha1.ReasonPodStartFailed && strings.Contains(r.Message, "ImagePullBackOff")
+	})
+	waitEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed)
+}
