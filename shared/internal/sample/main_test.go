@@ -10,12 +10,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -56,35 +53,17 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	return c
 }
 
-func createNamespace(t *testing.T, c client.Client) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sample-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
-
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
 // operator is a running manager with the Widget reconciler, talking to the
 // test API server through a write counter.
 type operator struct {
+	*testenv.Manager
 	reconciler *Reconciler
-	mgr        ctrl.Manager
 	writes     *testenv.WriteCounter
-	cancel     context.CancelFunc
-	done       chan error
 }
 
 func startOperator(t *testing.T, ext *External, tune func(*Reconciler)) *operator {
 	t.Helper()
-	op := &operator{writes: testenv.NewWriteCounter(), done: make(chan error, 1)}
+	op := &operator{writes: testenv.NewWriteCounter()}
 	cfg := manager.DefaultConfig()
 	cfg.RESTConfig = op.writes.Wrap(env.Config)
 	cfg.LeaderElect = false
@@ -108,32 +87,8 @@ func startOperator(t *testing.T, ext *External, tune func(*Reconciler)) *operato
 	if err != nil {
 		t.Fatal(err)
 	}
-	op.mgr = mgr
-	ctx, cancel := context.WithCancel(context.Background())
-	op.cancel = cancel
-	go func() { op.done <- mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
-		t.Fatal("cache did not sync")
-	}
-	t.Cleanup(func() { op.stop(t) })
+	op.Manager = testenv.StartManager(t, mgr)
 	return op
-}
-
-func (op *operator) stop(t *testing.T) {
-	t.Helper()
-	if op.cancel == nil {
-		return
-	}
-	op.cancel()
-	op.cancel = nil
-	select {
-	case err := <-op.done:
-		if err != nil {
-			t.Errorf("manager stopped with error: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Error("manager did not stop")
-	}
 }
 
 // applyManifests creates every object of a multi-document YAML file.

@@ -41,7 +41,7 @@ func getWidget(ctx context.Context, c client.Client, w *samplev1alpha1.Widget) (
 func waitReady(t *testing.T, c client.Client, w *samplev1alpha1.Widget) *samplev1alpha1.Widget {
 	t.Helper()
 	var got *samplev1alpha1.Widget
-	eventually(t, "widget becomes Ready for its generation", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "widget becomes Ready for its generation", func(ctx context.Context) (bool, error) {
 		var err error
 		got, err = getWidget(ctx, c, w)
 		if err != nil {
@@ -55,34 +55,15 @@ func waitReady(t *testing.T, c client.Client, w *samplev1alpha1.Widget) *samplev
 
 func waitGone(t *testing.T, c client.Client, w *samplev1alpha1.Widget) {
 	t.Helper()
-	eventually(t, "widget is gone", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "widget is gone", func(ctx context.Context) (bool, error) {
 		_, err := getWidget(ctx, c, w)
 		return apierrors.IsNotFound(err), nil
 	})
 }
 
-func waitEvent(t *testing.T, c client.Client, obj client.Object, reason string) *corev1.Event {
-	t.Helper()
-	var found *corev1.Event
-	eventually(t, "event "+reason, func(ctx context.Context) (bool, error) {
-		events := &corev1.EventList{}
-		if err := c.List(ctx, events, client.InNamespace(obj.GetNamespace())); err != nil {
-			return false, err
-		}
-		for i, e := range events.Items {
-			if e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason {
-				found = &events.Items[i]
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
-}
-
 func TestSettledWidgetCostsNoWrites(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	op := startOperator(t, ext, nil)
 
@@ -94,7 +75,7 @@ func TestSettledWidgetCostsNoWrites(t *testing.T) {
 	if got.Status.Echo != "hello" || !controllerutil.ContainsFinalizer(got, FinalizerName) {
 		t.Fatalf("unexpected widget: echo %q finalizers %v", got.Status.Echo, got.Finalizers)
 	}
-	waitEvent(t, c, got, "Ready")
+	testenv.WaitForEvent(t, c, got, "Ready")
 	t.Logf("writes to settle one widget: %s", op.writes)
 
 	// Repeated reconciles of the unchanged object, from the warm cache.
@@ -111,7 +92,7 @@ func TestSettledWidgetCostsNoWrites(t *testing.T) {
 
 	// A restarted operator starts from a cold cache and reconciles every
 	// widget once on its initial list; that must not write either.
-	op.stop(t)
+	op.Stop(t)
 	op2 := startOperator(t, ext, nil)
 	for range 5 {
 		if _, err := op2.reconciler.Reconcile(t.Context(), req); err != nil {
@@ -127,7 +108,7 @@ func TestSettledWidgetCostsNoWrites(t *testing.T) {
 
 func TestConcurrentMetadataAndConditionsSurvive(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "sample")
 	w := newWidget(ns, "m")
 	if err := c.Create(t.Context(), w); err != nil {
 		t.Fatal(err)
@@ -235,7 +216,7 @@ func TestConcurrentMetadataAndConditionsSurvive(t *testing.T) {
 
 func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	startOperator(t, ext, func(r *Reconciler) { r.Finalizer.Deadline = 3 * time.Second })
 
@@ -252,7 +233,7 @@ func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
 	if err := c.Delete(t.Context(), w); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "CleanupFailed condition while the finalizer stays", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "CleanupFailed condition while the finalizer stays", func(ctx context.Context) (bool, error) {
 		got, err := getWidget(ctx, c, w)
 		if err != nil {
 			return false, err
@@ -261,8 +242,8 @@ func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
 		return controllerutil.ContainsFinalizer(got, FinalizerName) && cond != nil && cond.Status == metav1.ConditionTrue &&
 			strings.Contains(cond.Message, ErrUnavailable.Error()), nil
 	})
-	waitEvent(t, c, w, finalizer.EventCleanupFailed)
-	eventually(t, "Stalled past the cleanup deadline", func(ctx context.Context) (bool, error) {
+	testenv.WaitForEvent(t, c, w, finalizer.EventCleanupFailed)
+	testenv.Eventually(t, "Stalled past the cleanup deadline", func(ctx context.Context) (bool, error) {
 		got, err := getWidget(ctx, c, w)
 		if err != nil {
 			return false, err
@@ -281,7 +262,7 @@ func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
 
 func TestCleanupTwiceIsHarmless(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	w := newWidget(ns, "twice")
 	w.Finalizers = []string{FinalizerName}
@@ -322,7 +303,7 @@ func TestCleanupTwiceIsHarmless(t *testing.T) {
 
 func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "sample")
 	if err := applyManifests(t.Context(), c, filepath.Join(repoRoot(), "deploy", "admission", "abandon-cleanup.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +373,7 @@ func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 		return as.Patch(ctx, got, p, opts...)
 	}
 	// The policy takes effect once the API server's informers see it.
-	eventually(t, "the admission policy refuses alice", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the admission policy refuses alice", func(ctx context.Context) (bool, error) {
 		return apierrors.IsForbidden(setAnnotation(ctx, alice, true)), nil
 	})
 	err = setAnnotation(t.Context(), alice, false)
@@ -407,7 +388,7 @@ func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 		t.Fatalf("bob, allowed the verb, setting %s: %v", key, err)
 	}
 	waitGone(t, c, w)
-	waitEvent(t, c, w, finalizer.EventCleanupAbandoned)
+	testenv.WaitForEvent(t, c, w, finalizer.EventCleanupAbandoned)
 	if _, ok := ext.Get(string(w.UID)); !ok {
 		t.Error("abandoning cleanup must leave the external record alone")
 	}
@@ -415,7 +396,7 @@ func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 
 func TestNamespaceDeletionCompletesWhileCleanupFails(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	var handedOff []string
 	startOperator(t, ext, func(r *Reconciler) {
@@ -434,7 +415,7 @@ func TestNamespaceDeletionCompletesWhileCleanupFails(t *testing.T) {
 	if err := c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -445,7 +426,7 @@ func TestNamespaceDeletionCompletesWhileCleanupFails(t *testing.T) {
 
 func TestRecoversAfterAPIServerRestart(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	startOperator(t, ext, nil)
 	before := newWidget(ns, "before")
@@ -459,12 +440,12 @@ func TestRecoversAfterAPIServerRestart(t *testing.T) {
 	}
 
 	after := newWidget(ns, "after")
-	eventually(t, "create after the restart", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "create after the restart", func(ctx context.Context) (bool, error) {
 		return c.Create(ctx, after) == nil, nil
 	})
 	waitReady(t, c, after)
 	before.Spec.Message = "changed"
-	eventually(t, "update after the restart", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "update after the restart", func(ctx context.Context) (bool, error) {
 		latest, err := getWidget(ctx, c, before)
 		if err == nil {
 			latest.Spec.Message = "changed"

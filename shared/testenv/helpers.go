@@ -1,0 +1,102 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// EventuallyTimeout bounds every Eventually. It is generous because the
+// machines that run the tests have two cores shared with the control plane.
+const EventuallyTimeout = 60 * time.Second
+
+// Eventually polls cond every 100ms until it returns true, and fails the test
+// with what was awaited if it has not after EventuallyTimeout or returned an
+// error.
+func Eventually(t testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), EventuallyTimeout)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// Manager is a manager running in the background of a test.
+type Manager struct {
+	ctrl.Manager
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// StartManager starts mgr, waits for its caches to sync and stops it when
+// the test ends (or earlier, through Stop), failing the test if it stopped
+// with an error.
+func StartManager(t testing.TB, mgr ctrl.Manager) *Manager {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{Manager: mgr, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- mgr.Start(ctx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, EventuallyTimeout)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		cancel()
+		t.Fatal("manager caches did not sync")
+	}
+	t.Cleanup(func() { m.Stop(t) })
+	return m
+}
+
+// Stop stops the manager and waits for it; calling it again does nothing.
+func (m *Manager) Stop(t testing.TB) {
+	t.Helper()
+	if m.cancel == nil {
+		return
+	}
+	m.cancel()
+	m.cancel = nil
+	select {
+	case err := <-m.done:
+		if err != nil {
+			t.Errorf("manager stopped with error: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("manager did not stop within 30s")
+	}
+}
+
+// CreateNamespace creates a namespace with a generated name and returns it.
+func CreateNamespace(t testing.TB, c client.Client, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// WaitForEvent waits for an event with the given reason on obj and returns it.
+func WaitForEvent(t testing.TB, c client.Client, obj client.Object, reason string) *corev1.Event {
+	t.Helper()
+	var found *corev1.Event
+	Eventually(t, "event "+reason+" on "+obj.GetName(), func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		if err := c.List(ctx, events, client.InNamespace(obj.GetNamespace())); err != nil {
+			return false, err
+		}
+		for i, e := range events.Items {
+			if e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason {
+				found = &events.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
