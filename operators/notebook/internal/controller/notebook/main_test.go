@@ -35,6 +35,9 @@ var (
 	env    *testenv.Env
 	scheme = runtime.NewScheme()
 	t0     = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	// operatorConfig, when set, is what the operator authenticates as
+	// (the chart test impersonates the chart's ServiceAccount).
+	operatorConfig *rest.Config
 )
 
 func TestMain(m *testing.M) {
@@ -154,6 +157,9 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 		prober: newFakeProber(), clock: clocktesting.NewFakeClock(t0),
 	}
 	base := o.restConfig
+	if base == nil {
+		base = operatorConfig
+	}
 	if base == nil {
 		base = env.Config
 	}
