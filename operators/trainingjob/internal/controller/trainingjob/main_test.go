@@ -1,0 +1,316 @@
+package trainingjob
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
+	"github.com/ml-platform/ml-platform/shared/accelerator"
+	"github.com/ml-platform/ml-platform/shared/charttest"
+	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+const operatorName = "trainingjob-operator"
+
+var (
+	env    *testenv.Env
+	scheme = runtime.NewScheme()
+)
+
+func repoRoot() string { return filepath.Join("..", "..", "..", "..", "..") }
+
+func chartDir() string { return filepath.Join(repoRoot(), "charts", "trainingjob-operator") }
+
+// TestMain starts one control plane with the Kubeflow CRDs and
+// kube-controller-manager (for owner reference cascades). The TrainingJob
+// CRD and the operator's RBAC come from installing the chart, see
+// operatorConfig.
+func TestMain(m *testing.M) {
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = trainingv1alpha1.AddToScheme(scheme)
+	_ = kubeflowv1.AddToScheme(scheme)
+	_ = apiextensionsv1.AddToScheme(scheme)
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	testenv.Main(m, testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(chartDir(), "files", "kubeflow-crds")},
+		ControllerManager: true,
+	}, &env)
+}
+
+var (
+	chartOnce   sync.Once
+	chartErr    error
+	chartConfig *rest.Config
+)
+
+// chartNamespace and chartRelease are where the chart is installed.
+const (
+	chartNamespace = "mlp-system"
+	chartRelease   = "trainingjob-operator"
+)
+
+// operatorConfig installs the chart once (its CRD, ServiceAccount and
+// RBAC) and returns a config that impersonates the chart's ServiceAccount:
+// every integration test thereby proves that the chart grants the operator
+// enough, and the chart test proves it grants no more than listed.
+func operatorConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	chartOnce.Do(func() {
+		_, chartErr = charttest.Install(env.Config, chartDir(), chartRelease, chartNamespace, map[string]any{}, t.Logf)
+		if chartErr != nil {
+			return
+		}
+		chartErr = waitCRD(env.Config)
+		chartConfig = charttest.ImpersonateServiceAccount(env.Config, chartNamespace, operatorName)
+	})
+	if chartErr != nil {
+		t.Fatalf("installing the chart: %v", chartErr)
+	}
+	return chartConfig
+}
+
+// waitCRD waits until the chart's CRD is served.
+func waitCRD(cfg *rest.Config) error {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := c.List(ctx, &trainingv1alpha1.TrainingJobList{})
+		return err == nil, nil
+	})
+}
+
+func adminClient(t *testing.T) client.Client {
+	t.Helper()
+	operatorConfig(t)
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func createNamespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tj-"}}
+	if err := c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	// Later tests' operators reconcile whatever earlier tests left; the
+	// namespace controller of kube-controller-manager removes it all.
+	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+var testSettings = kubeflowjob.Settings{
+	OperatorName: operatorName,
+	Catalog: accelerator.Catalog{DefaultType: "a100", Classes: []accelerator.Class{
+		{Type: "a100", ResourceName: "nvidia.com/gpu", NodeSelector: map[string]string{"gpu": "a100"}},
+	}},
+	SharedMemorySize: resource.MustParse("1Gi"),
+	RunAsUser:        1000,
+}
+
+// operator is a running manager with the TrainingJob reconciler, talking
+// to the test API server as the chart's ServiceAccount, through a write
+// counter.
+type operator struct {
+	reconciler *Reconciler
+	writes     *testenv.WriteCounter
+	cancel     context.CancelFunc
+	done       chan error
+}
+
+func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
+	t.Helper()
+	op := &operator{writes: testenv.NewWriteCounter(), done: make(chan error, 1)}
+	cfg := manager.DefaultConfig()
+	cfg.RESTConfig = op.writes.Wrap(operatorConfig(t))
+	cfg.LeaderElect = false
+	cfg.MetricsBindAddress = "0"
+	cfg.HealthProbeBindAddress = "0"
+	cfg.MaxBackoff = 2 * time.Second
+	var owned []client.Object
+	owned = append(owned, &corev1.Pod{})
+	for _, fw := range kubeflowjob.Frameworks() {
+		owned = append(owned, fw.Empty())
+	}
+	mgr, err := manager.New(cfg, manager.Options{
+		Name:         operatorName,
+		Scheme:       scheme,
+		OwnedObjects: owned,
+		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
+			op.reconciler = NewReconciler(mgr, testSettings)
+			if tune != nil {
+				tune(op.reconciler)
+			}
+			opts := cfg.ControllerOptions()
+			// Each test starts its own manager in this one process.
+			opts.SkipNameValidation = ptr.To(true)
+			return op.reconciler.SetupWithManager(mgr, opts)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op.cancel = cancel
+	go func() { op.done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
+		t.Fatal("cache did not sync")
+	}
+	t.Cleanup(func() { op.stop(t) })
+	return op
+}
+
+func (op *operator) stop(t *testing.T) {
+	t.Helper()
+	if op.cancel == nil {
+		return
+	}
+	op.cancel()
+	op.cancel = nil
+	select {
+	case err := <-op.done:
+		if err != nil {
+			t.Errorf("manager stopped with error: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("manager did not stop")
+	}
+}
+
+func newTrainingJob(ns, name string, workers int32) *trainingv1alpha1.TrainingJob {
+	return &trainingv1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainingv1alpha1.TrainingJobSpec{
+			Framework: trainingv1alpha1.FrameworkPyTorch,
+			Image:     "registry.example.com/mnist:1",
+			Command:   []string{"python", "train.py"},
+			Workers:   workers,
+		},
+	}
+}
+
+func getTJ(ctx context.Context, c client.Client, tj *trainingv1alpha1.TrainingJob) (*trainingv1alpha1.TrainingJob, error) {
+	got := &trainingv1alpha1.TrainingJob{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(tj), got)
+	return got, err
+}
+
+// waitTJ polls until check accepts the TrainingJob and returns it.
+func waitTJ(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob, what string, check func(*trainingv1alpha1.TrainingJob) bool) *trainingv1alpha1.TrainingJob {
+	t.Helper()
+	var got *trainingv1alpha1.TrainingJob
+	eventually(t, what, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = getTJ(ctx, c, tj)
+		if err != nil {
+			return false, err
+		}
+		return check(got), nil
+	})
+	return got
+}
+
+func waitGone(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	eventually(t, obj.GetName()+" is gone", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func waitPyTorchJob(t *testing.T, c client.Client, ns, name string) *kubeflowv1.PyTorchJob {
+	t.Helper()
+	job := &kubeflowv1.PyTorchJob{}
+	eventually(t, "PyTorchJob "+name+" exists", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	return job
+}
+
+// setJobStatus acts out the Kubeflow training-operator: it sets the job's
+// conditions (each True in order, the earlier ones as Kubeflow leaves them)
+// and replica counts.
+func setJobStatus(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob, mutate func(*kubeflowv1.JobStatus)) {
+	t.Helper()
+	eventually(t, "update PyTorchJob status", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		mutate(&job.Status)
+		err := c.Status().Update(ctx, job)
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// jobCond sets a Kubeflow job condition, as the training-operator does:
+// the new condition True, Running made False by a terminal condition.
+func jobCond(s *kubeflowv1.JobStatus, typ kubeflowv1.JobConditionType, status corev1.ConditionStatus, reason, message string) {
+	now := metav1.Now()
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == typ {
+			s.Conditions[i].Status, s.Conditions[i].Reason, s.Conditions[i].Message = status, reason, message
+			s.Conditions[i].LastTransitionTime, s.Conditions[i].LastUpdateTime = now, now
+			return
+		}
+	}
+	s.Conditions = append(s.Conditions, kubeflowv1.JobCondition{Type: typ, Status: status, Reason: reason, Message: message, LastTransitionTime: now, LastUpdateTime: now})
+}
+
+func findEvent(ctx context.Context, c client.Client, obj client.Object, reason string) (*corev1.Event, error) {
+	events := &corev1.EventList{}
+	if err := c.List(ctx, events, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil, err
+	}
+	for i, e := range events.Items {
+		if e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason {
+			return &events.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+func waitEvent(t *testing.T, c client.Client, obj client.Object, reason string) *corev1.Event {
+	t.Helper()
+	var found *corev1.Event
+	eventually(t, "event "+reason, func(ctx context.Context) (bool, error) {
+		var err error
+		found, err = findEvent(ctx, c, obj, reason)
+		return found != nil, err
+	})
+	return found
+}

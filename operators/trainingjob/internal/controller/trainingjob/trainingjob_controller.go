@@ -1,0 +1,258 @@
+package trainingjob
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
+	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/tracing"
+)
+
+// Name is the controller's name, in logs, metrics and traces.
+const Name = "trainingjob"
+
+// featureStoreIndex indexes TrainingJobs by the FeatureStores they
+// reference.
+const featureStoreIndex = featureref.IndexKey
+
+// The operator's permissions; `make generate` turns them into the chart's
+// ClusterRole. The finalizers subresource is only for blockOwnerDeletion on
+// the jobs, which clusters with OwnerReferencesPermissionEnforcement check.
+// Pods are only listed, watched and deleted (the clean-pod
+// policy): the Kubeflow training-operator creates them.
+// +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs;tfjobs;xgboostjobs;paddlejobs,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch
+
+// Reconciler turns each TrainingJob into one Kubeflow job per run and
+// reports the job's progress in the TrainingJob's status.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Settings  kubeflowjob.Settings
+	// Frameworks are the frameworks whose Kubeflow CRD is installed; jobs
+	// of the others stall with a clear condition.
+	Frameworks map[trainingv1alpha1.Framework]kubeflowjob.Framework
+	// WatchesFeatureStores is false when the FeatureStore CRD was not
+	// installed at start; waiting jobs then poll.
+	WatchesFeatureStores bool
+	// Now is the clock for TTLs; tests move it.
+	Now     func() time.Time
+	Metrics *Metrics
+
+	// reported remembers the pod issues already re-emitted per
+	// TrainingJob, so a pod that stays unschedulable is reported once. It
+	// is deliberately in memory: after a restart an issue that persists is
+	// worth one more event.
+	reportedMu sync.Mutex
+	reported   map[types.UID]map[string]bool
+}
+
+// NewReconciler wires a Reconciler to a manager. Kubeflow job kinds and
+// the FeatureStore kind are watched only when their CRDs are installed.
+func NewReconciler(mgr ctrl.Manager, settings kubeflowjob.Settings) *Reconciler {
+	r := &Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorderFor(settings.OperatorName),
+		Settings:   settings,
+		Frameworks: map[trainingv1alpha1.Framework]kubeflowjob.Framework{},
+		Now:        time.Now,
+		Metrics:    NewMetrics(),
+	}
+	for name, fw := range kubeflowjob.Frameworks() {
+		if installed(mgr, fw.Empty()) {
+			r.Frameworks[name] = fw
+		} else {
+			mgr.GetLogger().Info("Kubeflow CRD not installed; TrainingJobs of this framework will stall", "kind", fw.Kind(), "framework", name)
+		}
+	}
+	fs := &unstructured.Unstructured{}
+	fs.SetGroupVersionKind(featureref.GVK)
+	r.WatchesFeatureStores = installed(mgr, fs)
+	return r
+}
+
+func installed(mgr ctrl.Manager, obj client.Object) bool {
+	gvk, err := mgr.GetClient().GroupVersionKindFor(obj)
+	if err != nil {
+		return false
+	}
+	_, err = mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err == nil
+}
+
+// SetupWithManager registers the controller and its watches.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&trainingv1alpha1.TrainingJob{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob)).
+		WithOptions(opts).
+		Named(Name)
+	for _, fw := range r.Frameworks {
+		b = b.Owns(fw.Empty())
+	}
+	if r.WatchesFeatureStores {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainingv1alpha1.TrainingJob{}, featureStoreIndex, func(o client.Object) []string {
+			return featureref.IndexValues(o.(*trainingv1alpha1.TrainingJob).Spec.FeatureStores)
+		}); err != nil {
+			return err
+		}
+		fs := &unstructured.Unstructured{}
+		fs.SetGroupVersionKind(featureref.GVK)
+		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(r.featureStoreToTrainingJobs))
+	}
+	return b.Complete(tracing.Reconciler(Name, r))
+}
+
+// podToTrainingJob maps a pod of a run to its TrainingJob through the label
+// every generated pod template carries.
+func podToTrainingJob(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[trainingv1alpha1.LabelJobName]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+func (r *Reconciler) featureStoreToTrainingJobs(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &trainingv1alpha1.TrainingJobList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{featureStoreIndex: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing TrainingJobs that reference a FeatureStore", "featureStore", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, tj := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&tj)})
+	}
+	return out
+}
+
+// phase is one step of a reconcile.
+type phase func(ctx context.Context, s *scope) (ctrl.Result, error)
+
+// Reconcile converges one TrainingJob: get, phases, one status write, then
+// events; no finalizer, because everything it creates is owned and
+// cascades with it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tj := &trainingv1alpha1.TrainingJob{}
+	if err := r.Client.Get(ctx, req.NamespacedName, tj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tj.DeletionTimestamp.IsZero() {
+		r.forget(tj.UID)
+		return ctrl.Result{}, nil
+	}
+
+	h, err := patch.NewHelper(tj, r.Client, r.APIReader)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := tj.DeepCopy()
+	s := newScope(tj, r.Now())
+
+	var result ctrl.Result
+	var errs []error
+	for _, p := range []phase{r.ensureJob, r.convergeSuspend, r.observePods, r.cleanPods} {
+		res, err := p(ctx, s)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		result = shortest(result, res)
+	}
+
+	setStatus(tj, s.observation())
+	res, err := h.Patch(ctx, tj)
+	if err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if res.StatusPatched {
+		for _, e := range transitionEvents(before.Status.Conditions, tj.Status.Conditions) {
+			r.Recorder.Event(tj, e.Type, e.Reason, e.Message)
+		}
+		r.Metrics.observeTransitions(before, tj, s.fw, r.Settings.Catalog, r.Now())
+	}
+	if s.created {
+		r.Metrics.Created.WithLabelValues(tj.Namespace, string(tj.Spec.Framework)).Inc()
+	}
+	r.reportPodIssues(tj, s.pods)
+
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	ttl, err := r.expireTTL(ctx, tj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return shortest(result, ttl), nil
+}
+
+// reportPodIssues re-emits pod problems on the TrainingJob, each once. A
+// finished job reports nothing: its pods are history and re-reporting them
+// after a restart would be noise and writes.
+func (r *Reconciler) reportPodIssues(tj *trainingv1alpha1.TrainingJob, pods []corev1.Pod) {
+	if finished(tj) {
+		r.forget(tj.UID)
+		return
+	}
+	issues := podIssues(pods)
+	if len(issues) == 0 {
+		return
+	}
+	r.reportedMu.Lock()
+	defer r.reportedMu.Unlock()
+	if r.reported == nil {
+		r.reported = map[types.UID]map[string]bool{}
+	}
+	seen := r.reported[tj.UID]
+	if seen == nil {
+		seen = map[string]bool{}
+		r.reported[tj.UID] = seen
+	}
+	for _, is := range issues {
+		if seen[is.key] {
+			continue
+		}
+		seen[is.key] = true
+		r.Recorder.Event(tj, is.Type, is.Reason, is.Message)
+	}
+}
+
+func (r *Reconciler) forget(uid types.UID) {
+	r.reportedMu.Lock()
+	defer r.reportedMu.Unlock()
+	delete(r.reported, uid)
+}
+
+// shortest keeps the earliest requeue of two results.
+func shortest(a, b ctrl.Result) ctrl.Result {
+	switch {
+	case a.RequeueAfter == 0:
+		return b
+	case b.RequeueAfter == 0 || a.RequeueAfter < b.RequeueAfter:
+		return a
+	default:
+		return b
+	}
+}

@@ -1,0 +1,684 @@
+package trainingjob
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/featureref"
+)
+
+func condStatus(tj *trainingv1alpha1.TrainingJob, t string) metav1.ConditionStatus {
+	if c := conditions.Get(tj, t); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+// hasConds reports whether every listed condition has the wanted status
+// ("" for absent) and was computed for the current generation.
+func hasConds(tj *trainingv1alpha1.TrainingJob, want map[string]metav1.ConditionStatus) bool {
+	for t, s := range want {
+		if condStatus(tj, t) != s {
+			return false
+		}
+		if s != "" && !conditions.IsCurrent(tj, t) {
+			return false
+		}
+	}
+	return tj.Status.ObservedGeneration == tj.Generation
+}
+
+func TestLifecycleCreatedRunningSucceeded(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "mnist", 3)
+	tj.Spec.Resources = &commonv1alpha1.Resources{Accelerators: &commonv1alpha1.Accelerators{Count: 2}}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitPyTorchJob(t, c, ns, "mnist-r1")
+	if !metav1.IsControlledBy(job, tj) {
+		t.Errorf("PyTorchJob owner references %v, want controlled by the TrainingJob", job.OwnerReferences)
+	}
+	if got := job.Labels; got["app.kubernetes.io/managed-by"] != operatorName || got[trainingv1alpha1.LabelJobName] != "mnist" || got[trainingv1alpha1.LabelRun] != "1" {
+		t.Errorf("PyTorchJob labels %v", got)
+	}
+	if got := *job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].Replicas; got != 2 {
+		t.Errorf("Worker replicas %d, want 2", got)
+	}
+	// The pod template's labels survive the API server's pruning: the
+	// Kubeflow CRD is generated with generateEmbeddedObjectMeta.
+	if got := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster].Template.Labels[trainingv1alpha1.LabelJobName]; got != "mnist" {
+		t.Errorf("pod template label %s = %q, want mnist", trainingv1alpha1.LabelJobName, got)
+	}
+	if got := job.Spec.RunPolicy.CleanPodPolicy; got == nil || *got != kubeflowv1.CleanPodPolicyNone {
+		t.Errorf("Kubeflow cleanPodPolicy %v, want None (the operator applies the user's policy)", got)
+	}
+
+	got := waitTJ(t, c, tj, "Created and Reconciling", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			trainingv1alpha1.ConditionCreated:     metav1.ConditionTrue,
+			commonv1alpha1.ConditionReconciling:   metav1.ConditionTrue,
+			trainingv1alpha1.ConditionRunning:     metav1.ConditionFalse,
+			commonv1alpha1.ConditionSuspended:     metav1.ConditionFalse,
+			commonv1alpha1.ConditionSucceeded:     "",
+			commonv1alpha1.ConditionReady:         "",
+			trainingv1alpha1.ConditionFeatureStoresReady: "",
+		})
+	})
+	if got.Status.Phase != trainingv1alpha1.PhasePending || got.Status.Run != 1 ||
+		got.Status.Job == nil || got.Status.Job.Name != "mnist-r1" || got.Status.Job.Kind != "PyTorchJob" {
+		t.Errorf("status after create: %+v", got.Status)
+	}
+	waitEvent(t, c, tj, "Created")
+
+	// Kubeflow starts the pods.
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobCreated, corev1.ConditionTrue, "PyTorchJobCreated", "created")
+		jobCond(s, kubeflowv1.JobRunning, corev1.ConditionTrue, "PyTorchJobRunning", "PyTorchJob mnist-r1 is running.")
+		s.ReplicaStatuses = map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaStatus{
+			kubeflowv1.PyTorchJobReplicaTypeMaster: {Active: 1},
+			kubeflowv1.PyTorchJobReplicaTypeWorker: {Active: 2},
+		}
+	})
+	got = waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			trainingv1alpha1.ConditionRunning:   metav1.ConditionTrue,
+			commonv1alpha1.ConditionReconciling: "",
+		})
+	})
+	wantRoles := []trainingv1alpha1.RoleStatus{{Name: "Master", Active: 1}, {Name: "Worker", Active: 2}}
+	if diff := cmp.Diff(wantRoles, got.Status.Roles); diff != "" {
+		t.Errorf("roles (-want +got):\n%s", diff)
+	}
+	if got.Status.StartTime == nil || got.Status.Phase != trainingv1alpha1.PhaseRunning {
+		t.Errorf("status while running: %+v", got.Status)
+	}
+	waitEvent(t, c, tj, "Running")
+
+	// The master finishes.
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobRunning, corev1.ConditionFalse, "PyTorchJobRunning", "")
+		jobCond(s, kubeflowv1.JobSucceeded, corev1.ConditionTrue, "PyTorchJobSucceeded", "PyTorchJob mnist-r1 is successfully completed.")
+		s.ReplicaStatuses = map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaStatus{
+			kubeflowv1.PyTorchJobReplicaTypeMaster: {Succeeded: 1},
+			kubeflowv1.PyTorchJobReplicaTypeWorker: {Succeeded: 2},
+		}
+		s.CompletionTime = ptr.To(metav1.Now())
+	})
+	got = waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			commonv1alpha1.ConditionSucceeded:   metav1.ConditionTrue,
+			commonv1alpha1.ConditionFailed:      metav1.ConditionFalse,
+			trainingv1alpha1.ConditionRunning:   metav1.ConditionFalse,
+			commonv1alpha1.ConditionReconciling: "",
+			commonv1alpha1.ConditionStalled:     "",
+		})
+	})
+	if got.Status.Phase != trainingv1alpha1.PhaseSucceeded || got.Status.CompletionTime == nil || got.Status.Duration == "" {
+		t.Errorf("status after success: %+v", got.Status)
+	}
+	waitEvent(t, c, tj, "Succeeded")
+}
+
+func TestFailureSurfacesTerminationMessageThenCleansPods(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "oom", 2)
+	tj.Spec.RunPolicy.CleanPodPolicy = trainingv1alpha1.CleanPodPolicyAll
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitPyTorchJob(t, c, ns, "oom-r1")
+
+	// Act out Kubeflow creating the pods from the job's templates: one
+	// cannot pull its image, the other crashes.
+	pods := map[string]*corev1.Pod{}
+	for _, role := range []kubeflowv1.ReplicaType{kubeflowv1.PyTorchJobReplicaTypeMaster, kubeflowv1.PyTorchJobReplicaTypeWorker} {
+		tmpl := job.Spec.PyTorchReplicaSpecs[role].Template
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: "oom-r1-" + strings.ToLower(string(role)) + "-0",
+				Labels:          tmpl.Labels,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, kubeflowv1.GroupVersion.WithKind("PyTorchJob"))},
+			},
+			Spec: tmpl.Spec,
+		}
+		if err := c.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+		pods[string(role)] = pod
+	}
+	worker := pods["Worker"]
+	worker.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "pytorch", Image: tj.Spec.Image,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}},
+	}}}
+	if err := c.Status().Update(t.Context(), worker); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEvent(t, c, tj, "PodImagePullBackOff")
+	if !strings.Contains(ev.Message, worker.Name) || ev.Type != corev1.EventTypeWarning {
+		t.Errorf("re-emitted pod event: %s %q", ev.Type, ev.Message)
+	}
+
+	master := pods["Master"]
+	master.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "pytorch", Image: tj.Spec.Image, RestartCount: 1,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.Now(),
+			Message: "epoch 1\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+		}},
+	}}}
+	if err := c.Status().Update(t.Context(), master); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, tj, "PodOOMKilled")
+
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobCreated, corev1.ConditionTrue, "PyTorchJobCreated", "created")
+		jobCond(s, kubeflowv1.JobFailed, corev1.ConditionTrue, "PyTorchJobFailed", "PyTorchJob oom-r1 is failed because 1 Master replica(s) failed.")
+	})
+	got := waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			commonv1alpha1.ConditionFailed:      metav1.ConditionTrue,
+			commonv1alpha1.ConditionSucceeded:   metav1.ConditionFalse,
+			commonv1alpha1.ConditionReconciling: "",
+		})
+	})
+	want := &trainingv1alpha1.Failure{
+		Reason: "PyTorchJobFailed", Message: "PyTorchJob oom-r1 is failed because 1 Master replica(s) failed.",
+		Pod: master.Name, Container: "pytorch", ExitCode: 137,
+		TerminationMessage: "epoch 1\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+	}
+	if diff := cmp.Diff(want, got.Status.Failure); diff != "" {
+		t.Errorf("failure (-want +got):\n%s", diff)
+	}
+	if msg := conditions.Get(got, commonv1alpha1.ConditionFailed).Message; !strings.Contains(msg, "CUDA out of memory") {
+		t.Errorf("Failed condition message %q lacks the termination message", msg)
+	}
+	ev = waitEvent(t, c, tj, "Failed")
+	if ev.Type != corev1.EventTypeWarning {
+		t.Errorf("Failed event type %s", ev.Type)
+	}
+
+	// Only once the outcome is recorded does cleanPodPolicy All delete the
+	// pods.
+	for _, p := range pods {
+		waitGone(t, c, p)
+	}
+	// The recorded failure outlives the pods.
+	got, err := getTJ(t.Context(), c, tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got.Status.Failure); diff != "" {
+		t.Errorf("failure after the pods were cleaned (-want +got):\n%s", diff)
+	}
+}
+
+func TestCleanPodPolicyRunningKeepsFinishedPods(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "keep", 2)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitPyTorchJob(t, c, ns, "keep-r1")
+	mk := func(name string, phase corev1.PodPhase) *corev1.Pod {
+		tmpl := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster].Template
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: tmpl.Labels}, Spec: tmpl.Spec}
+		if err := c.Create(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = phase
+		if err := c.Status().Update(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	done := mk("keep-r1-master-0", corev1.PodSucceeded)
+	straggler := mk("keep-r1-worker-0", corev1.PodRunning)
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobSucceeded, corev1.ConditionTrue, "PyTorchJobSucceeded", "done")
+	})
+	waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, commonv1alpha1.ConditionSucceeded) == metav1.ConditionTrue
+	})
+	waitGone(t, c, straggler)
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(done), &corev1.Pod{}); err != nil {
+		t.Errorf("the succeeded pod must stay for its logs: %v", err)
+	}
+}
+
+func TestSuspendAndResume(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "pause", 1)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitPyTorchJob(t, c, ns, "pause-r1")
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobRunning, corev1.ConditionTrue, "PyTorchJobRunning", "running")
+	})
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, trainingv1alpha1.ConditionRunning) == metav1.ConditionTrue
+	})
+
+	setSuspend := func(v bool) {
+		eventually(t, "set spec.suspend", func(ctx context.Context) (bool, error) {
+			latest, err := getTJ(ctx, c, tj)
+			if err != nil {
+				return false, err
+			}
+			latest.Spec.Suspend = v
+			err = c.Update(ctx, latest)
+			return err == nil, client.IgnoreAlreadyExists(ignoreConflict(err))
+		})
+	}
+	jobSuspend := func(want bool) {
+		eventually(t, "PyTorchJob runPolicy.suspend follows spec.suspend", func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+				return false, err
+			}
+			return ptr.Deref(job.Spec.RunPolicy.Suspend, false) == want, nil
+		})
+	}
+
+	setSuspend(true)
+	jobSuspend(true)
+	waitTJ(t, c, tj, "Suspending", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			commonv1alpha1.ConditionReconciling: metav1.ConditionTrue,
+			commonv1alpha1.ConditionSuspended:   metav1.ConditionFalse,
+		})
+	})
+	// Kubeflow deletes the pods and reports the job suspended.
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobRunning, corev1.ConditionFalse, "PyTorchJobSuspended", "")
+		jobCond(s, kubeflowv1.JobSuspended, corev1.ConditionTrue, "PyTorchJobSuspended", "PyTorchJob pause-r1 is suspended.")
+	})
+	got := waitTJ(t, c, tj, "Suspended", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			commonv1alpha1.ConditionSuspended:   metav1.ConditionTrue,
+			trainingv1alpha1.ConditionRunning:   metav1.ConditionFalse,
+			commonv1alpha1.ConditionReconciling: "",
+		})
+	})
+	if got.Status.Phase != trainingv1alpha1.PhaseSuspended {
+		t.Errorf("phase %s, want Suspended", got.Status.Phase)
+	}
+	waitEvent(t, c, tj, "Suspended")
+
+	setSuspend(false)
+	jobSuspend(false)
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobSuspended, corev1.ConditionFalse, "PyTorchJobResumed", "")
+		jobCond(s, kubeflowv1.JobRunning, corev1.ConditionTrue, "PyTorchJobRunning", "running again")
+	})
+	waitTJ(t, c, tj, "Running again", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			commonv1alpha1.ConditionSuspended: metav1.ConditionFalse,
+			trainingv1alpha1.ConditionRunning: metav1.ConditionTrue,
+		})
+	})
+	waitEvent(t, c, tj, "Resumed")
+}
+
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// succeed acts out a Kubeflow job that succeeded and waits until the
+// TrainingJob recorded it.
+func succeed(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) *trainingv1alpha1.TrainingJob {
+	t.Helper()
+	job := waitPyTorchJob(t, c, tj.Namespace, tj.Name+"-r1")
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobRunning, corev1.ConditionTrue, "PyTorchJobRunning", "running")
+	})
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, trainingv1alpha1.ConditionRunning) == metav1.ConditionTrue
+	})
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobRunning, corev1.ConditionFalse, "PyTorchJobSucceeded", "")
+		jobCond(s, kubeflowv1.JobSucceeded, corev1.ConditionTrue, "PyTorchJobSucceeded", "done")
+	})
+	return waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, commonv1alpha1.ConditionSucceeded) == metav1.ConditionTrue
+	})
+}
+
+func TestTTLDeletesFinishedJobAndCascades(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "ttl", 1)
+	tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](1)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	succeed(t, c, tj)
+	waitGone(t, c, tj)
+	// kube-controller-manager's garbage collector deletes the owned job.
+	waitGone(t, c, &kubeflowv1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ttl-r1"}})
+}
+
+func TestTTLCountsFromTheRecordedConditionAfterARestart(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "ttl-restart", 1)
+	tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](3600)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	done := succeed(t, c, tj)
+	finishedAt := conditions.Get(done, commonv1alpha1.ConditionSucceeded).LastTransitionTime.Time
+
+	// The first operator must keep it: the hour has not passed.
+	res, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter <= 59*time.Minute || res.RequeueAfter > time.Hour {
+		t.Errorf("requeue after %v, want just under an hour", res.RequeueAfter)
+	}
+	op.stop(t)
+
+	// A new operator process, an hour and a second after the job finished,
+	// knows nothing but what status recorded.
+	startOperator(t, func(r *Reconciler) {
+		r.Now = func() time.Time { return finishedAt.Add(time.Hour + time.Second) }
+	})
+	waitGone(t, c, tj)
+	ev, err := findEvent(t.Context(), c, done, "Expired")
+	if err != nil || ev == nil {
+		t.Errorf("no Expired event: %v", err)
+	}
+}
+
+func TestDeletionCascadesToTheKubeflowJob(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "cascade", 2)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitPyTorchJob(t, c, ns, "cascade-r1")
+	if err := c.Delete(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, tj)
+	waitGone(t, c, job)
+}
+
+func TestUnknownAcceleratorTypeStalls(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "h100", 1)
+	tj.Spec.Resources = &commonv1alpha1.Resources{Accelerators: &commonv1alpha1.Accelerators{Count: 1, Type: "h100"}}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTJ(t, c, tj, "Stalled", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			commonv1alpha1.ConditionStalled:     metav1.ConditionTrue,
+			commonv1alpha1.ConditionReconciling: "",
+			trainingv1alpha1.ConditionCreated:   metav1.ConditionFalse,
+		})
+	})
+	if c := conditions.Get(got, commonv1alpha1.ConditionStalled); c.Reason != commonv1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, `"h100" is not offered`) {
+		t.Errorf("Stalled condition %+v", c)
+	}
+	waitEvent(t, c, tj, commonv1alpha1.ReasonInvalidSpec)
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "h100-r1"}, &kubeflowv1.PyTorchJob{}); !apierrors.IsNotFound(err) {
+		t.Errorf("no PyTorchJob may be created for an invalid spec, got %v", err)
+	}
+}
+
+func TestExistingJobIsAdoptedOrRefused(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+
+	// A job of ours that lost the label the cache selects on: the create
+	// fails with AlreadyExists, and the operator adopts it.
+	ours := newTrainingJob(ns, "adopt", 1)
+	if err := c.Create(t.Context(), ours); err != nil {
+		t.Fatal(err)
+	}
+	pre := &kubeflowv1.PyTorchJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "adopt-r1",
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ours, trainingv1alpha1.GroupVersion.WithKind("TrainingJob"))}},
+		Spec: kubeflowv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{
+			kubeflowv1.PyTorchJobReplicaTypeMaster: {Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pytorch", Image: "x"}}}}},
+		}},
+	}
+	if err := c.Create(t.Context(), pre); err != nil {
+		t.Fatal(err)
+	}
+	// A job somebody else owns under the name ours would take.
+	theirs := newTrainingJob(ns, "taken", 1)
+	if err := c.Create(t.Context(), theirs); err != nil {
+		t.Fatal(err)
+	}
+	squatter := pre.DeepCopy()
+	squatter.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "taken-r1"}
+	if err := c.Create(t.Context(), squatter); err != nil {
+		t.Fatal(err)
+	}
+
+	startOperator(t, nil)
+	waitTJ(t, c, ours, "Created by adoption", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionTrue
+	})
+	eventually(t, "adopted job relabelled", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pre), pre); err != nil {
+			return false, err
+		}
+		return pre.Labels[trainingv1alpha1.LabelJobName] == "adopt", nil
+	})
+	got := waitTJ(t, c, theirs, "Stalled on a name conflict", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, commonv1alpha1.ConditionStalled) == metav1.ConditionTrue
+	})
+	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != ReasonJobNameConflict {
+		t.Errorf("Stalled reason %s, want %s", r, ReasonJobNameConflict)
+	}
+}
+
+func TestSettledJobsCostNoWrites(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	running := newTrainingJob(ns, "settled-running", 2)
+	done := newTrainingJob(ns, "settled-done", 1)
+	done.Spec.RunPolicy.CleanPodPolicy = trainingv1alpha1.CleanPodPolicyAll
+	for _, tj := range []*trainingv1alpha1.TrainingJob{running, done} {
+		if err := c.Create(t.Context(), tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := waitPyTorchJob(t, c, ns, "settled-running-r1")
+	// A finished pod that the clean-pod policy of the running job leaves.
+	tmpl := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster].Template
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settled-running-r1-master-0", Labels: tmpl.Labels}, Spec: tmpl.Spec}
+	if err := c.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
+		jobCond(s, kubeflowv1.JobRunning, corev1.ConditionTrue, "PyTorchJobRunning", "running")
+	})
+	waitTJ(t, c, running, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, trainingv1alpha1.ConditionRunning) == metav1.ConditionTrue
+	})
+	succeed(t, c, done)
+	waitEvent(t, c, running, "Running")
+	waitEvent(t, c, done, "Succeeded")
+	// Let the reconciles triggered by our own writes run out.
+	time.Sleep(2 * time.Second)
+
+	op.writes.Reset()
+	for range 20 {
+		for _, tj := range []*trainingv1alpha1.TrainingJob{running, done} {
+			if _, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := op.writes.Total(); n != 0 {
+		t.Fatalf("40 reconciles of settled TrainingJobs wrote %d times: %s", n, op.writes)
+	}
+
+	// A restarted operator reconciles everything from a cold cache.
+	op.stop(t)
+	op2 := startOperator(t, nil)
+	for range 5 {
+		for _, tj := range []*trainingv1alpha1.TrainingJob{running, done} {
+			if _, err := op2.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if n := op2.writes.Total(); n != 0 {
+		t.Fatalf("a restarted operator wrote %d times for settled TrainingJobs: %s", n, op2.writes)
+	}
+}
+
+// featureStoreCRD is a stand-in for the FeatureStore operator's CRD, with
+// only what the contract in apis/common promises: status.clientConfig and
+// Ready.
+func featureStoreCRD() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "featurestores.features.mlplatform.dev"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: featureref.GVK.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "featurestores", Singular: "featurestore", Kind: "FeatureStore", ListKind: "FeatureStoreList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: featureref.GVK.Version, Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
+				}},
+			}},
+		},
+	}
+}
+
+func TestWaitsForFeatureStoreWithOrWithoutItsCRD(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+	if op.reconciler.WatchesFeatureStores {
+		t.Fatal("the FeatureStore CRD is not installed yet, so it cannot be watched")
+	}
+
+	tj := newTrainingJob(ns, "features", 1)
+	tj.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "customers"}}}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTJ(t, c, tj, "waiting for the FeatureStore", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			trainingv1alpha1.ConditionFeatureStoresReady: metav1.ConditionFalse,
+			commonv1alpha1.ConditionReconciling:          metav1.ConditionTrue,
+			trainingv1alpha1.ConditionCreated:            metav1.ConditionFalse,
+		})
+	})
+	if c := conditions.Get(got, trainingv1alpha1.ConditionFeatureStoresReady); c.Reason != commonv1alpha1.ReasonDependencyNotFound || !strings.Contains(c.Message, "customers") {
+		t.Errorf("FeatureStoresReady %+v", c)
+	}
+	waitEvent(t, c, tj, "WaitingForFeatureStores")
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "features-r1"}, &kubeflowv1.PyTorchJob{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("no PyTorchJob may exist while its FeatureStore is missing, got %v", err)
+	}
+
+	// The FeatureStore operator gets installed; a restarted operator
+	// watches FeatureStores and starts the job once the store is Ready.
+	crd := featureStoreCRD()
+	if err := c.Create(t.Context(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	store := &unstructured.Unstructured{}
+	store.SetGroupVersionKind(featureref.GVK)
+	store.SetNamespace(ns)
+	store.SetName("customers")
+	eventually(t, "create a FeatureStore", func(ctx context.Context) (bool, error) {
+		return c.Create(ctx, store) == nil, nil
+	})
+	op.stop(t)
+	op2 := startOperator(t, nil)
+	if !op2.reconciler.WatchesFeatureStores {
+		t.Fatal("the restarted operator must watch FeatureStores")
+	}
+	waitTJ(t, c, tj, "FeatureStore found but not Ready", func(tj *trainingv1alpha1.TrainingJob) bool {
+		c := conditions.Get(tj, trainingv1alpha1.ConditionFeatureStoresReady)
+		return c != nil && c.Reason == commonv1alpha1.ReasonDependencyNotReady
+	})
+
+	_ = unstructured.SetNestedMap(store.Object, map[string]any{
+		"clientConfig": map[string]any{"secretName": "customers-feast", "key": "feature_store.yaml"},
+		"conditions": []any{map[string]any{
+			"type": "Ready", "status": "True", "reason": "Reconciled", "message": "ok",
+			"observedGeneration": store.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}},
+	}, "status")
+	if err := c.Status().Update(t.Context(), store); err != nil {
+		t.Fatal(err)
+	}
+	job := waitPyTorchJob(t, c, ns, "features-r1")
+	spec := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster].Template.Spec
+	if !hasSecretVolume(spec.Volumes, "customers-feast") {
+		t.Errorf("the store's client configuration is not mounted: %+v", spec.Volumes)
+	}
+	waitTJ(t, c, tj, "FeatureStoresReady", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, trainingv1alpha1.ConditionFeatureStoresReady) == metav1.ConditionTrue &&
+			condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionTrue
+	})
+}
+
+func hasSecretVolume(volumes []corev1.Volume, secret string) bool {
+	for _, v := range volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret {
+			return true
+		}
+	}
+	return false
+}
