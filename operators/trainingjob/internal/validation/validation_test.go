@@ -247,12 +247,17 @@ func TestUpdateRules(t *testing.T) {
 		mutate  func(*trainingv1alpha1.TrainingJob)
 		wantErr string
 	}{
-		"suspend":        {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Suspend = true }},
-		"ttl":            {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](5) }},
-		"cleanPodPolicy": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.CleanPodPolicy = trainingv1alpha1.CleanPodPolicyAll }},
-		"labels":         {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Labels = map[string]string{"team": "x"} }},
+		"suspend": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Suspend = true }},
+		"ttl":     {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](5) }},
+		"cleanPodPolicy": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.RunPolicy.CleanPodPolicy = trainingv1alpha1.CleanPodPolicyAll
+		}},
+		"labels": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Labels = map[string]string{"team": "x"} }},
 		"framework": {
-			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = trainingv1alpha1.FrameworkPaddle; tj.Spec.NprocPerNode = nil },
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework = trainingv1alpha1.FrameworkPaddle
+				tj.Spec.NprocPerNode = nil
+			},
 			wantErr: "framework is immutable",
 		},
 		"image":   {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Image = "other:2" }, wantErr: "image is immutable"},
@@ -283,7 +288,9 @@ func TestUpdateRules(t *testing.T) {
 			wantErr: "template is immutable",
 		},
 		"sharedMemory": {
-			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.SharedMemory = &trainingv1alpha1.SharedMemory{Disabled: true} },
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.SharedMemory = &trainingv1alpha1.SharedMemory{Disabled: true}
+			},
 			wantErr: "sharedMemory is immutable",
 		},
 		"featureStores": {

@@ -75,12 +75,12 @@ func TestLifecycleCreatedRunningSucceeded(t *testing.T) {
 
 	got := waitTJ(t, c, tj, "Created and Reconciling", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return hasConds(tj, map[string]metav1.ConditionStatus{
-			trainingv1alpha1.ConditionCreated:     metav1.ConditionTrue,
-			commonv1alpha1.ConditionReconciling:   metav1.ConditionTrue,
-			trainingv1alpha1.ConditionRunning:     metav1.ConditionFalse,
-			commonv1alpha1.ConditionSuspended:     metav1.ConditionFalse,
-			commonv1alpha1.ConditionSucceeded:     "",
-			commonv1alpha1.ConditionReady:         "",
+			trainingv1alpha1.ConditionCreated:            metav1.ConditionTrue,
+			commonv1alpha1.ConditionReconciling:          metav1.ConditionTrue,
+			trainingv1alpha1.ConditionRunning:            metav1.ConditionFalse,
+			commonv1alpha1.ConditionSuspended:            metav1.ConditionFalse,
+			commonv1alpha1.ConditionSucceeded:            "",
+			commonv1alpha1.ConditionReady:                "",
 			trainingv1alpha1.ConditionFeatureStoresReady: "",
 		})
 	})

@@ -1,0 +1,289 @@
+package trainingjob
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/featureref"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func kfStatus(conds ...kubeflowv1.JobConditionType) *kubeflowv1.JobStatus {
+	s := &kubeflowv1.JobStatus{}
+	for i, c := range conds {
+		s.Conditions = append(s.Conditions, kubeflowv1.JobCondition{Type: c, Status: corev1.ConditionTrue, Reason: "PyTorchJob" + string(c),
+			LastTransitionTime: metav1.NewTime(t0.Add(time.Duration(i) * time.Minute))})
+	}
+	return s
+}
+
+// summary is the part of status the table compares.
+type summary struct {
+	Phase      trainingv1alpha1.TrainingJobPhase
+	Conditions map[string]string // type -> status/reason
+}
+
+func summarize(tj *trainingv1alpha1.TrainingJob) summary {
+	s := summary{Phase: tj.Status.Phase, Conditions: map[string]string{}}
+	for _, c := range tj.Status.Conditions {
+		s.Conditions[c.Type] = string(c.Status) + "/" + c.Reason
+	}
+	return s
+}
+
+func TestSetStatus(t *testing.T) {
+	missing := featureref.Resolution{Missing: []string{"fs"}}
+	cases := map[string]struct {
+		suspend bool
+		o       observation
+		want    summary
+	}{
+		"no job yet": {
+			o: observation{},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "Reconciling": "True/Progressing"}},
+		},
+		"waiting for a FeatureStore": {
+			o: observation{stores: &missing},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "Reconciling": "True/DependencyNotFound", "FeatureStoresReady": "False/DependencyNotFound"}},
+		},
+		"invalid spec": {
+			o: observation{invalid: errors.New("bad"), invalidReason: "InvalidSpec"},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "Stalled": "True/InvalidSpec"}},
+		},
+		"created, pods pending": {
+			o: observation{job: kfStatus(kubeflowv1.JobCreated)},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Running": "False/PodsPending", "Reconciling": "True/PodsPending", "Suspended": "False/NotSuspended"}},
+		},
+		"running": {
+			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRunning)},
+			want: summary{Phase: "Running", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Running": "True/Running", "Suspended": "False/NotSuspended"}},
+		},
+		"restarting": {
+			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRestarting)},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Running": "False/Restarting", "Reconciling": "True/Restarting", "Suspended": "False/NotSuspended"}},
+		},
+		"suspend requested": {
+			suspend: true,
+			o:       observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRunning), jobSuspended: true},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Running": "False/Suspending", "Reconciling": "True/Suspending", "Suspended": "False/Suspending"}},
+		},
+		"suspended": {
+			suspend: true,
+			o:       observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended), jobSuspended: true},
+			want: summary{Phase: "Suspended", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Running": "False/Suspended", "Suspended": "True/Suspended"}},
+		},
+		"resuming": {
+			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended), jobSuspended: false},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Running": "False/Resuming", "Reconciling": "True/Resuming", "Suspended": "False/Resuming"}},
+		},
+		"succeeded": {
+			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSucceeded)},
+			want: summary{Phase: "Succeeded", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Running": "False/Finished", "Suspended": "False/Finished", "Succeeded": "True/Succeeded", "Failed": "False/Succeeded"}},
+		},
+		"failed": {
+			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobFailed)},
+			want: summary{Phase: "Failed", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Running": "False/Finished", "Suspended": "False/Finished", "Failed": "True/Failed", "Succeeded": "False/Failed"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := &trainingv1alpha1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Generation: 2, CreationTimestamp: metav1.NewTime(t0)}}
+			tj.Spec.Suspend = tc.suspend
+			tc.o.kind, tc.o.jobName, tc.o.run, tc.o.now = "PyTorchJob", "j-r1", 1, t0.Add(time.Hour)
+			setStatus(tj, tc.o)
+			if diff := cmp.Diff(tc.want, summarize(tj)); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			for _, c := range tj.Status.Conditions {
+				if c.ObservedGeneration != 2 {
+					t.Errorf("condition %s observedGeneration %d, want 2", c.Type, c.ObservedGeneration)
+				}
+			}
+		})
+	}
+}
+
+func TestSetStatusKeepsARecordedOutcome(t *testing.T) {
+	tj := &trainingv1alpha1.TrainingJob{}
+	conditions.MarkSucceeded(tj, ReasonSucceeded, "done")
+	tj.Status.Phase = trainingv1alpha1.PhaseSucceeded
+	before := tj.DeepCopy()
+	// The job was cleaned up since: nothing observed must undo the outcome.
+	setStatus(tj, observation{kind: "PyTorchJob", jobName: "j-r1", now: t0})
+	if diff := cmp.Diff(before.Status, tj.Status); diff != "" {
+		t.Errorf("a recorded outcome changed (-before +after):\n%s", diff)
+	}
+}
+
+func TestFinishTimes(t *testing.T) {
+	tj := &trainingv1alpha1.TrainingJob{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0)}}
+	setStatus(tj, observation{kind: "PyTorchJob", jobName: "j-r1", job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRunning), now: t0.Add(time.Hour)})
+	if got := tj.Status.StartTime; got == nil || !got.Time.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("startTime %v, want the Running condition's transition", got)
+	}
+	done := kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRunning)
+	done.CompletionTime = ptr.To(metav1.NewTime(t0.Add(91 * time.Minute)))
+	done.Conditions = append(done.Conditions, kubeflowv1.JobCondition{Type: kubeflowv1.JobSucceeded, Status: corev1.ConditionTrue})
+	setStatus(tj, observation{kind: "PyTorchJob", jobName: "j-r1", job: done, now: t0.Add(2 * time.Hour)})
+	if tj.Status.Duration != "1h30m0s" || !tj.Status.CompletionTime.Time.Equal(t0.Add(91*time.Minute)) {
+		t.Errorf("duration %q completion %v", tj.Status.Duration, tj.Status.CompletionTime)
+	}
+}
+
+func TestExplainFailure(t *testing.T) {
+	term := func(code int32, msg string) *corev1.ContainerStateTerminated {
+		return &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, Reason: "Error"}
+	}
+	pod := func(name string, state, last *corev1.ContainerStateTerminated) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "pytorch", State: corev1.ContainerState{Terminated: state}, LastTerminationState: corev1.ContainerState{Terminated: last},
+		}}}}
+	}
+	failed := &kubeflowv1.JobCondition{Reason: "PyTorchJobFailed", Message: "1 Worker failed"}
+	cases := map[string]struct {
+		pods []corev1.Pod
+		want trainingv1alpha1.Failure
+	}{
+		"no pods": {want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed"}},
+		"first failed pod by name": {
+			pods: []corev1.Pod{pod("j-worker-0", term(2, "worker boom"), nil), pod("j-master-0", nil, term(1, "master boom"))},
+			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Pod: "j-master-0", Container: "pytorch", ExitCode: 1, TerminationMessage: "master boom"},
+		},
+		"successful containers are not failures": {
+			pods: []corev1.Pod{pod("j-master-0", term(0, "fine"), nil)},
+			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed"},
+		},
+		"empty message falls back to the reason": {
+			pods: []corev1.Pod{pod("j-master-0", term(137, ""), nil)},
+			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Pod: "j-master-0", Container: "pytorch", ExitCode: 137, TerminationMessage: "Error"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(&tc.want, explainFailure(failed, tc.pods)); diff != "" {
+				t.Errorf("failure (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTransitionEvents(t *testing.T) {
+	c := func(t string, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: "R", Message: t + " message"}
+	}
+	cases := map[string]struct {
+		before, after []metav1.Condition
+		want          []string
+	}{
+		"nothing changed": {
+			before: []metav1.Condition{c("Running", "True")},
+			after:  []metav1.Condition{c("Running", "True")},
+		},
+		"created": {
+			after: []metav1.Condition{c("Created", "True"), c("Running", "False")},
+			want:  []string{"Normal/Created"},
+		},
+		"running then succeeded in one step": {
+			before: []metav1.Condition{c("Created", "True")},
+			after:  []metav1.Condition{c("Created", "True"), c("Running", "True"), c("Succeeded", "True")},
+			want:   []string{"Normal/Running", "Normal/Succeeded"},
+		},
+		"failed": {
+			before: []metav1.Condition{c("Running", "True")},
+			after:  []metav1.Condition{c("Running", "False"), c("Failed", "True")},
+			want:   []string{"Warning/Failed"},
+		},
+		"suspended and resumed": {
+			before: []metav1.Condition{c("Suspended", "True")},
+			after:  []metav1.Condition{c("Suspended", "False")},
+			want:   []string{"Normal/Resumed"},
+		},
+		"waiting for stores and stalled": {
+			after: []metav1.Condition{c("FeatureStoresReady", "False"), {Type: "Stalled", Status: "True", Reason: "InvalidSpec"}},
+			want:  []string{"Warning/WaitingForFeatureStores", "Warning/InvalidSpec"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, e := range transitionEvents(tc.before, tc.after) {
+				got = append(got, e.Type+"/"+e.Reason)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPodIssues(t *testing.T) {
+	pending := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"}, Status: corev1.PodStatus{
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes have nvidia.com/gpu"}},
+	}}
+	oom := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "v"}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "pytorch", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}},
+	}}}}
+	running := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "r", UID: "w"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	var got []string
+	for _, is := range podIssues([]corev1.Pod{pending, oom, running}) {
+		got = append(got, is.Reason)
+	}
+	if diff := cmp.Diff([]string{"PodUnschedulable", "PodCrashLoopBackOff", "PodOOMKilled"}, got); diff != "" {
+		t.Errorf("issues (-want +got):\n%s", diff)
+	}
+}
+
+func TestTTLExpiry(t *testing.T) {
+	finishedAt := metav1.NewTime(t0)
+	withCond := func(typ string, ttl *int32) *trainingv1alpha1.TrainingJob {
+		tj := &trainingv1alpha1.TrainingJob{}
+		tj.Spec.RunPolicy.TTLSecondsAfterFinished = ttl
+		if typ != "" {
+			tj.Status.Conditions = []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, LastTransitionTime: finishedAt}}
+		}
+		return tj
+	}
+	cases := map[string]struct {
+		tj     *trainingv1alpha1.TrainingJob
+		want   time.Time
+		wantOK bool
+	}{
+		"no ttl":               {tj: withCond(commonv1alpha1.ConditionSucceeded, nil)},
+		"not finished":         {tj: withCond("", ptr.To[int32](10))},
+		"running":              {tj: withCond(trainingv1alpha1.ConditionRunning, ptr.To[int32](10))},
+		"succeeded":            {tj: withCond(commonv1alpha1.ConditionSucceeded, ptr.To[int32](90)), want: t0.Add(90 * time.Second), wantOK: true},
+		"failed":               {tj: withCond(commonv1alpha1.ConditionFailed, ptr.To[int32](3600)), want: t0.Add(time.Hour), wantOK: true},
+		"zero deletes at once": {tj: withCond(commonv1alpha1.ConditionSucceeded, ptr.To[int32](0)), want: t0, wantOK: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := ttlExpiry(tc.tj)
+			if ok != tc.wantOK || !got.Equal(tc.want) {
+				t.Errorf("ttlExpiry = %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
