@@ -1,0 +1,103 @@
+package trainingjob
+
+import (
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ml-platform/ml-platform/shared/charttest"
+)
+
+func TestChartLintsAndRejectsUnknownValues(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"defaults":        nil,
+		"umbrella keys":   {"enabled": true, "global": map[string]any{"x": 1}},
+		"service monitor": {"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}},
+		"no crds":         {"crds": map[string]any{"enabled": false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := charttest.Lint(chartDir(), values); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if _, err := charttest.Render(chartDir(), "r", "ns", map[string]any{"bogus": 1}); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("an unknown top-level key must be rejected, got %v", err)
+	}
+	if _, err := charttest.Render(chartDir(), "r", "ns", map[string]any{"crds": map[string]any{"kep": true}}); err == nil {
+		t.Error("an unknown nested key must be rejected")
+	}
+}
+
+func TestChartRendersCRDsWithTheirUpgradeStory(t *testing.T) {
+	out, err := charttest.Render(chartDir(), "r", "ns", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crds []string
+	for _, doc := range charttest.Documents(out) {
+		if strings.Contains(doc, "kind: CustomResourceDefinition") {
+			crds = append(crds, doc)
+		}
+	}
+	if len(crds) != 1 || !strings.Contains(crds[0], "trainingjobs.training.mlplatform.dev") || !strings.Contains(crds[0], "helm.sh/resource-policy: keep") {
+		t.Fatalf("want the TrainingJob CRD kept on uninstall, got %d CRDs", len(crds))
+	}
+	out, err = charttest.Render(chartDir(), "r", "ns", map[string]any{"crds": map[string]any{"keep": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "helm.sh/resource-policy") {
+		t.Error("crds.keep=false must drop the keep annotation")
+	}
+	for _, want := range []string{"--leader-elect=true", "--metrics-bind-address=:8443", "runAsNonRoot: true", "readOnlyRootFilesystem: true", "aggregate-to-edit"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered chart lacks %q", want)
+		}
+	}
+}
+
+// TestChartGrantsNoMoreThanNeeded asks the API server what the chart's
+// ServiceAccount may do: what the operator needs is allowed (the
+// integration tests prove it is enough), and nearby permissions it does
+// not need are not.
+func TestChartGrantsNoMoreThanNeeded(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(operatorConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		"watch trainingjobs":        {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "watch"}, true},
+		"patch trainingjob status":  {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Subresource: "status", Verb: "patch"}, true},
+		"create pytorchjobs":        {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "create"}, true},
+		"deletecollection pods":     {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "deletecollection"}, true},
+		"update trainingjob spec":   {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "update"}, false},
+		"patch trainingjob spec":    {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "patch"}, false},
+		"create trainingjobs":       {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "create"}, false},
+		"delete pytorchjobs":        {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "delete"}, false},
+		"create mpijobs":            {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "mpijobs", Verb: "create"}, false},
+		"create pods":               {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create"}, false},
+		"get secrets":               {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get"}, false},
+		"create featurestores":      {authorizationv1.ResourceAttributes{Group: "features.mlplatform.dev", Resource: "featurestores", Verb: "create"}, false},
+		"leases in its namespace":   {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: chartNamespace}, true},
+		"leases in other namespace": {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "default"}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &tc.attrs}}
+			got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(), review, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Allowed != tc.want {
+				t.Errorf("allowed = %v, want %v (%s)", got.Status.Allowed, tc.want, got.Status.Reason)
+			}
+		})
+	}
+}
