@@ -3,11 +3,12 @@ package notebook
 import (
 	"context"
 	"encoding/json"
-	"k8s.io/client-go/util/retry"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/util/retry"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"

@@ -74,10 +74,12 @@ func (r *Reconciler) resolveInputs(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, nil
 	}
 	if acc := nb.Spec.Resources.Accelerators; acc != nil {
-		class, err := r.Catalog.Resolve(acc)
-		if err != nil {
-			s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonInvalidAccelerator, err.Error()
-			return ctrl.Result{}, nil
+		// An unknown accelerator type is the user's to fix: the Notebook
+		// stalls with the catalog's message rather than retrying.
+		class, resolveErr := r.Catalog.Resolve(acc)
+		if resolveErr != nil {
+			s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonInvalidAccelerator, resolveErr.Error()
+			return ctrl.Result{}, nil //nolint:nilerr // reported as Stalled, a retry cannot help
 		}
 		s.input.Accelerator = class
 	}

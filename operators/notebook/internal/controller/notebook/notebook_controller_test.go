@@ -145,6 +145,13 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 	if n := op.writes.Count("patch", "notebooks/status"); n != 1 {
 		t.Fatalf("new activity: %s, want one status patch", op.writes)
 	}
+	// The next check reads the operator's cache, as timed checks do a
+	// minute apart; let it see the write first.
+	reported := op.clock.Now().Add(-30 * time.Second).Truncate(time.Second)
+	eventually(t, "the operator's cache sees the report", func(ctx context.Context) (bool, error) {
+		got, err := getNotebook(ctx, op.reconciler.Client, nb)
+		return err == nil && got.Status.LastActivity != nil && got.Status.LastActivity.Time.Equal(reported), err
+	})
 	op.writes.Reset()
 	op.prober.set(nb, idleAt(op.clock.Now()))
 	op.reconcile(t, nb)
@@ -209,6 +216,7 @@ func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 		t.Fatalf("cullDeadline = %v, want %v", got.Status.CullDeadline, deadline)
 	}
 	waitEvent(t, c, got, notebooksv1alpha1.ReasonCullWarning)
+	waitCached(t, op, nb, func(nb *notebooksv1alpha1.Notebook) bool { return nb.Status.CullDeadline != nil })
 
 	// A probe failure at the deadline never culls.
 	op.prober.set(nb, jupyter.Observation{Err: &jupyter.HTTPError{Path: "api/status", Code: 403}})
@@ -285,6 +293,7 @@ func TestMaxLifetimeCullsABusyNotebook(t *testing.T) {
 	if got.Status.CullDeadline == nil {
 		t.Fatal("no warning before the end of the lifetime")
 	}
+	waitCached(t, op, nb, func(nb *notebooksv1alpha1.Notebook) bool { return nb.Status.CullDeadline != nil })
 	op.clock.SetTime(got.Status.CullDeadline.Time)
 	op.reconcile(t, nb)
 	sts, _ := getStatefulSet(t.Context(), c, nb)
@@ -498,4 +507,14 @@ func TestPodStartFailureIsReported(t *testing.T) {
 		return r != nil && r.Reason == notebooksv1alpha1.ReasonPodStartFailed && strings.Contains(r.Message, "ImagePullBackOff")
 	})
 	waitEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed)
+}
+
+// waitCached waits until the operator's cache shows the Notebook in the
+// given state, before a direct reconcile that depends on it.
+func waitCached(t *testing.T, op *operator, nb *notebooksv1alpha1.Notebook, cond func(*notebooksv1alpha1.Notebook) bool) {
+	t.Helper()
+	eventually(t, "the operator's cache catches up", func(ctx context.Context) (bool, error) {
+		got, err := getNotebook(ctx, op.reconciler.Client, nb)
+		return err == nil && cond(got), err
+	})
 }
