@@ -105,6 +105,13 @@ func installed(mgr ctrl.Manager, obj client.Object) bool {
 
 // SetupWithManager registers the controller and its watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return r.SetupWithManagerAs(mgr, opts, r)
+}
+
+// SetupWithManagerAs registers the controller with do as the reconciler
+// that the workqueue calls, such as r wrapped by a benchmark that times
+// each reconcile.
+func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Options, do reconcile.Reconciler) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&trainingv1alpha1.TrainingJob{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob)).
@@ -123,7 +130,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		fs.SetGroupVersionKind(featureref.GVK)
 		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(r.featureStoreToTrainingJobs))
 	}
-	return b.Complete(tracing.Reconciler(Name, r))
+	return b.Complete(tracing.Reconciler(Name, do))
 }
 
 // podToTrainingJob maps a pod of a run to its TrainingJob through the label

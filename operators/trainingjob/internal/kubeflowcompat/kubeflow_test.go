@@ -1,0 +1,146 @@
+package kubeflowcompat
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/podsecurity"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+var env *testenv.Env
+
+func repoRoot() string { return filepath.Join("..", "..", "..", "..") }
+
+func TestMain(m *testing.M) {
+	charts := filepath.Join(repoRoot(), "charts", "trainingjob-operator", "files")
+	testenv.Main(m, testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(charts, "crds"), filepath.Join(charts, "kubeflow-crds")},
+	}, &env)
+}
+
+func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
+	binary, err := testharness.KubeflowBinary(repoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := testharness.Scheme()
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := env.AddUser("kubeflow-training-operator", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kf, err := testharness.StartKubeflow(t.Context(), admin, c, binary, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kf.Stop() })
+	op, err := testharness.StartOperator(env.Config, scheme, testharness.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = op.Stop() })
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kubeflow-"}}
+	if err := c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	tj := &trainingv1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "mnist"},
+		Spec: trainingv1alpha1.TrainingJobSpec{
+			Framework: trainingv1alpha1.FrameworkPyTorch,
+			Image:     "registry.example.com/mnist:1",
+			Command:   []string{"python", "train.py"},
+			Workers:   2,
+			Template:  &trainingv1alpha1.PodTemplatePatch{Labels: map[string]string{"team": "vision"}},
+		},
+	}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+
+	// Kubeflow creates one pod and one headless Service per replica.
+	pods := &corev1.PodList{}
+	poll(t, "the training-operator creates the pods (its log: "+kf.LogPath()+")", func(ctx context.Context) (bool, error) {
+		err := c.List(ctx, pods, client.InNamespace(ns.Name), client.MatchingLabels{kubeflowv1.JobNameLabel: "mnist-r1"})
+		return len(pods.Items) == 2, err
+	})
+	for _, p := range pods.Items {
+		// The labels the operator's cache selects on reach the pods.
+		if p.Labels["app.kubernetes.io/managed-by"] != testharness.OperatorName || p.Labels[trainingv1alpha1.LabelJobName] != "mnist" || p.Labels["team"] != "vision" {
+			t.Errorf("pod %s labels %v", p.Name, p.Labels)
+		}
+		if !metav1.IsControlledBy(&p, &metav1.ObjectMeta{UID: jobUID(t, c, ns.Name)}) {
+			t.Errorf("pod %s is not controlled by the PyTorchJob", p.Name)
+		}
+		main := p.Spec.Containers[0]
+		if main.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+			t.Errorf("pod %s terminationMessagePolicy %s", p.Name, main.TerminationMessagePolicy)
+		}
+		if !hasEnv(main.Env, "MASTER_ADDR") || !hasEnv(main.Env, "WORLD_SIZE") {
+			t.Errorf("pod %s lacks the rendezvous environment Kubeflow sets: %v", p.Name, main.Env)
+		}
+		// Kubeflow's own init container on workers (waiting for the
+		// master's DNS name) is not ours to secure; the training
+		// container and the pod are.
+		spec := p.Spec.DeepCopy()
+		spec.InitContainers = nil
+		if err := podsecurity.CheckRestricted(&p.ObjectMeta, spec); err != nil {
+			t.Errorf("pod %s: %v", p.Name, err)
+		}
+	}
+	services := &corev1.ServiceList{}
+	poll(t, "the training-operator creates the Services", func(ctx context.Context) (bool, error) {
+		err := c.List(ctx, services, client.InNamespace(ns.Name), client.MatchingLabels{kubeflowv1.JobNameLabel: "mnist-r1"})
+		return len(services.Items) == 2, err
+	})
+
+	// Kubeflow's status reaches the TrainingJob.
+	poll(t, "the TrainingJob is Created from Kubeflow's status", func(ctx context.Context) (bool, error) {
+		got := &trainingv1alpha1.TrainingJob{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tj), got); err != nil {
+			return false, err
+		}
+		return conditions.IsTrue(got, trainingv1alpha1.ConditionCreated) && len(got.Status.Roles) == 2, nil
+	})
+}
+
+func jobUID(t *testing.T, c client.Client, ns string) types.UID {
+	t.Helper()
+	job := &kubeflowv1.PyTorchJob{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "mnist-r1"}, job); err != nil {
+		t.Fatal(err)
+	}
+	return job.UID
+}
+
+func hasEnv(env []corev1.EnvVar, name string) bool {
+	for _, e := range env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}

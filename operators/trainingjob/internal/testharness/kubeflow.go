@@ -1,0 +1,207 @@
+package testharness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The names the Kubeflow training-operator v1.8.1 hard-codes or defaults.
+const (
+	KubeflowNamespace = "kubeflow"
+	kubeflowSecret    = "training-operator-webhook-cert"
+	kubeflowVWC       = "validator.training-operator.kubeflow.org"
+	// kubeflowCertDir is fixed in its pkg/cert; in a cluster the Secret is
+	// mounted there.
+	kubeflowCertDir = "/tmp/k8s-webhook-server/serving-certs"
+)
+
+// KubeflowBinary builds (once, cached) and returns the training-operator
+// binary pinned in tools/kubeflow.
+func KubeflowBinary(repoRoot string) (string, error) {
+	out, err := exec.Command(filepath.Join(repoRoot, "operators", "trainingjob", "hack", "kubeflow-bin.sh")).Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return "", fmt.Errorf("building the Kubeflow training-operator: %w: %s", err, exit.Stderr)
+		}
+		return "", err
+	}
+	return string(trimNewline(out)), nil
+}
+
+func trimNewline(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// Kubeflow is the Kubeflow training-operator running as a process outside
+// any cluster.
+type Kubeflow struct {
+	binary, kubeconfig, logPath string
+	cmd                         *exec.Cmd
+	done                        chan struct{}
+}
+
+// StartKubeflow runs the binary against the API server behind admin (a
+// cluster administrator's config) until its controllers run.
+//
+// Out of cluster it needs what its Deployment would have: the kubeflow
+// namespace, its webhook Secret (its certificate rotator fills it), the
+// ValidatingWebhookConfiguration the rotator injects the CA into, and the
+// Secret's certificate in its fixed certificate folder; it starts its
+// controllers only once that folder holds the certificate, so it is
+// started twice. Its webhooks are never called: the certificate names the
+// in-cluster Service, and the configuration here matches no kind in use
+// and ignores failures, so jobs are admitted without its validation.
+func StartKubeflow(ctx context.Context, admin *rest.Config, c client.Client, binary, workDir string) (*Kubeflow, error) {
+	k := &Kubeflow{binary: binary, kubeconfig: filepath.Join(workDir, "kubeflow.kubeconfig"), logPath: filepath.Join(workDir, "training-operator.log")}
+	if err := writeKubeconfig(admin, k.kubeconfig); err != nil {
+		return nil, err
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KubeflowNamespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KubeflowNamespace, Name: kubeflowSecret}},
+		webhookConfiguration(),
+	} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	if err := k.start(); err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: KubeflowNamespace, Name: kubeflowSecret}, secret); err != nil {
+			return false, err
+		}
+		return len(secret.Data["tls.crt"]) > 0 && len(secret.Data["tls.key"]) > 0, nil
+	})
+	if err != nil {
+		_ = k.Stop()
+		return nil, fmt.Errorf("waiting for the training-operator's certificate (log %s): %w", k.logPath, err)
+	}
+	if err := k.Stop(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(kubeflowCertDir, 0o700); err != nil {
+		return nil, err
+	}
+	for _, key := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(kubeflowCertDir, key), secret.Data[key], 0o600); err != nil {
+			return nil, err
+		}
+	}
+	if err := k.start(); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *Kubeflow) start() error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(k.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(k.binary,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--webhook-server-port="+strconv.Itoa(port),
+		"--enable-scheme=pytorchjob", "--enable-scheme=tfjob", "--enable-scheme=xgboostjob", "--enable-scheme=paddlejob",
+	)
+	// KUBEFLOW_NAMESPACE stays unset: it would restrict the operator to
+	// that one namespace.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return err
+	}
+	k.cmd, k.done = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(k.done)
+	}()
+	return nil
+}
+
+// Stop ends the process.
+func (k *Kubeflow) Stop() error {
+	if k.cmd == nil {
+		return nil
+	}
+	_ = k.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-k.done:
+	case <-time.After(15 * time.Second):
+		_ = k.cmd.Process.Kill()
+		<-k.done
+	}
+	k.cmd = nil
+	return nil
+}
+
+// LogPath is the process's log file.
+func (k *Kubeflow) LogPath() string { return k.logPath }
+
+func webhookConfiguration() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: kubeflowVWC},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "validator.mxjob.training-operator.kubeflow.org",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+				Namespace: KubeflowNamespace, Name: "training-operator", Path: ptr.To("/validate-kubeflow-org-v1-mxjob"),
+			}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"kubeflow.org"}, APIVersions: []string{"v1"}, Resources: []string{"mxjobs"}},
+			}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func writeKubeconfig(cfg *rest.Config, path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	kc.CurrentContext = "test"
+	return clientcmd.WriteToFile(*kc, path)
+}

@@ -1,0 +1,128 @@
+package testharness
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/controller/trainingjob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
+	"github.com/ml-platform/ml-platform/shared/accelerator"
+	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+// OperatorName is the operator's name, as in cmd/main.go.
+const OperatorName = "trainingjob-operator"
+
+// Scheme knows every kind the operator and its tests use.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = trainingv1alpha1.AddToScheme(s)
+	_ = kubeflowv1.AddToScheme(s)
+	return s
+}
+
+// Settings are the translation settings tests run with.
+func Settings() kubeflowjob.Settings {
+	return kubeflowjob.Settings{
+		OperatorName:     OperatorName,
+		Catalog:          accelerator.Default(),
+		SharedMemorySize: resource.MustParse("1Gi"),
+		RunAsUser:        1000,
+	}
+}
+
+// Operator is a running manager with the TrainingJob reconciler.
+type Operator struct {
+	Reconciler *trainingjob.Reconciler
+	Writes     *testenv.WriteCounter
+	cancel     context.CancelFunc
+	done       chan error
+}
+
+// Options tune a started operator.
+type Options struct {
+	// QPS and Burst of its API client; zero keeps shared/manager's defaults.
+	QPS   float64
+	Burst int
+	// Concurrency is the number of parallel reconciles; zero means one.
+	Concurrency int
+	// Wrap wraps the reconciler, e.g. to time each reconcile.
+	Wrap func(reconcile.Reconciler) reconcile.Reconciler
+}
+
+// StartOperator starts the operator against cfg, counting its writes.
+func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Operator, error) {
+	op := &Operator{Writes: testenv.NewWriteCounter(), done: make(chan error, 1)}
+	mc := manager.DefaultConfig()
+	mc.RESTConfig = op.Writes.Wrap(cfg)
+	mc.LeaderElect = false
+	mc.MetricsBindAddress = "0"
+	mc.HealthProbeBindAddress = "0"
+	mc.MaxBackoff = 2 * time.Second
+	if opts.QPS > 0 {
+		mc.KubeAPIQPS, mc.KubeAPIBurst = opts.QPS, opts.Burst
+	}
+	owned := []client.Object{&corev1.Pod{}}
+	for _, fw := range kubeflowjob.Frameworks() {
+		owned = append(owned, fw.Empty())
+	}
+	mgr, err := manager.New(mc, manager.Options{
+		Name:         OperatorName,
+		Scheme:       scheme,
+		OwnedObjects: owned,
+		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
+			op.Reconciler = trainingjob.NewReconciler(mgr, Settings())
+			co := cfg.ControllerOptions()
+			co.SkipNameValidation = ptr.To(true)
+			co.MaxConcurrentReconciles = max(opts.Concurrency, 1)
+			var r reconcile.Reconciler = op.Reconciler
+			if opts.Wrap != nil {
+				r = opts.Wrap(r)
+			}
+			return op.Reconciler.SetupWithManagerAs(mgr, co, r)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op.cancel = cancel
+	go func() { op.done <- mgr.Start(ctx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		cancel()
+		return nil, fmt.Errorf("operator cache did not sync")
+	}
+	return op, nil
+}
+
+// Stop stops the operator and waits for it.
+func (op *Operator) Stop() error {
+	if op.cancel == nil {
+		return nil
+	}
+	op.cancel()
+	op.cancel = nil
+	select {
+	case err := <-op.done:
+		return err
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("operator did not stop")
+	}
+}
