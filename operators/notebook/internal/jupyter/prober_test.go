@@ -3,8 +3,11 @@ package jupyter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,15 +68,17 @@ func TestProbeReadsKernelAndTerminalActivity(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A cell that runs for a while makes the kernel busy.
-	exec, err := server.Execute(ctx, kernelID, "import time; time.sleep(3)")
+	// A cell that runs until the test releases it makes the kernel busy
+	// for as long as the test needs, however loaded the machine is.
+	release := filepath.Join(server.Dir(), "release-"+kernelID)
+	exec, err := server.Execute(ctx, kernelID, fmt.Sprintf("import os, time\nwhile not os.path.exists(%q):\n    time.sleep(0.02)", release))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The server learns of the busy state on its own iopub connection,
 	// which may trail the message forwarded to us by a few milliseconds.
 	var busy Observation
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if busy = p.Probe(ctx, target()); busy.Busy {
 			break
 		}
@@ -93,6 +98,9 @@ func TestProbeReadsKernelAndTerminalActivity(t *testing.T) {
 	if d.Action != culling.None || !d.Deadline.IsZero() {
 		t.Fatalf("decision for a busy kernel: %+v, want no cull and the warning withdrawn", d)
 	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := exec.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +108,7 @@ func TestProbeReadsKernelAndTerminalActivity(t *testing.T) {
 	// As above, the server's own view of the kernel state may trail the
 	// reply by a few milliseconds.
 	var idle Observation
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if idle = p.Probe(ctx, target()); !idle.Busy {
 			break
 		}

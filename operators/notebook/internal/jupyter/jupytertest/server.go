@@ -110,6 +110,10 @@ func Start(basePath string) (*Server, error) {
 	}
 }
 
+// Dir is the server's root folder, which is also its kernels' working
+// folder.
+func (s *Server) Dir() string { return s.dir }
+
 // Log returns the server's output so far.
 func (s *Server) Log() string {
 	w := s.cmd.Stdout.(*lockedWriter)
