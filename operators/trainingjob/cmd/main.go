@@ -1,5 +1,7 @@
 // Command trainingjob-operator runs TrainingJobs on the Kubeflow
-// training-operator.
+// training-operator. The Kubeflow CRDs of PyTorchJob, TFJob, XGBoostJob and
+// PaddleJob must be installed (the chart's kubeflow.enabled installs them);
+// the FeatureStore CRD is optional.
 package main
 
 import (

@@ -28,3 +28,16 @@ cd "$root/operators/trainingjob"
   paths=github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1 \
   output:crd:artifacts:config="$out"
 rm -f "$out"/kubeflow.org_mpijobs.yaml "$out"/kubeflow.org_mxjobs.yaml
+
+# RBAC and webhooks of the Kubeflow training-operator itself, for the chart's
+# kubeflow.enabled option, generated from the markers in its controllers
+# and webhooks. Its tools module builds against the training-operator's own
+# dependencies, which its controller packages need to load.
+kf="$root/charts/trainingjob-operator/files/kubeflow"
+mkdir -p "$kf"
+rm -f "$kf"/*.yaml
+cd "$root/tools/kubeflow"
+GOWORK=off "$controller_gen" rbac:roleName=kubeflow-training-operator webhook \
+  paths=github.com/kubeflow/training-operator/pkg/controller.v1/... \
+  paths=github.com/kubeflow/training-operator/pkg/webhooks/... \
+  output:rbac:artifacts:config="$kf" output:webhook:artifacts:config="$kf"

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -77,11 +78,36 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 	if opts.QPS > 0 {
 		mc.KubeAPIQPS, mc.KubeAPIBurst = opts.QPS, opts.Burst
 	}
+	// Right after CRDs are installed the API server's discovery may not list
+	// them yet, and the manager's label-restricted caches need their REST
+	// mappings: retry for a while.
+	var mgr ctrl.Manager
+	var lastErr error
+	_ = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		mgr, lastErr = newManager(op, mc, scheme, opts)
+		return lastErr == nil, nil
+	})
+	if lastErr != nil {
+		return nil, lastErr
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op.cancel = cancel
+	go func() { op.done <- mgr.Start(ctx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		cancel()
+		return nil, fmt.Errorf("operator cache did not sync")
+	}
+	return op, nil
+}
+
+func newManager(op *Operator, mc manager.Config, scheme *runtime.Scheme, opts Options) (ctrl.Manager, error) {
 	owned := []client.Object{&corev1.Pod{}}
 	for _, fw := range kubeflowjob.Frameworks() {
 		owned = append(owned, fw.Empty())
 	}
-	mgr, err := manager.New(mc, manager.Options{
+	return manager.New(mc, manager.Options{
 		Name:         OperatorName,
 		Scheme:       scheme,
 		OwnedObjects: owned,
@@ -97,19 +123,6 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 			return op.Reconciler.SetupWithManagerAs(mgr, co, r)
 		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	op.cancel = cancel
-	go func() { op.done <- mgr.Start(ctx) }()
-	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
-	defer syncCancel()
-	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-		cancel()
-		return nil, fmt.Errorf("operator cache did not sync")
-	}
-	return op, nil
 }
 
 // Stop stops the operator and waits for it.

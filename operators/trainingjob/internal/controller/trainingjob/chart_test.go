@@ -101,3 +101,34 @@ func TestChartGrantsNoMoreThanNeeded(t *testing.T) {
 		})
 	}
 }
+
+func TestChartInstallsKubeflowAlongsideWhenAsked(t *testing.T) {
+	values := map[string]any{"kubeflow": map[string]any{"enabled": true}}
+	if err := charttest.Lint(chartDir(), values); err != nil {
+		t.Fatal(err)
+	}
+	out, err := charttest.Render(chartDir(), "r", "ns", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"name: pytorchjobs.kubeflow.org", "name: tfjobs.kubeflow.org", "name: xgboostjobs.kubeflow.org", "name: paddlejobs.kubeflow.org",
+		"name: validator.training-operator.kubeflow.org", "name: validator.pytorchjob.training-operator.kubeflow.org",
+		"--enable-scheme=pytorchjob", "--webhook-secret-name=r-trainingjob-operator-kubeflow-webhook-cert",
+		"kind: ValidatingWebhookConfiguration", `resources: ["validatingwebhookconfigurations"]`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered chart lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "mpijobs.kubeflow.org") || strings.Contains(out, "validator.mxjob") {
+		t.Error("only the four frameworks the platform runs are installed")
+	}
+	out, err = charttest.Render(chartDir(), "r", "ns", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "kubeflow.org") && strings.Contains(out, "kind: ValidatingWebhookConfiguration") {
+		t.Error("the Kubeflow training-operator is off by default")
+	}
+}

@@ -51,8 +51,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Settings  kubeflowjob.Settings
-	// Frameworks are the frameworks whose Kubeflow CRD is installed; jobs
-	// of the others stall with a clear condition.
+	// Frameworks are the supported frameworks. Their Kubeflow CRDs must be
+	// installed: the label-restricted caches of the job kinds need them
+	// when the manager is built.
 	Frameworks map[trainingv1alpha1.Framework]kubeflowjob.Framework
 	// WatchesFeatureStores is false when the FeatureStore CRD was not
 	// installed at start; waiting jobs then poll.
@@ -69,24 +70,18 @@ type Reconciler struct {
 	reported   map[types.UID]map[string]bool
 }
 
-// NewReconciler wires a Reconciler to a manager. Kubeflow job kinds and
-// the FeatureStore kind are watched only when their CRDs are installed.
+// NewReconciler wires a Reconciler to a manager. FeatureStores are watched
+// only when their CRD is installed, so the operator runs without the
+// FeatureStore operator.
 func NewReconciler(mgr ctrl.Manager, settings kubeflowjob.Settings) *Reconciler {
 	r := &Reconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
 		Recorder:   mgr.GetEventRecorderFor(settings.OperatorName),
 		Settings:   settings,
-		Frameworks: map[trainingv1alpha1.Framework]kubeflowjob.Framework{},
+		Frameworks: kubeflowjob.Frameworks(),
 		Now:        time.Now,
 		Metrics:    NewMetrics(),
-	}
-	for name, fw := range kubeflowjob.Frameworks() {
-		if installed(mgr, fw.Empty()) {
-			r.Frameworks[name] = fw
-		} else {
-			mgr.GetLogger().Info("Kubeflow CRD not installed; TrainingJobs of this framework will stall", "kind", fw.Kind(), "framework", name)
-		}
 	}
 	fs := &unstructured.Unstructured{}
 	fs.SetGroupVersionKind(featureref.GVK)

@@ -96,7 +96,7 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 	fw, ok := r.Frameworks[s.tj.Spec.Framework]
 	if !ok {
 		if !s.finished {
-			s.invalid = fmt.Errorf("the Kubeflow CRD for framework %s is not installed in this cluster; ask the platform team to install the Kubeflow training-operator's CRDs", s.tj.Spec.Framework)
+			s.invalid = fmt.Errorf("framework %s is not supported by this operator", s.tj.Spec.Framework)
 			s.reason = ReasonFrameworkNotReady
 		}
 		return ctrl.Result{}, nil
