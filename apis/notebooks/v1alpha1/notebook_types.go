@@ -213,6 +213,16 @@ type Workspace struct {
 }
 
 // Culling configures when the operator stops an unused Notebook.
+//
+// Activity is the latest kernel or terminal activity Jupyter reports; a
+// kernel executing code is activity now. An open browser tab does not count
+// by itself: JupyterLab polls the server's REST API every few seconds, so
+// counting those requests would keep every forgotten tab alive forever.
+// Typing in a notebook or terminal, or running a cell, does count. The
+// operator's own probes never count (they ask Jupyter not to track them).
+// A notebook is warned (an event and status.cullDeadline) at least the
+// platform's warning period before it is stopped; a probe that fails never
+// stops a notebook.
 type Culling struct {
 	// Enabled turns idle culling on or off; unset means the platform
 	// default.
