@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -156,10 +157,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		// Annotations (rotate, abandon) do not bump the generation, and
+		// Annotations (rotate, abandon) and finalizers (the skeleton
+		// returns after adding ours) do not bump the generation, and
 		// status writes should not cause another round of connections.
 		For(&featuresv1alpha1.FeatureStore{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, finalizersChanged))).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.StatefulSet{}).
@@ -170,6 +172,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Named("featurestore").
 		Complete(tracing.Reconciler("featurestore", r))
 }
+
+var finalizersChanged = predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+	return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+}}
 
 func backendNames(fs *featuresv1alpha1.FeatureStore) []string {
 	var out []string
@@ -217,6 +223,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, fs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Reconciling FeatureStore", "generation", fs.Generation, "deleting", !fs.DeletionTimestamp.IsZero())
 	if !fs.DeletionTimestamp.IsZero() {
 		return r.Finalizer.Finalize(ctx, fs)
 	}

@@ -1,0 +1,255 @@
+package featurestore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
+	fscontroller "github.com/ml-platform/ml-platform/operators/featurestore/internal/controller"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+// operatorNamespace holds the admin Secrets and handed-off cleanups.
+const operatorNamespace = "featurestore-system"
+
+// Backends every test shares.
+const (
+	pgBackend    = "pg"
+	redisBackend = "redis"
+)
+
+var (
+	env *testenv.Env
+	pg  *dbtest.Postgres
+	rs  *dbtest.Redis
+
+	// logs receives every operator log line at debug level, for the
+	// secret scan.
+	logs = &syncBuffer{}
+)
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestMain(m *testing.M) {
+	var out io.Writer = logs
+	if os.Getenv("FEATURESTORE_TEST_LOGS") != "" {
+		out = io.MultiWriter(logs, os.Stderr)
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(out), zap.UseDevMode(true)))
+	var err error
+	if pg, err = dbtest.StartPostgres(); err != nil {
+		fmt.Fprintln(os.Stderr, "starting PostgreSQL:", err)
+		os.Exit(1)
+	}
+	if rs, err = dbtest.StartRedis(); err != nil {
+		pg.Close()
+		fmt.Fprintln(os.Stderr, "starting Redis:", err)
+		os.Exit(1)
+	}
+	code := 1
+	defer func() {
+		rs.Close()
+		pg.Close()
+		os.Exit(code)
+	}()
+	env, err = testenv.Start(testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "..", "..", "charts", "featurestore-operator", "files", "crds")},
+		ControllerManager: true,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return
+	}
+	defer func() { _ = env.Stop() }()
+	if err := setupBackends(); err != nil {
+		fmt.Fprintln(os.Stderr, "backends:", err)
+		return
+	}
+	code = m.Run()
+}
+
+func adminClient() client.Client {
+	c, err := client.New(env.Config, client.Options{Scheme: fscontroller.Scheme()})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func setupBackends() error {
+	ctx := context.Background()
+	c := adminClient()
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "pg-admin"},
+			StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "redis-admin"},
+			StringData: map[string]string{"username": rs.AdminUser, "password": rs.AdminPassword}},
+		&featuresv1alpha1.FeatureStoreBackend{ObjectMeta: metav1.ObjectMeta{Name: pgBackend}, Spec: featuresv1alpha1.FeatureStoreBackendSpec{
+			PostgreSQL: &featuresv1alpha1.PostgreSQLBackend{Host: pg.Host, Port: int32(pg.Port), SSLMode: "disable",
+				AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "pg-admin"}}}},
+		&featuresv1alpha1.FeatureStoreBackend{ObjectMeta: metav1.ObjectMeta{Name: redisBackend}, Spec: featuresv1alpha1.FeatureStoreBackendSpec{
+			Redis: &featuresv1alpha1.RedisBackend{Host: rs.Host, Port: int32(rs.Port), ACLFile: ptr.To(true),
+				AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "redis-admin"}}}},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func createNamespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fs-"}}
+	if err := c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// operator is a running featurestore-operator.
+type operator struct {
+	reconciler *featurestore.Reconciler
+	writes     *testenv.WriteCounter
+	cancel     context.CancelFunc
+	done       chan error
+}
+
+func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator {
+	t.Helper()
+	op := &operator{writes: testenv.NewWriteCounter(), done: make(chan error, 1)}
+	cfg := manager.DefaultConfig()
+	cfg.RESTConfig = op.writes.Wrap(env.Config)
+	cfg.LeaderElect = false
+	cfg.MetricsBindAddress = "0"
+	cfg.HealthProbeBindAddress = "0"
+	cfg.MaxBackoff = 2 * time.Second
+	opts := &fscontroller.Options{
+		Options: featurestore.Options{Namespace: operatorNamespace, GracePeriod: time.Hour, DriftInterval: time.Minute,
+			Images: featurestore.Images{Postgres: "postgres:15", Redis: "redis:7.0"}},
+		Tune: func(r *featurestore.Reconciler, o *controller.Options) {
+			o.SkipNameValidation = ptr.To(true)
+			op.reconciler = r
+			r.Finalizer.Deadline = 20 * time.Second
+			if tune != nil {
+				tune(r)
+			}
+		},
+	}
+	mgr, err := manager.New(cfg, fscontroller.ManagerOptions(opts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op.cancel = cancel
+	go func() { op.done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
+		t.Fatal("cache did not sync")
+	}
+	t.Cleanup(func() { op.stop(t) })
+	return op
+}
+
+func (op *operator) stop(t *testing.T) {
+	t.Helper()
+	if op.cancel == nil {
+		return
+	}
+	op.cancel()
+	op.cancel = nil
+	select {
+	case err := <-op.done:
+		if err != nil {
+			t.Errorf("manager stopped with error: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("manager did not stop")
+	}
+}
+
+func getStore(ctx context.Context, c client.Client, fs *featuresv1alpha1.FeatureStore) (*featuresv1alpha1.FeatureStore, error) {
+	got := &featuresv1alpha1.FeatureStore{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(fs), got)
+	return got, err
+}
+
+func waitGone(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStore) {
+	t.Helper()
+	eventually(t, "FeatureStore is gone", func(ctx context.Context) (bool, error) {
+		_, err := getStore(ctx, c, fs)
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func waitEvent(t *testing.T, c client.Client, obj client.Object, reason string) *corev1.Event {
+	t.Helper()
+	var found *corev1.Event
+	eventually(t, "event "+reason, func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		if err := c.List(ctx, events, client.InNamespace(obj.GetNamespace())); err != nil {
+			return false, err
+		}
+		for i, e := range events.Items {
+			if e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason {
+				found = &events.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+func requestFor(fs *featuresv1alpha1.FeatureStore) ctrl.Request {
+	return ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fs)}
+}
+
+func testResolver() *backends.Resolver {
+	c := adminClient()
+	return &backends.Resolver{Client: c, Secrets: c, Namespace: operatorNamespace}
+}
