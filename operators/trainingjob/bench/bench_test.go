@@ -5,8 +5,10 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -43,6 +45,11 @@ const (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	// `go test ./...` runs no benchmark here: skip the control plane.
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
 	files := filepath.Join("..", "..", "..", "charts", "trainingjob-operator", "files")
 	testenv.Main(m, testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(files, "crds"), filepath.Join(files, "kubeflow-crds")},
