@@ -16,7 +16,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -114,8 +113,6 @@ func BenchmarkCullingChecks(b *testing.B) {
 	mcfg.HealthProbeBindAddress = "0"
 	mcfg.KubeAPIQPS, mcfg.KubeAPIBurst = 500, 1000
 	var r *notebook.Reconciler
-	mctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	mgr, err := manager.New(mcfg, manager.Options{
 		Name: render.OperatorName, Scheme: scheme, OwnedObjects: notebook.OwnedObjects(),
 		Setup: func(mgr ctrl.Manager, mc manager.Config) error {
@@ -125,26 +122,22 @@ func BenchmarkCullingChecks(b *testing.B) {
 			opts := mc.ControllerOptions()
 			opts.SkipNameValidation = ptr.To(true)
 			opts.MaxConcurrentReconciles = 8
-			return r.SetupWithManager(mctx, mgr, opts)
+			return r.SetupWithManager(ctx, mgr, opts)
 		},
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = mgr.Start(mctx) }()
-	mgr.GetCache().WaitForCacheSync(ctx)
+	testenv.StartManager(b, mgr)
 
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
+	ns := testenv.CreateNamespace(b, c, "bench")
 	keys := make([]client.ObjectKey, notebooks)
 	for i := range keys {
-		keys[i] = client.ObjectKey{Namespace: ns.Name, Name: fmt.Sprintf("nb-%03d", i)}
+		keys[i] = client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("nb-%03d", i)}
 	}
 	farm.setAll(keys, start)
 	for _, k := range keys {
@@ -167,7 +160,7 @@ func BenchmarkCullingChecks(b *testing.B) {
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list := &notebooksv1alpha1.NotebookList{}
-		if err := r.Client.List(ctx, list, client.InNamespace(ns.Name)); err != nil {
+		if err := r.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		ready := 0

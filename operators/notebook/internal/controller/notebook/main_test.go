@@ -8,16 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/util/retry"
-
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -66,21 +63,7 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	return c
 }
 
-func createNamespace(t *testing.T, c client.Client) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "nb-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
 
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
 
 // fakeProber answers with scripted observations per Notebook.
 type fakeProber struct {
@@ -134,8 +117,7 @@ type operator struct {
 	prober     *fakeProber
 	clock      *clocktesting.FakeClock
 	writes     *testenv.WriteCounter
-	cancel     context.CancelFunc
-	done       chan error
+	manager    *testenv.Manager
 }
 
 func testConfig() config.Config {
@@ -154,7 +136,7 @@ type operatorOptions struct {
 func startOperator(t *testing.T, o operatorOptions) *operator {
 	t.Helper()
 	op := &operator{
-		writes: testenv.NewWriteCounter(), done: make(chan error, 1),
+		writes: testenv.NewWriteCounter(),
 		prober: newFakeProber(), clock: clocktesting.NewFakeClock(t0),
 	}
 	base := o.restConfig
@@ -174,7 +156,6 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	if o.config != nil {
 		cfg = *o.config
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := manager.New(mcfg, manager.Options{
 		Name:         render.OperatorName,
 		Scheme:       scheme,
@@ -189,38 +170,16 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 			op.reconciler.Endpoint = fakeEndpoint
 			opts := mc.ControllerOptions()
 			opts.SkipNameValidation = ptr.To(true)
-			return op.reconciler.SetupWithManager(ctx, mgr, opts)
+			return op.reconciler.SetupWithManager(t.Context(), mgr, opts)
 		},
 	})
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	op.cancel = cancel
-	go func() { op.done <- mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
-		t.Fatal("cache did not sync")
-	}
-	t.Cleanup(func() { op.stop(t) })
+	op.manager = testenv.StartManager(t, mgr)
 	return op
 }
 
-func (op *operator) stop(t *testing.T) {
-	t.Helper()
-	if op.cancel == nil {
-		return
-	}
-	op.cancel()
-	op.cancel = nil
-	select {
-	case err := <-op.done:
-		if err != nil {
-			t.Errorf("manager stopped with error: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Error("manager did not stop")
-	}
-}
 
 // reconcile runs one reconcile directly, as a timed culling check does.
 func (op *operator) reconcile(t *testing.T, nb *notebooksv1alpha1.Notebook) ctrl.Result {
@@ -252,7 +211,7 @@ func getStatefulSet(ctx context.Context, c client.Client, nb *notebooksv1alpha1.
 func waitNotebook(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook, what string, cond func(*notebooksv1alpha1.Notebook) bool) *notebooksv1alpha1.Notebook {
 	t.Helper()
 	var got *notebooksv1alpha1.Notebook
-	eventually(t, what, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, what, func(ctx context.Context) (bool, error) {
 		var err error
 		got, err = getNotebook(ctx, c, nb)
 		if err != nil {
@@ -268,7 +227,7 @@ func waitNotebook(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook,
 func actOutStatefulSet(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook) *appsv1.StatefulSet {
 	t.Helper()
 	var sts *appsv1.StatefulSet
-	eventually(t, "statefulset exists", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "statefulset exists", func(ctx context.Context) (bool, error) {
 		var err error
 		sts, err = getStatefulSet(ctx, c, nb)
 		if apierrors.IsNotFound(err) {
@@ -292,24 +251,6 @@ func actOutStatefulSet(t *testing.T, c client.Client, nb *notebooksv1alpha1.Note
 	return sts
 }
 
-func waitEvent(t *testing.T, c client.Client, obj client.Object, reason string) *corev1.Event {
-	t.Helper()
-	var found *corev1.Event
-	eventually(t, "event "+reason, func(ctx context.Context) (bool, error) {
-		events := &corev1.EventList{}
-		if err := c.List(ctx, events, client.InNamespace(obj.GetNamespace())); err != nil {
-			return false, err
-		}
-		for i, e := range events.Items {
-			if e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason {
-				found = &events.Items[i]
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
-}
 
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()

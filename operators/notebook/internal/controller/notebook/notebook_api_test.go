@@ -13,11 +13,12 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 func TestAPIDefaults(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	nb := newNotebook(ns, "defaults")
 	if err := c.Create(t.Context(), nb); err != nil {
 		t.Fatal(err)
@@ -30,7 +31,7 @@ func TestAPIDefaults(t *testing.T) {
 
 func TestAPIValidation(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	for name, tc := range map[string]struct {
 		mutate  func(*notebooksv1alpha1.Notebook)
@@ -123,7 +124,7 @@ func TestAPIValidation(t *testing.T) {
 
 func TestAPITransitions(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	nb := newNotebook(ns, "transitions")
 	nb.Spec.Workspace.Size = ptr.To(resource.MustParse("20Gi"))
 	nb.Spec.Workspace.StorageClassName = ptr.To("fast")

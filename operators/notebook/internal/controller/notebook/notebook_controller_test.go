@@ -19,6 +19,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 func idleAt(at time.Time) jupyter.Observation {
@@ -43,7 +44,7 @@ func runningNotebook(t *testing.T, c client.Client, op *operator, nb *notebooksv
 
 func TestOwnedObjectsAndReady(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "owned")
 	nb.Spec.QueueName = "gpu-queue"
@@ -117,7 +118,7 @@ func nameFor(o client.Object, nb *notebooksv1alpha1.Notebook) string {
 
 func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "settled")
 	nb = runningNotebook(t, c, op, nb, t0)
@@ -148,7 +149,7 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 	// The next check reads the operator's cache, as timed checks do a
 	// minute apart; let it see the write first.
 	reported := op.clock.Now().Add(-30 * time.Second).Truncate(time.Second)
-	eventually(t, "the operator's cache sees the report", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the operator's cache sees the report", func(ctx context.Context) (bool, error) {
 		got, err := getNotebook(ctx, op.reconciler.Client, nb)
 		return err == nil && got.Status.LastActivity != nil && got.Status.LastActivity.Time.Equal(reported), err
 	})
@@ -162,7 +163,7 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 
 func TestSuspendAndResume(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "suspend"), t0)
 
@@ -183,7 +184,7 @@ func TestSuspendAndResume(t *testing.T) {
 
 	op.clock.Step(time.Hour)
 	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspended = false })
-	eventually(t, "resumed with one replica", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "resumed with one replica", func(ctx context.Context) (bool, error) {
 		sts, err := getStatefulSet(ctx, c, nb)
 		return err == nil && *sts.Spec.Replicas == 1, err
 	})
@@ -203,7 +204,7 @@ func getOwnedPVC(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook) 
 
 func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "cull"), t0.Add(5*time.Minute))
 
@@ -215,7 +216,7 @@ func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 	if got.Status.CullDeadline == nil || !got.Status.CullDeadline.Time.Equal(deadline) {
 		t.Fatalf("cullDeadline = %v, want %v", got.Status.CullDeadline, deadline)
 	}
-	waitEvent(t, c, got, notebooksv1alpha1.ReasonCullWarning)
+	testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonCullWarning)
 	waitCached(t, op, nb, func(nb *notebooksv1alpha1.Notebook) bool { return nb.Status.CullDeadline != nil })
 
 	// A probe failure at the deadline never culls.
@@ -243,7 +244,7 @@ func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 	if got.Status.CullDeadline != nil {
 		t.Errorf("cullDeadline %v stays after the cull", got.Status.CullDeadline)
 	}
-	waitEvent(t, c, got, notebooksv1alpha1.ConditionCulled)
+	testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ConditionCulled)
 	actOutStatefulSet(t, c, nb)
 	if _, err := getOwnedPVC(t, c, nb); err != nil {
 		t.Fatalf("workspace gone after the cull: %v", err)
@@ -266,12 +267,12 @@ func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 	got = updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) {
 		metav1.SetMetaDataAnnotation(&nb.ObjectMeta, notebooksv1alpha1.AnnotationRestart, "2026-03-03")
 	})
-	eventually(t, "restarted", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "restarted", func(ctx context.Context) (bool, error) {
 		sts, err := getStatefulSet(ctx, c, nb)
 		return err == nil && *sts.Spec.Replicas == 1 && sts.Annotations[render.AnnotationCulled] == "" &&
 			sts.Annotations[render.AnnotationRestartHandled] == "2026-03-03", err
 	})
-	waitEvent(t, c, got, notebooksv1alpha1.ReasonRestarted)
+	testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonRestarted)
 	actOutStatefulSet(t, c, nb)
 	waitNotebook(t, c, nb, "Ready after the restart", func(nb *notebooksv1alpha1.Notebook) bool {
 		return isReady(nb) && !conditions.IsTrue(nb, notebooksv1alpha1.ConditionCulled)
@@ -280,7 +281,7 @@ func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 
 func TestMaxLifetimeCullsABusyNotebook(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "lifetime")
 	nb.Spec.Culling.MaxLifetime = &metav1.Duration{Duration: 8 * time.Hour}
@@ -304,7 +305,7 @@ func TestMaxLifetimeCullsABusyNotebook(t *testing.T) {
 
 func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "deferred"), t0)
 	sts, _ := getStatefulSet(t.Context(), c, nb)
@@ -315,7 +316,7 @@ func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
 	got := waitNotebook(t, c, nb, "UpdatePending", func(nb *notebooksv1alpha1.Notebook) bool {
 		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionUpdatePending)
 	})
-	waitEvent(t, c, got, "UpdateDeferred")
+	testenv.WaitForEvent(t, c, got, "UpdateDeferred")
 	for range 3 {
 		op.clock.Step(time.Minute)
 		op.reconcile(t, nb)
@@ -329,7 +330,7 @@ func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
 	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) {
 		metav1.SetMetaDataAnnotation(&nb.ObjectMeta, notebooksv1alpha1.AnnotationForceUpdate, "1")
 	})
-	eventually(t, "forced update applied", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "forced update applied", func(ctx context.Context) (bool, error) {
 		sts, err := getStatefulSet(ctx, c, nb)
 		return err == nil && sts.Spec.Template.Spec.Containers[0].Image == "registry.example.com/jupyter:2", err
 	})
@@ -350,12 +351,12 @@ func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
 	if img := sts.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/jupyter:3" {
 		t.Fatalf("image %s once idle, want the deferred change applied", img)
 	}
-	waitEvent(t, c, got, notebooksv1alpha1.ReasonUpdateApplied)
+	testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonUpdateApplied)
 }
 
 func TestWorkspaceRetainAndDelete(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	retain := runningNotebook(t, c, op, newNotebook(ns, "keep"), t0)
 	del := newNotebook(ns, "drop")
@@ -379,11 +380,11 @@ func TestWorkspaceRetainAndDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the Delete workspace is collected, pod and all", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the Delete workspace is collected, pod and all", func(ctx context.Context) (bool, error) {
 		_, err := getOwnedPVC(t, c, del)
 		return apierrors.IsNotFound(err), nil
 	})
-	eventually(t, "both Notebooks and StatefulSets are gone", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "both Notebooks and StatefulSets are gone", func(ctx context.Context) (bool, error) {
 		for _, nb := range []*notebooksv1alpha1.Notebook{retain, del} {
 			if _, err := getNotebook(ctx, c, nb); !apierrors.IsNotFound(err) {
 				return false, nil
@@ -424,7 +425,7 @@ func createWorkspacePod(t *testing.T, c client.Client, nb *notebooksv1alpha1.Not
 	if err := c.Create(t.Context(), pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "PVC protection holds the workspace", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "PVC protection holds the workspace", func(ctx context.Context) (bool, error) {
 		pvc, err := getOwnedPVC(t, c, nb)
 		return err == nil && len(pvc.Finalizers) > 0, nil
 	})
@@ -432,7 +433,7 @@ func createWorkspacePod(t *testing.T, c client.Client, nb *notebooksv1alpha1.Not
 
 func TestNamespaceDeletionCompletes(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	keep := runningNotebook(t, c, op, newNotebook(ns, "keep"), t0)
 	drop := newNotebook(ns, "drop")
@@ -444,7 +445,7 @@ func TestNamespaceDeletionCompletes(t *testing.T) {
 	if err := c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -452,7 +453,7 @@ func TestNamespaceDeletionCompletes(t *testing.T) {
 
 func TestMissingFeatureStoreDoesNotBlock(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "features")
 	nb.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "missing"}}}
@@ -465,7 +466,7 @@ func TestMissingFeatureStoreDoesNotBlock(t *testing.T) {
 
 func TestInvalidMountStalls(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "badmount")
 	nb.Spec.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
@@ -483,7 +484,7 @@ func TestInvalidMountStalls(t *testing.T) {
 
 func TestPodStartFailureIsReported(t *testing.T) {
 	c := adminClient(t)
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "nb")
 	startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "pull")
 	if err := c.Create(t.Context(), nb); err != nil {
@@ -506,14 +507,14 @@ func TestPodStartFailureIsReported(t *testing.T) {
 		r := conditions.Get(nb, commonv1alpha1.ConditionReady)
 		return r != nil && r.Reason == notebooksv1alpha1.ReasonPodStartFailed && strings.Contains(r.Message, "ImagePullBackOff")
 	})
-	waitEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed)
+	testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed)
 }
 
 // waitCached waits until the operator's cache shows the Notebook in the
 // given state, before a direct reconcile that depends on it.
 func waitCached(t *testing.T, op *operator, nb *notebooksv1alpha1.Notebook, cond func(*notebooksv1alpha1.Notebook) bool) {
 	t.Helper()
-	eventually(t, "the operator's cache catches up", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the operator's cache catches up", func(ctx context.Context) (bool, error) {
 		got, err := getNotebook(ctx, op.reconciler.Client, nb)
 		return err == nil && cond(got), err
 	})
