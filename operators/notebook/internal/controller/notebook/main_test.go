@@ -63,8 +63,6 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	return c
 }
 
-
-
 // fakeProber answers with scripted observations per Notebook.
 type fakeProber struct {
 	mu     sync.Mutex
@@ -180,7 +178,6 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	return op
 }
 
-
 // reconcile runs one reconcile directly, as a timed culling check does.
 func (op *operator) reconcile(t *testing.T, nb *notebooksv1alpha1.Notebook) ctrl.Result {
 	t.Helper()
@@ -250,7 +247,6 @@ func actOutStatefulSet(t *testing.T, c client.Client, nb *notebooksv1alpha1.Note
 	}
 	return sts
 }
-
 
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
