@@ -27,25 +27,30 @@ k8s_ldflags() {
   echo "$flags"
 }
 
-# module_key DIR: what a module's binaries are built from.
+# module_key DIR [SOURCE_DIR...]: what a module's binaries are built from:
+# its go.mod and go.sum, and the Go files under the SOURCE_DIRs.
 module_key() {
-  local dir=$1 srcs
-  srcs=$(cd "$dir" && find . -name '*.go' -not -name '*_test.go' -not -path './*/go.mod' | LC_ALL=C sort |
-    while read -r f; do
-      # Sources of nested modules belong to those modules.
-      d=$(dirname "$f"); [[ $d != . && -f $dir/${d#./}/go.mod ]] && continue
-      printf '%s\n' "$f"
-    done)
-  (cd "$dir" && { cat go.mod go.sum; [[ -n $srcs ]] && echo "$srcs" | xargs sha256sum; } | sha256sum | cut -c1-16)
+  local dir=$1
+  shift
+  (
+    cd "$dir"
+    cat go.mod go.sum
+    if [[ $# -gt 0 ]]; then
+      find "$@" -name '*.go' -not -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum
+    fi
+  ) | sha256sum | cut -c1-16
 }
 
-# build NAME DIR LDFLAGS PACKAGES...: builds PACKAGES of module DIR into
-# $KIND_CACHE/bin/NAME-KEY once and links them into $out.
+# build NAME DIR SOURCES LDFLAGS PACKAGES...: builds PACKAGES of module DIR
+# into $KIND_CACHE/bin/NAME-KEY once; SOURCES are the module's directories
+# whose Go files go into the key ("" for none: the binaries come from
+# dependencies only).
 build() {
-  local name=$1 dir=$2 ldflags=$3
-  shift 3
+  local name=$1 dir=$2 sources=$3 ldflags=$4
+  shift 4
   local key dest
-  key=$(string_key "$(module_key "$dir")" "$go_version" "$script_key" "$ldflags")
+  # shellcheck disable=SC2086
+  key=$(string_key "$(module_key "$dir" $sources)" "$go_version" "$script_key" "$ldflags")
   dest=$KIND_CACHE/bin/$name-$key
   if [[ ! -f $dest/.complete ]]; then
     log "building $name ($key): $*"
@@ -62,19 +67,21 @@ build() {
     log "built $name in $((SECONDS - start))s"
   fi
   built+=("$dest")
+  touch "$dest"
+  prune "$KIND_CACHE/bin/$name-" "$dest"
 }
 
-build kubernetes "$tools" "$(k8s_ldflags)" \
+build kubernetes "$tools" "" "$(k8s_ldflags)" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
   k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl
-build kind-tools "$tools" "-s -w" \
+build kind-tools "$tools" ./cmd "-s -w" \
   sigs.k8s.io/kind ./cmd/pause ./cmd/iptables-wrapper ./cmd/mlp-cni
-build etcd "$tools/etcd" "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$(cd "$tools/etcd" && GOWORK=off go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3 | sed 's/^v//')" \
+build etcd "$tools/etcd" . "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$(cd "$tools/etcd" && GOWORK=off go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3 | sed 's/^v//')" \
   go.etcd.io/etcd/server/v3
-build coredns "$tools/coredns" "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$(cd "$tools/coredns" && GOWORK=off go list -m -f '{{.Version}}' github.com/coredns/coredns)" \
+build coredns "$tools/coredns" . "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$(cd "$tools/coredns" && GOWORK=off go list -m -f '{{.Version}}' github.com/coredns/coredns)" \
   .
-build local-path-provisioner "$tools/local-path-provisioner" "-s -w -X main.VERSION=$(cd "$tools/local-path-provisioner" && GOWORK=off go list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)" \
+build local-path-provisioner "$tools/local-path-provisioner" . "-s -w -X main.VERSION=$(cd "$tools/local-path-provisioner" && GOWORK=off go list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)" \
   github.com/rancher/local-path-provisioner
 # One directory of links per combination of builds, so that clones at
 # different versions never see each other's binaries.
@@ -86,4 +93,6 @@ if [[ ! -d $out ]]; then
   done
   rm -rf "$out" && mv "$out.tmp" "$out"
 fi
+touch "$out"
+prune "$KIND_CACHE/bin/set-" "$out"
 echo "$out"

@@ -69,3 +69,16 @@ k8s_version() {
 }
 
 mkdir -p "$KIND_CACHE" "$KIND_RUN"
+
+# prune PREFIX CURRENT: removes cache entries PREFIX* except CURRENT and the
+# most recent other one (switching between two versions stays cheap), so the
+# cache does not grow with every change.
+prune() {
+  local prefix=$1 current=$2 e n=0
+  while read -r e; do
+    [[ -z $e || $e == "$current" || $e == *.tmp ]] && continue
+    n=$((n + 1))
+    [[ $n -le 1 ]] && continue
+    rm -rf "$e"
+  done < <(ls -dt "$prefix"* 2>/dev/null)
+}

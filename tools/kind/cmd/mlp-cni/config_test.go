@@ -75,3 +75,40 @@ func TestConflist(t *testing.T) {
 		t.Errorf("conflist (-want +got):\n%s", diff)
 	}
 }
+
+func TestServiceRules(t *testing.T) {
+	got := serviceRules([]string{"10.96.0.0/16", "fd00:10:96::/112", "bogus"})
+	want := []serviceRule{
+		{priority: servicePrioLocal, dst: "10.96.0.0/16", iif: "lo", table: 254},
+		{priority: servicePrioUntranslated, dst: "10.96.0.0/16", table: serviceTable},
+		{priority: servicePrioLocal, dst: "fd00:10:96::/112", iif: "lo", table: 254},
+		{priority: servicePrioUntranslated, dst: "fd00:10:96::/112", table: serviceTable},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(serviceRule{})); diff != "" {
+		t.Errorf("serviceRules (-want +got):\n%s", diff)
+	}
+}
+
+func TestDiffRules(t *testing.T) {
+	a := serviceRule{priority: servicePrioLocal, dst: "10.96.0.0/16", iif: "lo", table: 254}
+	b := serviceRule{priority: servicePrioUntranslated, dst: "10.96.0.0/16", table: serviceTable}
+	old := serviceRule{priority: servicePrioUntranslated, dst: "10.97.0.0/16", table: serviceTable}
+	tests := map[string]struct {
+		have, want, wantAdd, wantDel []serviceRule
+	}{
+		"nothing yet":        {want: []serviceRule{a, b}, wantAdd: []serviceRule{a, b}},
+		"in place":           {have: []serviceRule{a, b}, want: []serviceRule{a, b}},
+		"stale CIDR removed": {have: []serviceRule{a, b, old}, want: []serviceRule{a, b}, wantDel: []serviceRule{old}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			add, del := diffRules(tc.have, tc.want)
+			if diff := cmp.Diff(tc.wantAdd, add, cmp.AllowUnexported(serviceRule{})); diff != "" {
+				t.Errorf("add (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantDel, del, cmp.AllowUnexported(serviceRule{})); diff != "" {
+				t.Errorf("del (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -3,8 +3,9 @@
 // On every node it writes a CNI configuration for the node's spec.podCIDRs
 // (ptp + host-local, portmap; the plugins come from Debian's
 // containernetworking-plugins in the node image) and keeps a route to every
-// other node's pod CIDRs through that node's InternalIP. It does not enforce
-// NetworkPolicy.
+// other node's pod CIDRs through that node's InternalIP. Pod traffic to a
+// Service address that kube-proxy has not translated is stopped on the node
+// (services.go). It does not enforce NetworkPolicy.
 package main
 
 import (
@@ -35,6 +36,12 @@ func main() {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
 		log.Fatalf("in-cluster config: %v", err)
+	}
+	// kind sets the API server's address on the node network: pods get their
+	// network from this agent, so it must not depend on the Service
+	// network that kube-proxy programs.
+	if ep := os.Getenv("CONTROL_PLANE_ENDPOINT"); ep != "" {
+		cfg.Host = "https://" + ep
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -91,7 +98,18 @@ func (a *agent) reconcile(ctx context.Context, client kubernetes.Interface) erro
 			return err
 		}
 	}
-	return a.routes.converge(desiredRoutes(a.nodeName, nodes.Items))
+	if err := a.routes.converge(desiredRoutes(a.nodeName, nodes.Items)); err != nil {
+		return err
+	}
+	cidrs, err := client.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var serviceCIDRs []string
+	for _, c := range cidrs.Items {
+		serviceCIDRs = append(serviceCIDRs, c.Spec.CIDRs...)
+	}
+	return a.routes.blockUntranslatedServices(serviceCIDRs)
 }
 
 // writeIfChanged replaces path atomically, so the runtime never reads a

@@ -11,6 +11,7 @@ import (
 // routeTable converges the node's routes to other nodes' pod CIDRs.
 type routeTable interface {
 	converge(want []route) error
+	blockUntranslatedServices(serviceCIDRs []string) error
 	defaultMTU() int
 }
 

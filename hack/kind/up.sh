@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# make kind-up: a kind cluster ($KIND_CLUSTER_NAME) that needs no registry.
+# Docker engine (docker.sh), then kind's default node image when it can be
+# had and runs here, otherwise the node image built from Go modules and Debian
+# packages (binaries.sh, rootfs.sh, images.sh, node-image.sh). Every step is
+# cached by content, so a kind-up after kind-down only creates the cluster.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+start=$SECONDS
+"$KIND_ROOT/docker.sh" ensure
+bin=$("$KIND_ROOT/binaries.sh")
+kind=$bin/kind
+kubectl=$bin/kubectl
+export KUBECONFIG=$KIND_KUBECONFIG
+
+if "$kind" get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER_NAME" &&
+  [[ "$(docker inspect -f '{{.State.Running}}' "$KIND_CLUSTER_NAME-control-plane" 2>/dev/null)" == true ]]; then
+  log "cluster $KIND_CLUSTER_NAME is already up (kubeconfig $KIND_KUBECONFIG)"
+  "$kind" export kubeconfig --name "$KIND_CLUSTER_NAME" --kubeconfig "$KIND_KUBECONFIG" >/dev/null 2>&1
+  exit 0
+fi
+
+# kind's default node image runs only where runc needs no wrapper (its
+# containerd uses runc directly) and a registry or a local copy provides it.
+# Pulling is never attempted where it could not run anyway.
+default_image=$(sed -n 's/^const Image = "\(.*\)"$/\1/p' \
+  "$(cd "$REPO_ROOT/tools/kind" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/kind)/pkg/apis/config/defaults/image.go")
+image=${KIND_NODE_IMAGE:-}
+rootfs=$("$KIND_ROOT/rootfs.sh")
+images=$("$KIND_ROOT/images.sh" "$bin" "$rootfs")
+if [[ -z $image ]] && ! caps_incomplete && [[ ${KIND_TRY_DEFAULT_IMAGE:-1} == 1 ]]; then
+  if docker image inspect "$default_image" >/dev/null 2>&1 || timeout 120 docker pull "$default_image" >/dev/null 2>&1; then
+    image=$default_image
+    log "using kind's default node image $image"
+  fi
+fi
+if [[ -z $image ]]; then
+  image=$("$KIND_ROOT/node-image.sh" "$bin" "$rootfs" "$images")
+fi
+
+# kind mounts the host's /lib/modules read-only into nodes; Docker creates
+# it when missing. Remember that, so kind-down removes it again.
+[[ -e /lib/modules ]] || touch "$KIND_RUN/lib-modules.created"
+
+mkdir -p "$(dirname "$KIND_KUBECONFIG")"
+log "creating cluster $KIND_CLUSTER_NAME from $image"
+create_start=$SECONDS
+"$kind" create cluster --name "$KIND_CLUSTER_NAME" --image "$image" --config "$KIND_ROOT/cluster.yaml" \
+  --kubeconfig "$KIND_KUBECONFIG" --wait 3m
+
+if [[ $image == "$default_image" ]]; then
+  # The e2e helper image is not in kind's own node image.
+  "$kind" load image-archive --name "$KIND_CLUSTER_NAME" "$(awk '$1 ~ /\/busybox:/ {print $2}' "$images/images.txt")"
+fi
+
+# Usable means: every system workload rolled out and the default StorageClass there.
+"$kubectl" wait --for=condition=Ready nodes --all --timeout=3m >/dev/null
+for ns in kube-system local-path-storage; do
+  for w in $("$kubectl" -n "$ns" get deployments,daemonsets -o name); do
+    "$kubectl" -n "$ns" rollout status "$w" --timeout=3m >/dev/null
+  done
+done
+"$kubectl" get storageclass standard >/dev/null
+log "cluster $KIND_CLUSTER_NAME is up: created in $((SECONDS - create_start))s, kind-up took $((SECONDS - start))s"
+log "kubeconfig: $KIND_KUBECONFIG (export KUBECONFIG=$KIND_KUBECONFIG)"
