@@ -27,14 +27,14 @@ type Resolver struct {
 	Namespace string
 }
 
-// NotFoundError: no FeatureStoreBackend of that name.
+// NotFoundError says no FeatureStoreBackend of that name exists.
 type NotFoundError struct{ Name string }
 
 func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("FeatureStoreBackend %q not found", e.Name)
 }
 
-// MismatchError: the backend is of the wrong kind for the store.
+// MismatchError says the backend is of the wrong kind for the store.
 type MismatchError struct{ Name, Want string }
 
 func (e *MismatchError) Error() string {

@@ -160,4 +160,3 @@ func (p *Postgres) Superuser(ctx context.Context, database string) (*pgx.Conn, e
 
 // Endpoint is host:port.
 func (p *Postgres) Endpoint() string { return p.Host + ":" + strconv.Itoa(p.Port) }
-

@@ -21,7 +21,9 @@ func TestFeatureStoreValidation(t *testing.T) {
 	}{
 		"valid": {mutate: func(*featuresv1alpha1.FeatureStore) {}},
 		"online both backend and managed": {
-			mutate:  func(fs *featuresv1alpha1.FeatureStore) { fs.Spec.OnlineStore.Managed = &featuresv1alpha1.ManagedServer{} },
+			mutate: func(fs *featuresv1alpha1.FeatureStore) {
+				fs.Spec.OnlineStore.Managed = &featuresv1alpha1.ManagedServer{}
+			},
 			wantErr: "spec.onlineStore: set exactly one of backend",
 		},
 		"offline neither": {
@@ -70,9 +72,11 @@ func TestFeatureStoreImmutableFields(t *testing.T) {
 		mutate  func(*featuresv1alpha1.FeatureStore)
 		wantErr string
 	}{
-		"project":         {func(fs *featuresv1alpha1.FeatureStore) { fs.Spec.Project = "other" }, "spec.project is immutable"},
-		"online backend":  {func(fs *featuresv1alpha1.FeatureStore) { fs.Spec.OnlineStore.Backend = "redis2" }, "spec.onlineStore: the backend"},
-		"offline managed": {func(fs *featuresv1alpha1.FeatureStore) { fs.Spec.OfflineStore = featuresv1alpha1.StoreSource{Managed: &featuresv1alpha1.ManagedServer{}} }, "spec.offlineStore: the backend"},
+		"project":        {func(fs *featuresv1alpha1.FeatureStore) { fs.Spec.Project = "other" }, "spec.project is immutable"},
+		"online backend": {func(fs *featuresv1alpha1.FeatureStore) { fs.Spec.OnlineStore.Backend = "redis2" }, "spec.onlineStore: the backend"},
+		"offline managed": {func(fs *featuresv1alpha1.FeatureStore) {
+			fs.Spec.OfflineStore = featuresv1alpha1.StoreSource{Managed: &featuresv1alpha1.ManagedServer{}}
+		}, "spec.offlineStore: the backend"},
 		"registry backend": {func(fs *featuresv1alpha1.FeatureStore) { fs.Spec.Registry.Backend = "pg2" }, "spec.registry: the backend"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -29,7 +29,9 @@ import (
 )
 
 // storeBuilder builds FeatureStores for tests.
-type storeBuilder struct{ fs *featuresv1alpha1.FeatureStore }
+type storeBuilder struct {
+	fs *featuresv1alpha1.FeatureStore
+}
 
 func newStore(ns, name, project string) *storeBuilder {
 	return &storeBuilder{fs: &featuresv1alpha1.FeatureStore{
@@ -555,4 +557,3 @@ func pgServer() postgres.Server {
 func redisServer() redis.Server {
 	return redis.Server{Host: rs.Host, Port: rs.Port, ACLFile: true, AdminUser: rs.AdminUser, AdminPassword: rs.AdminPassword}
 }
-

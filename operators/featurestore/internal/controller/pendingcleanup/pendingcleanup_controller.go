@@ -57,7 +57,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// A person must look at a record nobody can read; retrying
 		// would not help.
 		r.Recorder.Event(cm, corev1.EventTypeWarning, "InvalidPlan", "The pending cleanup record cannot be read: "+err.Error())
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil //nolint:nilerr // retrying cannot fix the record; the event asks a person to look
+
 	}
 	out, err := cleanup.Run(ctx, r.Backends, plan)
 	if err != nil {
