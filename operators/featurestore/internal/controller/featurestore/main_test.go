@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -162,9 +163,16 @@ type operator struct {
 
 func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator {
 	t.Helper()
+	return startOperatorAs(t, env.Config, tune)
+}
+
+// startOperatorAs runs the operator with the given identity, such as the
+// chart's ServiceAccount.
+func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurestore.Reconciler)) *operator {
+	t.Helper()
 	op := &operator{writes: testenv.NewWriteCounter(), done: make(chan error, 1)}
 	cfg := manager.DefaultConfig()
-	cfg.RESTConfig = op.writes.Wrap(env.Config)
+	cfg.RESTConfig = op.writes.Wrap(restConfig)
 	cfg.LeaderElect = false
 	cfg.MetricsBindAddress = "0"
 	cfg.HealthProbeBindAddress = "0"
