@@ -31,14 +31,21 @@ type Options struct {
 
 // BindFlags registers the operator's flags.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Namespace, "operator-namespace", os.Getenv("POD_NAMESPACE"),
-		"The operator's namespace, holding the FeatureStoreBackends' admin Secrets and handed-off cleanups. Defaults to $POD_NAMESPACE.")
+	fs.StringVar(&o.Namespace, "operator-namespace", defaultNamespace(),
+		"The operator's namespace, holding the FeatureStoreBackends' admin Secrets and handed-off cleanups. Defaults to $POD_NAMESPACE, else featurestore-system (for `make run-featurestore`).")
 	fs.DurationVar(&o.GracePeriod, "rotation-grace-period", featurestore.DefaultGracePeriod,
 		"How long previous credentials keep working after a rotation; longer than the kubelet's Secret refresh.")
 	fs.DurationVar(&o.DriftInterval, "drift-check-interval", featurestore.DefaultDriftInterval,
 		"How often Ready stores are checked again on their servers.")
 	fs.StringVar(&o.Images.Postgres, "managed-postgres-image", "postgres:15", "Image of managed PostgreSQL servers.")
 	fs.StringVar(&o.Images.Redis, "managed-redis-image", "redis:7.0", "Image of managed Redis servers.")
+}
+
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "featurestore-system"
 }
 
 // Scheme knows every kind the operator reads or writes.
