@@ -273,8 +273,8 @@ type event struct {
 	Type, Reason, Message string
 }
 
-// transitionEvents returns an event for each condition that changed between
-// the persisted status and the new one.
+// transitionEvents returns an event for each transition people act on
+// between the persisted status and the new one.
 func transitionEvents(before, after []metav1.Condition) []event {
 	var out []event
 	became := func(t string, s metav1.ConditionStatus) *metav1.Condition {
@@ -301,9 +301,11 @@ func transitionEvents(before, after []metav1.Condition) []event {
 			out = append(out, event{corev1.EventTypeNormal, "Resumed", "The job was resumed"})
 		}
 	}
-	if c := became(trainingv1alpha1.ConditionRunning, metav1.ConditionTrue); c != nil {
-		out = append(out, event{corev1.EventTypeNormal, "Running", c.Message})
-	}
+	// Running gets no event of its own: the condition shows it, and the
+	// Kubeflow job records its own JobRunning event. Leaving it out keeps a
+	// whole lifecycle within six writes (child create, three status
+	// patches, Created and Succeeded events), which matters when hundreds of
+	// jobs start at once, while every event people act on stays.
 	if c := became(commonv1alpha1.ConditionSucceeded, metav1.ConditionTrue); c != nil {
 		out = append(out, event{corev1.EventTypeNormal, "Succeeded", c.Message})
 	}

@@ -205,10 +205,14 @@ func TestTransitionEvents(t *testing.T) {
 			after: []metav1.Condition{c("Created", "True"), c("Running", "False")},
 			want:  []string{"Normal/Created"},
 		},
+		"running is in status only": {
+			before: []metav1.Condition{c("Created", "True"), c("Running", "False")},
+			after:  []metav1.Condition{c("Created", "True"), c("Running", "True")},
+		},
 		"running then succeeded in one step": {
 			before: []metav1.Condition{c("Created", "True")},
 			after:  []metav1.Condition{c("Created", "True"), c("Running", "True"), c("Succeeded", "True")},
-			want:   []string{"Normal/Running", "Normal/Succeeded"},
+			want:   []string{"Normal/Succeeded"},
 		},
 		"failed": {
 			before: []metav1.Condition{c("Running", "True")},
