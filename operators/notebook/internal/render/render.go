@@ -36,8 +36,10 @@ const (
 	LabelName = "notebooks.mlplatform.dev/name"
 	// LabelQueueName is Kueue's queue label.
 	LabelQueueName = "kueue.x-k8s.io/queue-name"
-	// AnnotationAppliedHash is the hash of everything the operator applied
-	// to an object; an equal hash means there is nothing to write.
+	// AnnotationAppliedHash is the hash of everything the operator applies
+	// to an object. Being one of the applied fields, it makes any change of
+	// what the operator sets, even a field it stops setting, visible to the
+	// field-by-field drift comparison, which alone could not see a removal.
 	AnnotationAppliedHash = "notebooks.mlplatform.dev/applied-hash"
 	// AnnotationTemplateHash is the hash of the generated pod template; a
 	// change restarts the pod and may be deferred while a kernel is busy.
@@ -291,7 +293,7 @@ func StatefulSet(in Input, state StatefulSetState) *appsv1.StatefulSet {
 }
 
 // stampAppliedHash records the hash of everything applied, metadata and
-// spec, so that comparing one annotation tells whether a write is due.
+// spec, so that a changed desired object always differs from the live one.
 func stampAppliedHash(m *metav1.ObjectMeta, spec any) {
 	m.Annotations = maps.Clone(m.Annotations)
 	if m.Annotations == nil {

@@ -18,11 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/drift"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/featureref"
@@ -118,15 +120,29 @@ func (e errNameTaken) Error() string {
 }
 
 // apply writes desired with server-side apply, as the operator's field
-// manager, when the hash of what was last applied differs. Fields other
-// actors set on the object (admission webhooks, Kueue) are left alone.
-func (r *Reconciler) apply(ctx context.Context, desired, live client.Object, force bool) (bool, error) {
-	if live != nil && !force && live.GetAnnotations()[render.AnnotationAppliedHash] == desired.GetAnnotations()[render.AnnotationAppliedHash] {
-		return false, nil
-	}
+// manager, when live lacks a field desired sets or holds another value
+// there: a change of the Notebook or of the configuration (desired carries
+// the hash of everything it sets, so even a field dropped from desired
+// shows as a changed annotation), or somebody else's change to a field the
+// operator owns, which the apply reverts. Fields only other actors set
+// (Kueue's nodeSelector and tolerations, defaults, webhooks' additions)
+// are no reason to write and survive the apply.
+func (r *Reconciler) apply(ctx context.Context, desired, live client.Object) (bool, error) {
 	if live == nil {
 		if err := r.checkNotForeign(ctx, desired); err != nil {
 			return false, err
+		}
+	} else {
+		drifted, err := drift.Find(desired, live)
+		if err != nil {
+			return false, err
+		}
+		if drifted == "" {
+			return false, nil
+		}
+		if live.GetAnnotations()[render.AnnotationAppliedHash] == desired.GetAnnotations()[render.AnnotationAppliedHash] {
+			log.FromContext(ctx).Info("Reverting a change to a field the operator owns",
+				"kind", desired.GetObjectKind().GroupVersionKind().Kind, "name", desired.GetName(), "field", drifted)
 		}
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
@@ -243,7 +259,7 @@ func (r *Reconciler) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result
 		s.waiting = "Waiting for the previous workspace claim " + live.Name + " to be deleted"
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	if _, err := r.apply(ctx, desired, nilIfNone(live), false); err != nil {
+	if _, err := r.apply(ctx, desired, nilIfNone(live)); err != nil {
 		return handleApplyErr(s, err)
 	}
 	return ctrl.Result{}, nil
@@ -263,7 +279,7 @@ func (r *Reconciler) ensureService(ctx context.Context, s *scope) (ctrl.Result, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, err := r.apply(ctx, desired, nilIfNone(live), false); err != nil {
+	if _, err := r.apply(ctx, desired, nilIfNone(live)); err != nil {
 		return handleApplyErr(s, err)
 	}
 	return ctrl.Result{}, nil
@@ -279,7 +295,7 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *scope) (ctrl.Re
 	if desired == nil {
 		return ctrl.Result{}, r.deleteOwned(ctx, nilIfNone(live))
 	}
-	if _, err := r.apply(ctx, desired, nilIfNone(live), false); err != nil {
+	if _, err := r.apply(ctx, desired, nilIfNone(live)); err != nil {
 		return handleApplyErr(s, err)
 	}
 	return ctrl.Result{}, nil
@@ -295,7 +311,7 @@ func (r *Reconciler) ensureIngress(ctx context.Context, s *scope) (ctrl.Result, 
 	if desired == nil {
 		return ctrl.Result{}, r.deleteOwned(ctx, nilIfNone(live))
 	}
-	if _, err := r.apply(ctx, desired, nilIfNone(live), false); err != nil {
+	if _, err := r.apply(ctx, desired, nilIfNone(live)); err != nil {
 		return handleApplyErr(s, err)
 	}
 	return ctrl.Result{}, nil
@@ -475,10 +491,9 @@ func (r *Reconciler) ensureStatefulSet(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	desired := render.StatefulSet(s.input, render.StatefulSetState{Replicas: s.replicas, Annotations: maps.Clone(s.annotations)})
-	// Somebody scaling the StatefulSet by hand does not change the applied
-	// hash; compare replicas explicitly so a culled notebook stays stopped.
-	force := s.sts != nil && ptrValue(s.sts.Spec.Replicas) != s.replicas
-	written, err := r.apply(ctx, desired, nilIfNone(s.sts), force)
+	// Somebody scaling the StatefulSet by hand is drift of a field the
+	// operator owns: apply reverts it, so a culled notebook stays stopped.
+	written, err := r.apply(ctx, desired, nilIfNone(s.sts))
 	if err != nil {
 		return handleApplyErr(s, err)
 	}

@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -517,5 +519,113 @@ func waitCached(t *testing.T, op *operator, nb *notebooksv1alpha1.Notebook, cond
 	testenv.Eventually(t, "the operator's cache catches up", func(ctx context.Context) (bool, error) {
 		got, err := getNotebook(ctx, op.reconciler.Client, nb)
 		return err == nil && cond(got), err
+	})
+}
+
+func TestDriftOfOwnedFieldsIsRevertedOthersAreKept(t *testing.T) {
+	c := adminClient(t)
+	ns := testenv.CreateNamespace(t, c, "nb")
+	op := startOperator(t, operatorOptions{})
+	nb := runningNotebook(t, c, op, newNotebook(ns, "drift"), t0)
+	sts, err := getStatefulSet(t.Context(), c, nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := sts.Spec.Template.Spec.Containers[0].Image
+
+	// Kueue admits the workload: a toleration and a nodeSelector the
+	// operator never sets. They stay, and cost the operator no write.
+	// (The template change rolls the pod: the test acts that out.)
+	toleration := corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	op.writes.Reset()
+	updateStatefulSet(t, c, nb, func(sts *appsv1.StatefulSet) {
+		sts.Spec.Template.Spec.Tolerations = append(sts.Spec.Template.Spec.Tolerations, toleration)
+		sts.Spec.Template.Spec.NodeSelector = map[string]string{"cloud.example.com/pool": "gpu"}
+	})
+	actOutStatefulSet(t, c, nb)
+	settle(t, c, op, nb)
+	if n := op.writes.Count("patch", "statefulsets"); n != 0 {
+		t.Fatalf("another actor's toleration made the operator write its StatefulSet: %s", op.writes)
+	}
+	op.writes.Reset()
+	op.reconcile(t, nb)
+	if n := op.writes.Total(); n != 0 {
+		t.Fatalf("a settled Notebook with Kueue's fields wrote: %s", op.writes)
+	}
+
+	// Somebody changes fields the operator owns: the image of its
+	// container and the Service's selector. Both are reverted through the
+	// watch, and the toleration and nodeSelector survive the revert.
+	updateStatefulSet(t, c, nb, func(sts *appsv1.StatefulSet) {
+		sts.Spec.Template.Spec.Containers[0].Image = "registry.example.com/not-the-notebook:1"
+	})
+	svc := &corev1.Service{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(nb), svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Selector[render.LabelName] = "someone-else"
+	if err := c.Update(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the image and the selector are reverted", func(ctx context.Context) (bool, error) {
+		sts, err := getStatefulSet(ctx, c, nb)
+		if err != nil {
+			return false, err
+		}
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(nb), svc); err != nil {
+			return false, err
+		}
+		return sts.Spec.Template.Spec.Containers[0].Image == image && svc.Spec.Selector[render.LabelName] == nb.Name, nil
+	})
+	sts, _ = getStatefulSet(t.Context(), c, nb)
+	if tol := sts.Spec.Template.Spec.Tolerations; len(tol) != 1 || tol[0] != toleration || sts.Spec.Template.Spec.NodeSelector["cloud.example.com/pool"] != "gpu" {
+		t.Errorf("reverting the image dropped Kueue's fields: tolerations %v nodeSelector %v", tol, sts.Spec.Template.Spec.NodeSelector)
+	}
+
+	// Reverted and settled: checks cost no writes again.
+	actOutStatefulSet(t, c, nb)
+	settle(t, c, op, nb)
+	op.writes.Reset()
+	op.reconcile(t, nb)
+	if n := op.writes.Total(); n != 0 {
+		t.Fatalf("a settled Notebook wrote after the revert: %s", op.writes)
+	}
+}
+
+// updateStatefulSet changes the Notebook's StatefulSet as another actor
+// would, with its own field manager.
+func updateStatefulSet(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook, mutate func(*appsv1.StatefulSet)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sts, err := getStatefulSet(t.Context(), c, nb)
+		if err != nil {
+			return err
+		}
+		mutate(sts)
+		return c.Update(t.Context(), sts, client.FieldOwner("someone-else"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// settle waits until the Notebook is Ready again and the operator's cache
+// shows both it and its StatefulSet as the API server has them, so that a
+// direct reconcile afterwards sees the settled state.
+func settle(t *testing.T, c client.Client, op *operator, nb *notebooksv1alpha1.Notebook) {
+	t.Helper()
+	waitNotebook(t, c, nb, "Ready again", isReady)
+	testenv.Eventually(t, "the operator's cache catches up", func(ctx context.Context) (bool, error) {
+		sts, err := getStatefulSet(ctx, c, nb)
+		if err != nil {
+			return false, err
+		}
+		cached, err := getStatefulSet(ctx, op.reconciler.Client, nb)
+		if err != nil {
+			return false, err
+		}
+		got, err := getNotebook(ctx, op.reconciler.Client, nb)
+		return err == nil && cached.ResourceVersion == sts.ResourceVersion && isReady(got), err
 	})
 }
