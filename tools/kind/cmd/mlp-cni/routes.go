@@ -59,7 +59,8 @@ func (netlinkRoutes) defaultMTU() int {
 		return 0
 	}
 	for _, r := range routes {
-		if r.Dst != nil && !(r.Dst.IP.IsUnspecified() && isZeroMask(r.Dst.Mask)) {
+		isDefault := r.Dst == nil || (r.Dst.IP.IsUnspecified() && isZeroMask(r.Dst.Mask))
+		if !isDefault {
 			continue
 		}
 		link, err := netlink.LinkByIndex(r.LinkIndex)
