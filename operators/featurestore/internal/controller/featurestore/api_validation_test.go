@@ -10,11 +10,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 func TestFeatureStoreValidation(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	for name, tc := range map[string]struct {
 		mutate  func(*featuresv1alpha1.FeatureStore)
 		wantErr string
@@ -62,7 +63,7 @@ func TestFeatureStoreValidation(t *testing.T) {
 
 func TestFeatureStoreImmutableFields(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	fs := newStore(ns, "immutable", "immutable").obj()
 	// No operator runs here; the object is only for validation.
 	if err := c.Create(t.Context(), fs); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/charttest"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 var chartDir = filepath.Join("..", "..", "..", "..", "..", "charts", "featurestore-operator")
@@ -47,10 +48,10 @@ func TestChartInstallsAndItsServiceAccountRunsTheOperator(t *testing.T) {
 		t.Fatalf("installing the chart: %v", err)
 	}
 	sa := charttest.ImpersonateServiceAccount(env.Config, operatorNamespace, "fs-featurestore-operator")
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	startOperatorAs(t, sa, nil)
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "chart", "chart").obj()))
-	waitEvent(t, c, fs, "Ready")
+	testenv.WaitForEvent(t, c, fs, "Ready")
 	if err := c.Delete(t.Context(), fs); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestChartInstallsAndItsServiceAccountRunsTheOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the tenant may create FeatureStores", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the tenant may create FeatureStores", func(ctx context.Context) (bool, error) {
 		return tenant.Create(ctx, newStore(ns, "tenant", "tenant").obj(), client.DryRunAll) == nil, nil
 	})
 	if err := tenant.Get(t.Context(), client.ObjectKey{Namespace: operatorNamespace, Name: "pg-admin"}, &corev1.Secret{}); !apierrors.IsForbidden(err) {

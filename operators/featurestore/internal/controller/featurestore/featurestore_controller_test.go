@@ -26,6 +26,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 // storeBuilder builds FeatureStores for tests.
@@ -87,7 +88,7 @@ func waitReady(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStore)
 			t.Logf("last status of %s: %+v", fs.Name, got.Status)
 		}
 	}()
-	eventually(t, "FeatureStore "+fs.Name+" becomes Ready", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "FeatureStore "+fs.Name+" becomes Ready", func(ctx context.Context) (bool, error) {
 		var err error
 		got, err = getStore(ctx, c, fs)
 		if err != nil {
@@ -103,7 +104,7 @@ func waitReady(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStore)
 func waitCondition(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStore, condType string, status metav1.ConditionStatus, reason string) *featuresv1alpha1.FeatureStore {
 	t.Helper()
 	var got *featuresv1alpha1.FeatureStore
-	eventually(t, condType+"="+string(status)+"/"+reason, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, condType+"="+string(status)+"/"+reason, func(ctx context.Context) (bool, error) {
 		var err error
 		got, err = getStore(ctx, c, fs)
 		if err != nil {
@@ -168,12 +169,12 @@ func onlineClient(t *testing.T, connection string) *goredis.Client {
 
 func TestCreateProvisionsWorkingIsolatedStores(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	op := startOperator(t, nil)
 
 	sales := waitReady(t, c, createStore(t, c, newStore(ns, "sales", "sales").obj()))
 	marketing := waitReady(t, c, createStore(t, c, newStore(ns, "marketing", "marketing").obj()))
-	waitEvent(t, c, sales, "Ready")
+	testenv.WaitForEvent(t, c, sales, "Ready")
 	for _, cond := range []string{featuresv1alpha1.ConditionOnlineStoreReady, featuresv1alpha1.ConditionOfflineStoreReady, featuresv1alpha1.ConditionRegistryReady} {
 		if !conditions.IsTrue(sales, cond) || !conditions.IsCurrent(sales, cond) {
 			t.Errorf("%s: %+v", cond, conditions.Get(sales, cond))
@@ -226,7 +227,7 @@ func TestCreateProvisionsWorkingIsolatedStores(t *testing.T) {
 	if cond := conditions.Get(got, featuresv1alpha1.ConditionOnlineStoreReady); cond.Reason != featuresv1alpha1.ReasonConflict || !strings.Contains(cond.Message, `"sales"`) {
 		t.Errorf("OnlineStoreReady of presales: %+v", cond)
 	}
-	waitEvent(t, c, presales, featuresv1alpha1.ReasonConflict)
+	testenv.WaitForEvent(t, c, presales, featuresv1alpha1.ReasonConflict)
 
 	// A restarted operator reconciles every store from a cold cache;
 	// settled stores, Ready or Stalled, cost no writes.
@@ -248,7 +249,7 @@ func TestCreateProvisionsWorkingIsolatedStores(t *testing.T) {
 
 func TestDeleteRemovesAndRetainKeeps(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	startOperator(t, nil)
 	deleted := waitReady(t, c, createStore(t, c, newStore(ns, "deleted", "deleted").obj()))
 	kept := waitReady(t, c, createStore(t, c, newStore(ns, "kept", "kept").retain().obj()))
@@ -259,7 +260,7 @@ func TestDeleteRemovesAndRetainKeeps(t *testing.T) {
 		}
 		waitGone(t, c, fs)
 	}
-	waitEvent(t, c, kept, "Retained")
+	testenv.WaitForEvent(t, c, kept, "Retained")
 	ctx := t.Context()
 	for name, tc := range map[string]struct {
 		fs   *featuresv1alpha1.FeatureStore
@@ -291,7 +292,7 @@ func TestDeleteRemovesAndRetainKeeps(t *testing.T) {
 
 func TestUnmarkedObjectsAreNeverTouched(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	// The operator is not running yet, so the test can take the store's
 	// names on the servers before it provisions anything.
 	fs := createStore(t, c, newStore(ns, "taken", "taken").obj())
@@ -333,7 +334,7 @@ func TestUnmarkedObjectsAreNeverTouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, c, fs)
-	waitEvent(t, c, fs, "CleanupConflict")
+	testenv.WaitForEvent(t, c, fs, "CleanupConflict")
 	db, roles, err := postgres.Exists(ctx, pgServer(), offline)
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +355,7 @@ func TestUnmarkedObjectsAreNeverTouched(t *testing.T) {
 
 func TestServerDownDuringDeleteKeepsFinalizerUntilItIsBack(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	startOperator(t, nil)
 	other := waitReady(t, c, createStore(t, c, newStore(ns, "bystander", "bystander").obj()))
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "outage", "outage").obj()))
@@ -375,7 +376,7 @@ func TestServerDownDuringDeleteKeepsFinalizerUntilItIsBack(t *testing.T) {
 	if !controllerutil.ContainsFinalizer(got, featurestore.FinalizerName) {
 		t.Fatal("the finalizer was released while the server is down")
 	}
-	ev := waitEvent(t, c, fs, "CleanupFailed")
+	ev := testenv.WaitForEvent(t, c, fs, "CleanupFailed")
 	if !strings.Contains(ev.Message, "PostgreSQL") {
 		t.Errorf("the event does not say why: %q", ev.Message)
 	}
@@ -399,7 +400,7 @@ func TestServerDownDuringDeleteKeepsFinalizerUntilItIsBack(t *testing.T) {
 
 func TestRedisRestartAndDriftRestoreTheUser(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	startOperator(t, func(r *featurestore.Reconciler) { r.DriftInterval = time.Second })
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "restart", "restart").obj()))
 	cfg := clientConfig(t, c, fs)
@@ -421,14 +422,14 @@ func TestRedisRestartAndDriftRestoreTheUser(t *testing.T) {
 	if err := admin.Do(ctx, "ACL", "DELUSER", cleanup.PlanFor(fs).RedisStore().User).Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the operator restores the user", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the operator restores the user", func(ctx context.Context) (bool, error) {
 		return onlineClient(t, cfg.OnlineStore.ConnectionString).Ping(ctx).Err() == nil, nil
 	})
 }
 
 func TestRotationKeepsOldCredentialsThroughTheGracePeriod(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	grace := 6 * time.Second
 	startOperator(t, func(r *featurestore.Reconciler) { r.GracePeriod = grace })
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "rotating", "rotating").obj()))
@@ -445,7 +446,7 @@ func TestRotationKeepsOldCredentialsThroughTheGracePeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next feastconfig.RepoConfig
-	eventually(t, "the client configuration carries new credentials", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the client configuration carries new credentials", func(ctx context.Context) (bool, error) {
 		got, err := getStore(ctx, c, fs)
 		if err != nil {
 			return false, err
@@ -455,7 +456,7 @@ func TestRotationKeepsOldCredentialsThroughTheGracePeriod(t *testing.T) {
 	})
 	rotatedAt := time.Now()
 	recordPasswords(t, c, ns)
-	waitEvent(t, c, fs, "CredentialsRotated")
+	testenv.WaitForEvent(t, c, fs, "CredentialsRotated")
 	if next.OnlineStore.ConnectionString == old.OnlineStore.ConnectionString || next.Registry.Path == old.Registry.Path {
 		t.Fatal("not every store got new credentials")
 	}
@@ -480,7 +481,7 @@ func TestRotationKeepsOldCredentialsThroughTheGracePeriod(t *testing.T) {
 			t.Fatalf("old credentials during the grace period: %v", err)
 		}
 	}
-	eventually(t, "the old credentials stop working after the grace period", func(context.Context) (bool, error) {
+	testenv.Eventually(t, "the old credentials stop working after the grace period", func(context.Context) (bool, error) {
 		return works(old) != nil, nil
 	})
 	for name, check := range map[string]func() error{
@@ -488,7 +489,7 @@ func TestRotationKeepsOldCredentialsThroughTheGracePeriod(t *testing.T) {
 		"registry": func() error { c, err := connectRegistry(ctx, old.Registry.Path); closePG(c); return err },
 		"online":   func() error { return onlineClient(t, old.OnlineStore.ConnectionString).Ping(ctx).Err() },
 	} {
-		eventually(t, "old "+name+" credentials revoked", func(context.Context) (bool, error) { return check() != nil, nil })
+		testenv.Eventually(t, "old "+name+" credentials revoked", func(context.Context) (bool, error) { return check() != nil, nil })
 	}
 	if err := works(next); err != nil {
 		t.Fatalf("new credentials after the grace period: %v", err)
@@ -503,7 +504,7 @@ func closePG(c *pgx.Conn) {
 
 func TestTerminatingNamespaceNeverDeadlocks(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	startOperator(t, func(r *featurestore.Reconciler) { r.Finalizer.NamespaceGrace = 2 * time.Second })
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "doomed", "doomed").obj()))
 
@@ -519,7 +520,7 @@ func TestTerminatingNamespaceNeverDeadlocks(t *testing.T) {
 	if err := c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
 		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})), nil
 	})
 	pending := &corev1.ConfigMap{}
@@ -536,7 +537,7 @@ func TestTerminatingNamespaceNeverDeadlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted = true
-	eventually(t, "the handed-off cleanup finishes", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the handed-off cleanup finishes", func(ctx context.Context) (bool, error) {
 		return apierrors.IsNotFound(c.Get(ctx, key, &corev1.ConfigMap{})), nil
 	})
 	plan := cleanup.PlanFor(fs)

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -137,28 +136,11 @@ func setupBackends() error {
 	return nil
 }
 
-func createNamespace(t *testing.T, c client.Client) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fs-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
-
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
 // operator is a running featurestore-operator.
 type operator struct {
 	reconciler *featurestore.Reconciler
 	writes     *testenv.WriteCounter
-	cancel     context.CancelFunc
-	done       chan error
+	manager    *testenv.Manager
 }
 
 func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator {
@@ -170,7 +152,7 @@ func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator 
 // chart's ServiceAccount.
 func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurestore.Reconciler)) *operator {
 	t.Helper()
-	op := &operator{writes: testenv.NewWriteCounter(), done: make(chan error, 1)}
+	op := &operator{writes: testenv.NewWriteCounter()}
 	cfg := manager.DefaultConfig()
 	cfg.RESTConfig = op.writes.Wrap(restConfig)
 	cfg.LeaderElect = false
@@ -193,31 +175,14 @@ func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurest
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	op.cancel = cancel
-	go func() { op.done <- mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
-		t.Fatal("cache did not sync")
-	}
-	t.Cleanup(func() { op.stop(t) })
+	op.manager = testenv.StartManager(t, mgr)
 	return op
 }
 
+// stop stops the operator before the test ends, to start another.
 func (op *operator) stop(t *testing.T) {
 	t.Helper()
-	if op.cancel == nil {
-		return
-	}
-	op.cancel()
-	op.cancel = nil
-	select {
-	case err := <-op.done:
-		if err != nil {
-			t.Errorf("manager stopped with error: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Error("manager did not stop")
-	}
+	op.manager.Stop(t)
 }
 
 func getStore(ctx context.Context, c client.Client, fs *featuresv1alpha1.FeatureStore) (*featuresv1alpha1.FeatureStore, error) {
@@ -228,29 +193,10 @@ func getStore(ctx context.Context, c client.Client, fs *featuresv1alpha1.Feature
 
 func waitGone(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStore) {
 	t.Helper()
-	eventually(t, "FeatureStore is gone", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "FeatureStore is gone", func(ctx context.Context) (bool, error) {
 		_, err := getStore(ctx, c, fs)
 		return apierrors.IsNotFound(err), nil
 	})
-}
-
-func waitEvent(t *testing.T, c client.Client, obj client.Object, reason string) *corev1.Event {
-	t.Helper()
-	var found *corev1.Event
-	eventually(t, "event "+reason, func(ctx context.Context) (bool, error) {
-		events := &corev1.EventList{}
-		if err := c.List(ctx, events, client.InNamespace(obj.GetNamespace())); err != nil {
-			return false, err
-		}
-		for i, e := range events.Items {
-			if e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason {
-				found = &events.Items[i]
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
 }
 
 func requestFor(fs *featuresv1alpha1.FeatureStore) ctrl.Request {

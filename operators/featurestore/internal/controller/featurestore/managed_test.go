@@ -14,11 +14,12 @@ import (
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 func TestManagedModeCreatesRestrictedServers(t *testing.T) {
 	c := adminClient()
-	ns := createNamespace(t, c)
+	ns := testenv.CreateNamespace(t, c, "fs")
 	startOperator(t, nil)
 	fs := newStore(ns, "managed", "managed").obj()
 	fs.Spec.OnlineStore = featuresv1alpha1.StoreSource{Managed: &featuresv1alpha1.ManagedServer{}}
@@ -33,7 +34,7 @@ func TestManagedModeCreatesRestrictedServers(t *testing.T) {
 	recordPasswords(t, c, ns)
 	for _, name := range []string{"managed-postgres", "managed-redis"} {
 		var sts appsv1.StatefulSet
-		eventually(t, "StatefulSet "+name, func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "StatefulSet "+name, func(ctx context.Context) (bool, error) {
 			return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sts) == nil, nil
 		})
 		pod := sts.Spec.Template
@@ -72,7 +73,7 @@ func TestManagedModeCreatesRestrictedServers(t *testing.T) {
 	if err := c.Status().Update(t.Context(), &sts); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the store tries to connect to its ready server", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the store tries to connect to its ready server", func(ctx context.Context) (bool, error) {
 		var err error
 		if got, err = getStore(ctx, c, fs); err != nil {
 			return false, err
