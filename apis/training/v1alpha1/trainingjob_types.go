@@ -54,6 +54,10 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.template) == has(oldSelf.template) && (!has(self.template) || self.template == oldSelf.template)",message="template is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.sharedMemory) == has(oldSelf.sharedMemory) && (!has(self.sharedMemory) || self.sharedMemory == oldSelf.sharedMemory)",message="sharedMemory is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.featureStores) == has(oldSelf.featureStores) && (!has(self.featureStores) || self.featureStores == oldSelf.featureStores)",message="featureStores is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.checkpoint) == has(oldSelf.checkpoint) && (!has(self.checkpoint) || self.checkpoint == oldSelf.checkpoint)",message="checkpoint is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || self.checkpoint.accessMode != 'ReadWriteOnce' || self.framework != 'paddle' || self.workers <= 1",message="framework paddle with more than one worker needs checkpoint.accessMode ReadWriteMany: its workers share one pod template, so no single rank-0 pod can mount a ReadWriteOnce volume"
+// +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.template) || !has(self.template.volumes) || self.template.volumes.all(v, v.name != 'checkpoint')",message="volume name checkpoint is reserved for the checkpoint volume"
+// +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.template) || !has(self.template.volumeMounts) || self.template.volumeMounts.all(m, m.mountPath != self.checkpoint.mountPath)",message="checkpoint.mountPath is already used by template.volumeMounts"
 type TrainingJobSpec struct {
 	// Framework selects the Kubeflow job kind: pytorch (PyTorchJob),
 	// tensorflow (TFJob), xgboost (XGBoostJob) or paddle (PaddleJob).
@@ -143,9 +147,33 @@ type TrainingJobSpec struct {
 
 	// Suspend stops the job: its pods are deleted and come back when
 	// suspend is set to false again. The training restarts from its own
-	// checkpoints, if it writes any.
+	// checkpoints, if it writes any. Without queueName the current run's
+	// Kubeflow job is suspended in place. With queueName, suspending is
+	// Kueue's to do on the Kubeflow job, so the operator instead ends the
+	// current run (it deletes that run's Kubeflow job, which gives its
+	// quota back to Kueue) and, once suspend is false again, starts the
+	// next run, which queues again; that run is not counted as a restart.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// QueueName is the Kueue LocalQueue the job is submitted to. The
+	// Kubeflow job of each run carries it as the kueue.x-k8s.io/queue-name
+	// label and is created suspended: Kueue admits it by unsuspending it
+	// (possibly adding nodeSelector and tolerations, which the operator
+	// keeps), and may evict it by suspending it again, which puts the
+	// TrainingJob back to Queued without counting a restart. It can change
+	// only while the job waits in its queue (Queued=True) or before its
+	// first run was created, because Kueue does not move admitted
+	// workloads.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	QueueName string `json:"queueName,omitempty"`
+
+	// Checkpoint gives the job a persistent volume for checkpoints and lets
+	// the operator restart it from them after an infrastructure failure.
+	// +optional
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 
 	// FeatureStores are FeatureStores in this namespace whose Feast client
 	// configuration is mounted into every pod. The job waits until each is
@@ -155,6 +183,105 @@ type TrainingJobSpec struct {
 	// +listMapKey=name
 	// +optional
 	FeatureStores []commonv1alpha1.FeatureStoreReference `json:"featureStores,omitempty"`
+}
+
+// ResumePolicy says whether failed runs are restarted.
+// +kubebuilder:validation:Enum=Auto;Never
+type ResumePolicy string
+
+const (
+	// ResumeAuto starts a new run after an infrastructure failure, up to
+	// maxRestarts times.
+	ResumeAuto ResumePolicy = "Auto"
+	// ResumeNever fails the job on any failure, as if it had no
+	// checkpoints.
+	ResumeNever ResumePolicy = "Never"
+)
+
+// Checkpoint is the persistent volume a TrainingJob writes checkpoints to
+// and the restart policy that relies on them.
+//
+// The contract with the training code (see the chart's README):
+//   - The volume is mounted at mountPath. With accessMode ReadWriteOnce only
+//     the rank-0 pod mounts it (the Master of pytorch and xgboost, the Chief
+//     of tensorflow; paddle needs ReadWriteMany with more than one worker):
+//     rank 0 writes checkpoints and shares restored state with the other
+//     ranks. With ReadWriteMany every pod mounts it.
+//   - Every training container gets MLPLATFORM_RUN (the run index, from
+//     1), MLPLATFORM_RESTART_COUNT (failures restarted so far) and
+//     MLPLATFORM_RESUME ("true" when an earlier run of this TrainingJob
+//     ran, so a checkpoint may exist); pods that mount the volume also get
+//     MLPLATFORM_CHECKPOINT_DIR. Training code should load the newest
+//     complete checkpoint in MLPLATFORM_CHECKPOINT_DIR when there is one,
+//     and write checkpoints atomically (to a temporary name, then rename).
+//   - Each run is a new Kubeflow job, <name>-r<run>, on the same volume.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.claimName) != has(self.size)",message="checkpoint needs exactly one of claimName (an existing claim) and size (a claim the operator creates)"
+// +kubebuilder:validation:XValidation:rule="!has(self.claimName) || !has(self.storageClassName)",message="checkpoint.storageClassName applies only to a claim the operator creates (size)"
+// +kubebuilder:validation:XValidation:rule="!has(self.claimName) || self.deletionPolicy != 'Delete'",message="checkpoint.deletionPolicy Delete applies only to a claim the operator creates; an existing claim is never deleted"
+type Checkpoint struct {
+	// ClaimName is an existing PersistentVolumeClaim in the job's
+	// namespace. It must offer accessMode. The operator never deletes it.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	ClaimName string `json:"claimName,omitempty"`
+
+	// Size of the claim the operator creates, named <name>-checkpoint.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="checkpoint.size must be at least 1Mi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the claim the operator creates; unset means the
+	// cluster's default class.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// AccessMode of the volume: ReadWriteOnce (only the rank-0 pod mounts
+	// it) or ReadWriteMany (every pod mounts it).
+	// +kubebuilder:validation:Enum=ReadWriteOnce;ReadWriteMany
+	// +kubebuilder:default=ReadWriteOnce
+	// +optional
+	AccessMode corev1.PersistentVolumeAccessMode `json:"accessMode,omitempty"`
+
+	// MountPath of the volume in the training container.
+	// +kubebuilder:default="/checkpoints"
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && self != '/' && self != '/dev/shm' && !self.startsWith('/etc/mlplatform/') && !self.contains('..')",message="checkpoint.mountPath must be an absolute path other than / and /dev/shm, outside /etc/mlplatform/, without '..'"
+	// +optional
+	MountPath string `json:"mountPath,omitempty"`
+
+	// Resume is Auto (an infrastructure failure starts a new run on the
+	// same volume) or Never (every failure is final).
+	// +kubebuilder:default=Auto
+	// +optional
+	Resume ResumePolicy `json:"resume,omitempty"`
+
+	// MaxRestarts bounds the new runs started after failures; the job
+	// fails once it is exhausted.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
+
+	// RestartBackoffSeconds is the wait before the first restart; it
+	// doubles with every further restart, up to one hour.
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	RestartBackoffSeconds *int32 `json:"restartBackoffSeconds,omitempty"`
+
+	// DeletionPolicy of the claim the operator creates: Retain (default)
+	// keeps it, and the trained model in it, after the TrainingJob is
+	// deleted or expires by ttlSecondsAfterFinished (a TrainingJob of the
+	// same name created later uses it again); Delete removes it with the
+	// TrainingJob.
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy commonv1alpha1.DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // PodTemplatePatch holds the parts of the generated pods that users choose.
@@ -287,21 +414,45 @@ type TrainingJobStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Created, Running, Suspended, Succeeded, Failed,
-	// FeatureStoresReady, and Reconciling/Stalled for kstatus.
+	// FeatureStoresReady, CheckpointReady, Queued, Restarting, and
+	// Reconciling/Stalled for kstatus.
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Phase summarises the conditions for printing: Pending, Running,
-	// Suspended, Succeeded or Failed.
+	// Phase summarises the conditions for printing: Pending, Queued,
+	// Running, Restarting, Suspended, Succeeded or Failed.
 	// +optional
 	Phase TrainingJobPhase `json:"phase,omitempty"`
 
 	// Run is the index of the current run, starting at 1. Each run is one
-	// Kubeflow job whose name carries the index.
+	// Kubeflow job whose name carries the index. The operator moves to the
+	// next run only after recording that decision here, so a restarted
+	// operator continues with the same run rather than starting another.
 	// +optional
 	Run int32 `json:"run,omitempty"`
+
+	// RestartCount is the number of runs started after a failure.
+	// +optional
+	RestartCount int32 `json:"restartCount,omitempty"`
+
+	// NextRunTime is the earliest time the next run starts, while the job
+	// backs off after a failure.
+	// +optional
+	NextRunTime *metav1.Time `json:"nextRunTime,omitempty"`
+
+	// Runs is the history of the last ended runs, oldest first.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	Runs []RunRecord `json:"runs,omitempty"`
+
+	// CheckpointClaim is the PersistentVolumeClaim that holds the job's
+	// checkpoints.
+	// +optional
+	CheckpointClaim string `json:"checkpointClaim,omitempty"`
 
 	// Job is the Kubeflow job of the current run.
 	// +optional
@@ -337,11 +488,13 @@ type TrainingJobPhase string
 
 // The phases, in the order a job normally goes through them.
 const (
-	PhasePending   TrainingJobPhase = "Pending"
-	PhaseRunning   TrainingJobPhase = "Running"
-	PhaseSuspended TrainingJobPhase = "Suspended"
-	PhaseSucceeded TrainingJobPhase = "Succeeded"
-	PhaseFailed    TrainingJobPhase = "Failed"
+	PhasePending    TrainingJobPhase = "Pending"
+	PhaseQueued     TrainingJobPhase = "Queued"
+	PhaseRunning    TrainingJobPhase = "Running"
+	PhaseRestarting TrainingJobPhase = "Restarting"
+	PhaseSuspended  TrainingJobPhase = "Suspended"
+	PhaseSucceeded  TrainingJobPhase = "Succeeded"
+	PhaseFailed     TrainingJobPhase = "Failed"
 )
 
 // JobReference names the Kubeflow job of a run.
@@ -369,11 +522,62 @@ type RoleStatus struct {
 	Failed int32 `json:"failed,omitempty"`
 }
 
+// FailureClass says whether a failure is worth a new run.
+type FailureClass string
+
+const (
+	// FailureClassInfrastructure is a failure of the platform, not of the
+	// training: preemption, eviction, node loss or shutdown, a drain. A
+	// new run from the last checkpoint is likely to succeed.
+	FailureClassInfrastructure FailureClass = "Infrastructure"
+	// FailureClassUser is a failure of the training or its configuration:
+	// a non-zero exit, running out of memory, an image or configuration
+	// error. Running it again would fail again.
+	FailureClassUser FailureClass = "User"
+	// FailureClassUnknown is a failure the pods do not explain (for
+	// example a deadline); it is not retried.
+	FailureClassUnknown FailureClass = "Unknown"
+)
+
+// RunRecord is one ended run.
+type RunRecord struct {
+	// Run is the run index; its Kubeflow job is <name>-r<run>.
+	Run int32 `json:"run"`
+	// Reason the run ended, one CamelCase word: Succeeded, Suspended, or
+	// the cause of a failure such as Preempted, Evicted, NodeLost,
+	// NodeShutdown, Drained, OOMKilled, Error, ImagePullFailed,
+	// ConfigError or Unknown.
+	Reason string `json:"reason"`
+	// Class of a failure: Infrastructure, User or Unknown.
+	// +optional
+	Class FailureClass `json:"class,omitempty"`
+	// Message explains the reason.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// StartTime is when the run started running, if it did.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// EndTime is when the run ended.
+	// +optional
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+}
+
 // Failure explains why a job failed.
 type Failure struct {
 	// Reason is Kubeflow's reason, one CamelCase word.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// Class of the failure, from the pods: Infrastructure, User or
+	// Unknown.
+	// +optional
+	Class FailureClass `json:"class,omitempty"`
+	// Cause of the failure, from the pods, one CamelCase word (see
+	// RunRecord.Reason).
+	// +optional
+	Cause string `json:"cause,omitempty"`
+	// MemoryLimit of the container when it was OOMKilled.
+	// +optional
+	MemoryLimit string `json:"memoryLimit,omitempty"`
 	// Message is Kubeflow's message.
 	// +optional
 	Message string `json:"message,omitempty"`
@@ -401,10 +605,12 @@ type Failure struct {
 // +kubebuilder:printcolumn:name="Framework",type=string,JSONPath=`.spec.framework`
 // +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.workers`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters: the Kubeflow job, its pods and Services are named after it"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lowercase letters, digits and '-' (a DNS-1035 label), as Kubeflow's Service names require"
+// +kubebuilder:validation:XValidation:rule="(has(self.spec.queueName) ? self.spec.queueName : '') == (has(oldSelf.spec.queueName) ? oldSelf.spec.queueName : '') || !has(oldSelf.status) || !has(oldSelf.status.conditions) || oldSelf.status.conditions.exists(c, c.type == 'Queued' && c.status == 'True') || !oldSelf.status.conditions.exists(c, c.type == 'Created' && c.status == 'True')",message="spec.queueName can change only while the job waits in its queue (Queued=True) or before its first run was created: Kueue does not move admitted workloads"
 type TrainingJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
