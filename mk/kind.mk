@@ -6,12 +6,13 @@ KIND_HACK := hack/kind
 KIND_CLUSTER_NAME ?= ml-platform
 KIND_KUBECONFIG ?= $(CURDIR)/bin/kind-$(KIND_CLUSTER_NAME).kubeconfig
 KIND_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ml-platform/kind
-export KIND_CLUSTER_NAME KIND_KUBECONFIG KIND_CACHE
+KIND_WORKERS ?= 0
+export KIND_CLUSTER_NAME KIND_KUBECONFIG KIND_CACHE KIND_WORKERS
 
 ##@ Kind platform
 
 .PHONY: kind-up
-kind-up: ## Create the kind cluster (Docker, node image and images built locally when needed; cached).
+kind-up: ## Create the kind cluster (KIND_WORKERS=N adds workers); Docker, node image and images are built locally when needed, cached.
 	$(KIND_HACK)/up.sh
 
 .PHONY: kind-down

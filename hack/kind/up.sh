@@ -43,10 +43,15 @@ fi
 # it when missing. Remember that, so kind-down removes it again.
 [[ -e /lib/modules ]] || touch "$KIND_RUN/lib-modules.created"
 
+# KIND_WORKERS adds worker nodes to the single control-plane node.
+config=$KIND_RUN/cluster.yaml
+awk -v n="${KIND_WORKERS:-0}" '{print} /^- role: control-plane$/ {for (i = 0; i < n; i++) print "- role: worker"}' \
+  "$KIND_ROOT/cluster.yaml" >"$config"
+
 mkdir -p "$(dirname "$KIND_KUBECONFIG")"
-log "creating cluster $KIND_CLUSTER_NAME from $image"
+log "creating cluster $KIND_CLUSTER_NAME ($((1 + ${KIND_WORKERS:-0})) nodes) from $image"
 create_start=$SECONDS
-"$kind" create cluster --name "$KIND_CLUSTER_NAME" --image "$image" --config "$KIND_ROOT/cluster.yaml" \
+"$kind" create cluster --name "$KIND_CLUSTER_NAME" --image "$image" --config "$config" \
   --kubeconfig "$KIND_KUBECONFIG" --wait 3m
 
 if [[ $image == "$default_image" ]]; then
@@ -62,5 +67,16 @@ for ns in kube-system local-path-storage; do
   done
 done
 "$kubectl" get storageclass standard >/dev/null
+
+# containerd and kubelet must use the same cgroup driver (kind's: systemd),
+# or pods end up in cgroups kubelet does not account for. Check what runs.
+for node in $("$kind" get nodes --name "$KIND_CLUSTER_NAME"); do
+  runtime_driver=$(docker exec "$node" containerd config dump | sed -n 's/^[[:space:]]*SystemdCgroup = \(.*\)/\1/p' | sort -u)
+  kubelet_driver=$(docker exec "$node" sed -n 's/^cgroupDriver: //p' /var/lib/kubelet/config.yaml)
+  pod_cgroups=$(docker exec "$node" sh -c 'ls -d /sys/fs/cgroup/cpu/kubelet.slice/kubelet-kubepods.slice 2>/dev/null || ls -d /sys/fs/cgroup/kubelet.slice/kubelet-kubepods.slice')
+  [[ $runtime_driver == true && $kubelet_driver == systemd && -n $pod_cgroups ]] ||
+    die "$node: cgroup drivers differ (containerd SystemdCgroup=$runtime_driver, kubelet cgroupDriver=$kubelet_driver, pods in ${pod_cgroups:-?})"
+  log "$node: containerd and kubelet both use the systemd cgroup driver (pods under $pod_cgroups)"
+done
 log "cluster $KIND_CLUSTER_NAME is up: created in $((SECONDS - create_start))s, kind-up took $((SECONDS - start))s"
 log "kubeconfig: $KIND_KUBECONFIG (export KUBECONFIG=$KIND_KUBECONFIG)"
