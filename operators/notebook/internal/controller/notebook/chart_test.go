@@ -109,6 +109,7 @@ func TestChartInstallsAndItsServiceAccountSuffices(t *testing.T) {
 		"SuspendAndResume":                TestSuspendAndResume,
 		"CullingWarnsCullsAndRestarts":    TestCullingWarnsCullsAndRestarts,
 		"PodStartFailureIsReported":       TestPodStartFailureIsReported,
+		"QuotaRejectionIsReported":        TestQuotaRejectionIsReported,
 		"MissingFeatureStoreDoesNotBlock": TestMissingFeatureStoreDoesNotBlock,
 	} {
 		t.Run(name, test)

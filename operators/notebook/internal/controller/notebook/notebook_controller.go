@@ -8,17 +8,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
@@ -45,6 +48,10 @@ var _ Prober = (*jupyter.Prober)(nil)
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// The StatefulSet controller reports a pod it could not create (a quota
+// rejection, an admission webhook's refusal) only as FailedCreate events on
+// the StatefulSet; the operator watches those events, field-selected.
+// +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch
@@ -66,6 +73,9 @@ type Reconciler struct {
 	Endpoint func(nb *notebooksv1alpha1.Notebook) string
 	// NewToken generates access tokens; crypto/rand when nil.
 	NewToken func() (string, error)
+	// Events reads the StatefulSets' FailedCreate events, indexed by
+	// involved object UID; SetupWithManager sets it, and nil reads none.
+	Events client.Reader
 
 	metrics *notebookMetrics
 }
@@ -111,6 +121,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	events, err := newFailedCreateCache(ctx, mgr)
+	if err != nil {
+		return err
+	}
+	r.Events = events
 	b := ctrl.NewControllerManagedBy(mgr).
 		// Annotations carry the user's restart and force-update requests;
 		// they do not bump the generation, so generation alone would miss
@@ -125,6 +140,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		// StatefulSet: both map back by label.
 		Watches(&corev1.PersistentVolumeClaim{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel).
+		WatchesRawSource(source.Kind(events, &corev1.Event{}, handler.TypedEnqueueRequestsFromMapFunc(r.failedCreateOwner))).
 		WithOptions(opts).
 		Named("notebook")
 	if _, err := mgr.GetRESTMapper().RESTMapping(featureref.GVK.GroupKind(), featureref.GVK.Version); err == nil {
@@ -135,6 +151,50 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		log.FromContext(ctx).Info("FeatureStore API not served; FeatureStore changes are picked up at the next reconcile", "reason", err.Error())
 	}
 	return b.Complete(tracing.Reconciler("notebook", r))
+}
+
+// indexInvolvedUID indexes the FailedCreate events by the UID of their
+// StatefulSet, so that a reconcile finds its own with one cache lookup.
+const indexInvolvedUID = "involvedObject.uid"
+
+// newFailedCreateCache is an informer cache of the StatefulSets'
+// FailedCreate events only. The manager's caches are label-restricted to
+// the operator's children, and events carry no labels: a field selector
+// keeps this one to the few events that matter, cluster-wide.
+func newFailedCreateCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:       mgr.GetHTTPClient(),
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&corev1.Event{}: {Field: fields.SelectorFromSet(fields.Set{
+			"involvedObject.kind": "StatefulSet",
+			"reason":              reasonFailedCreate,
+		})}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.IndexField(ctx, &corev1.Event{}, indexInvolvedUID, func(o client.Object) []string {
+		return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
+	}); err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// failedCreateOwner maps a FailedCreate event to the Notebook of its
+// StatefulSet; the label-restricted cache knows only the operator's.
+func (r *Reconciler) failedCreateOwner(ctx context.Context, e *corev1.Event) []reconcile.Request {
+	sts := &appsv1.StatefulSet{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: e.InvolvedObject.Namespace, Name: e.InvolvedObject.Name}, sts); err != nil {
+		return nil
+	}
+	name := sts.Labels[render.LabelName]
+	if name == "" || sts.UID != e.InvolvedObject.UID {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sts.Namespace, Name: name}}}
 }
 
 func (r *Reconciler) referrers(ctx context.Context, store client.Object) []reconcile.Request {

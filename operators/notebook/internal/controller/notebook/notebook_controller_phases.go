@@ -49,6 +49,9 @@ type scope struct {
 	token string
 	sts   *appsv1.StatefulSet // as observed, nil when absent
 	pods  []corev1.Pod
+	// createFailure is the StatefulSet controller's latest FailedCreate
+	// event for this start while the StatefulSet has no pod; nil otherwise.
+	createFailure *corev1.Event
 
 	// running: the StatefulSet asks for a pod and it is ready.
 	running bool
@@ -344,6 +347,11 @@ func (r *Reconciler) observeServer(ctx context.Context, s *scope) (ctrl.Result, 
 	}
 	s.pods = pods.Items
 	s.running = ptrValue(sts.Spec.Replicas) > 0 && sts.Status.ReadyReplicas > 0 && sts.Status.ObservedGeneration >= sts.Generation
+	if ptrValue(sts.Spec.Replicas) > 0 && !hasLivePod(s.pods) {
+		if s.createFailure, err = r.latestCreateFailure(ctx, sts); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if s.running && s.token != "" {
 		endpoint := render.URL(nb, r.Config)
 		if r.Endpoint != nil {
@@ -353,6 +361,59 @@ func (r *Reconciler) observeServer(ctx context.Context, s *scope) (ctrl.Result, 
 		s.probe = &obs
 	}
 	return ctrl.Result{}, nil
+}
+
+// reasonFailedCreate is the StatefulSet controller's event reason for a pod
+// it could not create.
+const reasonFailedCreate = "FailedCreate"
+
+func hasLivePod(pods []corev1.Pod) bool {
+	for _, p := range pods {
+		if p.DeletionTimestamp.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// latestCreateFailure returns the StatefulSet's most recent FailedCreate
+// event, unless it is older than the operator's last start of the server:
+// events outlive their cause by up to an hour, and one from an earlier run
+// says nothing about this one.
+func (r *Reconciler) latestCreateFailure(ctx context.Context, sts *appsv1.StatefulSet) (*corev1.Event, error) {
+	if r.Events == nil {
+		return nil, nil
+	}
+	events := &corev1.EventList{}
+	if err := r.Events.List(ctx, events, client.InNamespace(sts.Namespace), client.MatchingFields{indexInvolvedUID: string(sts.UID)}); err != nil {
+		return nil, err
+	}
+	startedAt, _ := time.Parse(time.RFC3339, sts.Annotations[render.AnnotationStartedAt])
+	var latest *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if eventTime(e).Before(startedAt) {
+			continue
+		}
+		if latest == nil || eventTime(e).After(eventTime(latest)) {
+			latest = e
+		}
+	}
+	return latest, nil
+}
+
+// eventTime is when an event was last seen, whichever API recorded it.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	default:
+		return e.CreationTimestamp.Time
+	}
 }
 
 func ptrValue(p *int32) int32 {

@@ -82,7 +82,7 @@ func computeStatus(s *scope) {
 		conditions.Remove(nb, notebooksv1alpha1.ConditionFeatureStoresReady)
 	}
 
-	podReason, podMessage := podStartFailure(s.pods)
+	podReason, podMessage := podStartFailure(s.pods, s.createFailure)
 	switch {
 	case nb.Spec.Suspended:
 		settledNotReady(nb, notebooksv1alpha1.ReasonSuspended, "The Notebook is suspended")
@@ -144,9 +144,21 @@ var podFailureReasons = map[string]bool{
 	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true,
 }
 
+// reasonQuotaExceeded names a pod creation a ResourceQuota refused.
+const reasonQuotaExceeded = "QuotaExceeded"
+
 // podStartFailure reports why the Notebook's pod cannot start, if it
-// cannot: unschedulable, or a container stuck on its image or config.
-func podStartFailure(pods []corev1.Pod) (reason, message string) {
+// cannot: not created (a ResourceQuota or an admission webhook refused it:
+// createFailure is the StatefulSet controller's event, given only while no
+// pod exists), unschedulable, or a container stuck on its image or config.
+func podStartFailure(pods []corev1.Pod, createFailure *corev1.Event) (reason, message string) {
+	if createFailure != nil {
+		message = strings.TrimSpace(createFailure.Message)
+		if strings.Contains(message, "exceeded quota") {
+			return reasonQuotaExceeded, message
+		}
+		return createFailure.Reason, message
+	}
 	for _, pod := range pods {
 		if !pod.DeletionTimestamp.IsZero() {
 			continue

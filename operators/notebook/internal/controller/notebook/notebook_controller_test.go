@@ -2,6 +2,7 @@ package notebook
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -417,14 +419,7 @@ func createWorkspacePod(t *testing.T, c client.Client, nb *notebooksv1alpha1.Not
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: nb.Namespace, Name: nb.Name + "-0", Labels: sts.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
-		},
-		Spec: sts.Spec.Template.Spec,
-	}
-	if err := c.Create(t.Context(), pod); err != nil {
+	if err := c.Create(t.Context(), podOf(sts)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "PVC protection holds the workspace", func(ctx context.Context) (bool, error) {
@@ -488,28 +483,182 @@ func TestPodStartFailureIsReported(t *testing.T) {
 	c := adminClient(t)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	startOperator(t, operatorOptions{})
-	nb := newNotebook(ns, "pull")
+	for name, tc := range map[string]struct {
+		// status is what the kubelet or the scheduler reports on the pod.
+		status     corev1.PodStatus
+		wantReason string
+	}{
+		"pull": {
+			status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+				Name: render.ContainerName, Image: "x",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"x\""}},
+			}}},
+			wantReason: "ImagePullBackOff",
+		},
+		"unschedulable": {
+			status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+			}}},
+			wantReason: corev1.PodReasonUnschedulable,
+		},
+		"crashloop": {
+			status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+				Name: render.ContainerName, Image: "x", RestartCount: 5,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 2m40s restarting failed container=notebook pod=crashloop-0"}},
+			}}},
+			wantReason: "CrashLoopBackOff",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			nb := newNotebook(ns, name)
+			if err := c.Create(t.Context(), nb); err != nil {
+				t.Fatal(err)
+			}
+			actOutStatefulSet(t, c, nb)
+			createWorkspacePod(t, c, nb)
+			pod := &corev1.Pod{}
+			if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name + "-0"}, pod); err != nil {
+				t.Fatal(err)
+			}
+			pod.Status = tc.status
+			if err := c.Status().Update(t.Context(), pod); err != nil {
+				t.Fatal(err)
+			}
+			got := waitNotebook(t, c, nb, "PodStartFailed", func(nb *notebooksv1alpha1.Notebook) bool {
+				r := conditions.Get(nb, commonv1alpha1.ConditionReady)
+				return r != nil && r.Reason == notebooksv1alpha1.ReasonPodStartFailed && strings.HasPrefix(r.Message, tc.wantReason+": ")
+			})
+			if !conditions.IsTrue(got, commonv1alpha1.ConditionReconciling) || got.Status.Phase != notebooksv1alpha1.PhaseFailed {
+				t.Errorf("conditions %+v phase %s", got.Status.Conditions, got.Status.Phase)
+			}
+			e := testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed)
+			if e.Type != corev1.EventTypeWarning || !strings.HasPrefix(e.Message, tc.wantReason+": ") {
+				t.Errorf("event %s %q", e.Type, e.Message)
+			}
+		})
+	}
+}
+
+// TestQuotaRejectionIsReported acts out the StatefulSet controller meeting
+// a full ResourceQuota: the API server refuses the pod, and the controller
+// reports that only as a FailedCreate event on the StatefulSet.
+func TestQuotaRejectionIsReported(t *testing.T) {
+	c := adminClient(t)
+	ns := testenv.CreateNamespace(t, c, "nb")
+	op := startOperator(t, operatorOptions{})
+	fillQuota(t, c, ns)
+	nb := newNotebook(ns, "quota")
 	if err := c.Create(t.Context(), nb); err != nil {
 		t.Fatal(err)
 	}
-	actOutStatefulSet(t, c, nb)
-	createWorkspacePod(t, c, nb)
-	pod := &corev1.Pod{}
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "pull-0"}, pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: render.ContainerName, Image: "x",
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"x\""}},
-	}}
-	if err := c.Status().Update(t.Context(), pod); err != nil {
-		t.Fatal(err)
-	}
-	got := waitNotebook(t, c, nb, "PodStartFailed", func(nb *notebooksv1alpha1.Notebook) bool {
-		r := conditions.Get(nb, commonv1alpha1.ConditionReady)
-		return r != nil && r.Reason == notebooksv1alpha1.ReasonPodStartFailed && strings.Contains(r.Message, "ImagePullBackOff")
+	var sts *appsv1.StatefulSet
+	testenv.Eventually(t, "StatefulSet", func(ctx context.Context) (bool, error) {
+		var err error
+		sts, err = getStatefulSet(ctx, c, nb)
+		return err == nil, client.IgnoreNotFound(err)
 	})
-	testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed)
+	createErr := c.Create(t.Context(), podOf(sts))
+	if !apierrors.IsForbidden(createErr) || !strings.Contains(createErr.Error(), "exceeded quota") {
+		t.Fatalf("creating the pod against a full quota: %v", createErr)
+	}
+
+	// A FailedCreate left over from before the operator started this
+	// server says nothing about it.
+	recordFailedCreate(t, c, sts, "create Pod quota-0 in StatefulSet quota failed error: an old failure", op.clock.Now().Add(-2*time.Hour))
+	waitCachedEvents(t, op, sts, 1)
+	op.reconcile(t, nb)
+	if got, _ := getNotebook(t.Context(), c, nb); conditions.Get(got, commonv1alpha1.ConditionReady).Reason != notebooksv1alpha1.ReasonStarting {
+		t.Fatalf("an event from an earlier start was reported: %+v", got.Status.Conditions)
+	}
+
+	// The StatefulSet controller's event, as it formats it: the watch on
+	// FailedCreate events reconciles the Notebook.
+	recordFailedCreate(t, c, sts, fmt.Sprintf("create Pod quota-0 in StatefulSet quota failed error: %v", createErr), op.clock.Now())
+	got := waitNotebook(t, c, nb, "QuotaExceeded reported", func(nb *notebooksv1alpha1.Notebook) bool {
+		r := conditions.Get(nb, commonv1alpha1.ConditionReady)
+		return r != nil && r.Reason == notebooksv1alpha1.ReasonPodStartFailed && strings.HasPrefix(r.Message, "QuotaExceeded: ") && strings.Contains(r.Message, "exceeded quota: compute")
+	})
+	if got.Status.Phase != notebooksv1alpha1.PhaseFailed || !conditions.IsTrue(got, commonv1alpha1.ConditionReconciling) {
+		t.Errorf("phase %s conditions %+v", got.Status.Phase, got.Status.Conditions)
+	}
+	if e := testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed); !strings.Contains(e.Message, "exceeded quota") {
+		t.Errorf("event %q", e.Message)
+	}
+
+	// The controller retrying into the same full quota changes nothing.
+	waitCachedEvents(t, op, sts, 2)
+	waitCached(t, op, nb, func(nb *notebooksv1alpha1.Notebook) bool { return nb.Status.Phase == notebooksv1alpha1.PhaseFailed })
+	op.writes.Reset()
+	op.reconcile(t, nb)
+	if n := op.writes.Total(); n != 0 {
+		t.Fatalf("an unchanged quota rejection wrote: %s", op.writes)
+	}
+
+	// Quota raised: the pod is created, and the report goes away.
+	if err := c.Delete(t.Context(), &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "compute"}}); err != nil {
+		t.Fatal(err)
+	}
+	createWorkspacePod(t, c, nb)
+	waitNotebook(t, c, nb, "starting once the pod exists", func(nb *notebooksv1alpha1.Notebook) bool {
+		return conditions.Get(nb, commonv1alpha1.ConditionReady).Reason == notebooksv1alpha1.ReasonStarting
+	})
+}
+
+// fillQuota acts out the resource quota controller: a ResourceQuota that
+// admits no pod, with its status computed, so admission enforces it.
+func fillQuota(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	hard := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "compute"}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
+	if err := c.Create(t.Context(), q); err != nil {
+		t.Fatal(err)
+	}
+	q.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}
+	if err := c.Status().Update(t.Context(), q); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// podOf is the pod the StatefulSet controller creates for ordinal 0.
+func podOf(sts *appsv1.StatefulSet) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: sts.Namespace, Name: sts.Name + "-0", Labels: sts.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: sts.Spec.Template.Spec,
+	}
+}
+
+// recordFailedCreate records the event the StatefulSet controller records
+// when it cannot create a pod. Its timestamps come from the operator's
+// injected clock, which stands for the cluster's time in these tests.
+func recordFailedCreate(t *testing.T, c client.Client, sts *appsv1.StatefulSet, message string, at time.Time) {
+	t.Helper()
+	e := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sts.Namespace, GenerateName: sts.Name + "."},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "apps/v1", Kind: "StatefulSet", Namespace: sts.Namespace, Name: sts.Name, UID: sts.UID, ResourceVersion: sts.ResourceVersion,
+		},
+		Reason: "FailedCreate", Message: message, Type: corev1.EventTypeWarning, Count: 1,
+		Source:         corev1.EventSource{Component: "statefulset-controller"},
+		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at),
+	}
+	if err := c.Create(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCachedEvents waits until the operator's event cache holds n
+// FailedCreate events of the StatefulSet.
+func waitCachedEvents(t *testing.T, op *operator, sts *appsv1.StatefulSet, n int) {
+	t.Helper()
+	testenv.Eventually(t, "the operator's event cache", func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		err := op.reconciler.Events.List(ctx, events, client.InNamespace(sts.Namespace), client.MatchingFields{indexInvolvedUID: string(sts.UID)})
+		return err == nil && len(events.Items) == n, err
+	})
 }
 
 // waitCached waits until the operator's cache shows the Notebook in the
