@@ -56,6 +56,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.featureStores) == has(oldSelf.featureStores) && (!has(self.featureStores) || self.featureStores == oldSelf.featureStores)",message="featureStores is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.checkpoint) == has(oldSelf.checkpoint) && (!has(self.checkpoint) || self.checkpoint == oldSelf.checkpoint)",message="checkpoint is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || self.checkpoint.accessMode != 'ReadWriteOnce' || self.framework != 'paddle' || self.workers <= 1",message="framework paddle with more than one worker needs checkpoint.accessMode ReadWriteMany: its workers share one pod template, so no single rank-0 pod can mount a ReadWriteOnce volume"
+// +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.env) || self.env.all(e, !e.name.startsWith('MLPLATFORM_'))",message="env names starting with MLPLATFORM_ are reserved for the checkpoint contract"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.template) || !has(self.template.volumes) || self.template.volumes.all(v, v.name != 'checkpoint')",message="volume name checkpoint is reserved for the checkpoint volume"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.template) || !has(self.template.volumeMounts) || self.template.volumeMounts.all(m, m.mountPath != self.checkpoint.mountPath)",message="checkpoint.mountPath is already used by template.volumeMounts"
 type TrainingJobSpec struct {

@@ -61,12 +61,33 @@ func Labels(operatorName, trainingJob string, run int32) map[string]string {
 	return l
 }
 
+// CheckpointClaimName is the claim holding tj's checkpoints: the existing
+// claim it names, else the one the operator creates for it. It is empty
+// when tj has no checkpoint.
+func CheckpointClaimName(tj *trainingv1alpha1.TrainingJob) string {
+	cp := tj.Spec.Checkpoint
+	switch {
+	case cp == nil:
+		return ""
+	case cp.ClaimName != "":
+		return cp.ClaimName
+	default:
+		return tj.Name + "-checkpoint"
+	}
+}
+
 // Build returns the Kubeflow job for a run of tj, with stores mounted. It
 // is deterministic: the same inputs always give the same object, so an
 // operator upgrade that keeps the translation never restarts a job (the
 // golden files pin it). The job keeps Kubeflow's clean-pod policy None and
 // no TTL: the operator applies the user's policies itself once it has
 // recorded the outcome, so failed pods remain readable until then.
+//
+// A job with a checkpoint gets the checkpoint volume and the environment
+// contract (see trainingv1alpha1.Checkpoint), with the restart count that
+// tj's status recorded before this run was decided. A job with a queue
+// name is created suspended with Kueue's queue label, for Kueue to admit.
+// Jobs without either are generated exactly as before these existed.
 func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []featureref.Store, s Settings) (client.Object, error) {
 	var acc *commonv1alpha1.Accelerators
 	if tj.Spec.Resources != nil {
@@ -80,12 +101,20 @@ func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []f
 	template := podTemplate(fw, tj, labels, class, stores, s)
 
 	replicas := map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}
-	for _, role := range fw.Roles(&tj.Spec) {
-		replicas[role.Type] = &kubeflowv1.ReplicaSpec{
+	for i, role := range fw.Roles(&tj.Spec) {
+		rs := &kubeflowv1.ReplicaSpec{
 			Replicas:      ptr.To(role.Replicas),
 			Template:      *template.DeepCopy(),
 			RestartPolicy: kubeflowv1.RestartPolicyOnFailure,
 		}
+		if cp := tj.Spec.Checkpoint; cp != nil {
+			// The first role holds rank 0 (Master, Chief, or paddle's
+			// only Worker); a ReadWriteOnce volume attaches to one node,
+			// so only that role mounts it.
+			mount := i == 0 || cp.AccessMode == corev1.ReadWriteMany
+			addCheckpoint(&rs.Template.Spec, tj, run, mount)
+		}
+		replicas[role.Type] = rs
 	}
 	runPolicy := kubeflowv1.RunPolicy{
 		CleanPodPolicy:        ptr.To(kubeflowv1.CleanPodPolicyNone),
@@ -98,7 +127,36 @@ func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []f
 		Name:      JobName(tj.Name, run),
 		Labels:    labels,
 	}
+	if q := tj.Spec.QueueName; q != "" {
+		// Kueue admits a job by unsuspending it; the operator never does
+		// for a queued job.
+		meta.Labels = maps.Clone(labels)
+		meta.Labels[trainingv1alpha1.LabelKueueQueueName] = q
+		runPolicy.Suspend = ptr.To(true)
+	}
 	return fw.New(meta, &tj.Spec, runPolicy, replicas), nil
+}
+
+// addCheckpoint adds the environment contract to the training container
+// and, when mount is true, the checkpoint volume.
+func addCheckpoint(spec *corev1.PodSpec, tj *trainingv1alpha1.TrainingJob, run int32, mount bool) {
+	cp := tj.Spec.Checkpoint
+	c := &spec.Containers[0]
+	if mount {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: trainingv1alpha1.CheckpointVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: CheckpointClaimName(tj)},
+		}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: trainingv1alpha1.CheckpointVolume, MountPath: cp.MountPath})
+		c.Env = append(c.Env, corev1.EnvVar{Name: trainingv1alpha1.EnvCheckpointDir, Value: cp.MountPath})
+	}
+	// Any earlier run may have left a checkpoint, whether it ended by a
+	// failure or by a suspension of a queued job.
+	resume := run > 1
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: trainingv1alpha1.EnvRun, Value: strconv.Itoa(int(run))},
+		corev1.EnvVar{Name: trainingv1alpha1.EnvRestartCount, Value: strconv.Itoa(int(tj.Status.RestartCount))},
+		corev1.EnvVar{Name: trainingv1alpha1.EnvResume, Value: strconv.FormatBool(resume)},
+	)
 }
 
 func podTemplate(fw Framework, tj *trainingv1alpha1.TrainingJob, labels map[string]string, class *accelerator.Class, stores []featureref.Store, s Settings) corev1.PodTemplateSpec {

@@ -59,6 +59,29 @@ func (w *tjWrapper) accelerators(count int32, typ string) *tjWrapper {
 	return w
 }
 
+func (w *tjWrapper) checkpoint(mode corev1.PersistentVolumeAccessMode, claim string) *tjWrapper {
+	w.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{
+		AccessMode: mode, MountPath: "/checkpoints", Resume: trainingv1alpha1.ResumeAuto,
+		MaxRestarts: ptr.To[int32](3), RestartBackoffSeconds: ptr.To[int32](30), DeletionPolicy: commonv1alpha1.DeletionPolicyRetain,
+	}
+	if claim != "" {
+		w.Spec.Checkpoint.ClaimName = claim
+	} else {
+		w.Spec.Checkpoint.Size = ptr.To(resource.MustParse("50Gi"))
+	}
+	return w
+}
+
+func (w *tjWrapper) queue(name string) *tjWrapper {
+	w.Spec.QueueName = name
+	return w
+}
+
+func (w *tjWrapper) restarts(n int32) *tjWrapper {
+	w.Status.RestartCount = n
+	return w
+}
+
 func (w *tjWrapper) mutate(f func(*trainingv1alpha1.TrainingJobSpec)) *tjWrapper {
 	f(&w.Spec)
 	return w
@@ -108,6 +131,14 @@ func TestBuildGolden(t *testing.T) {
 		"tensorflow-single": {run: 1, tj: newTJ(trainingv1alpha1.FrameworkTensorFlow, 1).obj()},
 		"xgboost":           {run: 1, tj: newTJ(trainingv1alpha1.FrameworkXGBoost, 3).obj()},
 		"paddle":            {run: 1, tj: newTJ(trainingv1alpha1.FrameworkPaddle, 2).accelerators(2, "a100").obj()},
+		// Part 2: a restarted run on a ReadWriteOnce claim the operator
+		// created: only the Master mounts it; everyone gets the contract.
+		"pytorch-checkpoint-rwo-run3": {run: 3, tj: newTJ(trainingv1alpha1.FrameworkPyTorch, 2).checkpoint(corev1.ReadWriteOnce, "").restarts(2).obj()},
+		// An existing ReadWriteMany claim: every role mounts it; queued.
+		"tensorflow-checkpoint-rwx-queued": {run: 1, tj: newTJ(trainingv1alpha1.FrameworkTensorFlow, 2).checkpoint(corev1.ReadWriteMany, "shared-ckpt").queue("team-a").mutate(func(s *trainingv1alpha1.TrainingJobSpec) {
+			s.ParameterServers = ptr.To[int32](1)
+		}).obj()},
+		"paddle-queued": {run: 1, tj: newTJ(trainingv1alpha1.FrameworkPaddle, 1).queue("batch").obj()},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -149,6 +180,60 @@ func TestBuildGolden(t *testing.T) {
 				if err := podsecurity.CheckRestricted(&rs.Template.ObjectMeta, &rs.Template.Spec); err != nil {
 					t.Errorf("%s pods: %v", role, err)
 				}
+			}
+		})
+	}
+}
+
+// TestBuildOfAPart1JobIgnoresPart2Status proves that what the restart and
+// queue logic writes into status never reaches the generated job of a
+// TrainingJob without a checkpoint or queue: its job stays byte-identical to
+// the golden files written before those fields existed (git shows them
+// unchanged since part 1), so upgrading the operator restarts no running
+// job.
+func TestBuildOfAPart1JobIgnoresPart2Status(t *testing.T) {
+	for _, name := range []string{"pytorch-single", "tensorflow-single", "xgboost"} {
+		t.Run(name, func(t *testing.T) {
+			golden, err := os.ReadFile(filepath.Join("testdata", name+".yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fw := map[string]trainingv1alpha1.Framework{"pytorch-single": "pytorch", "tensorflow-single": "tensorflow", "xgboost": "xgboost"}[name]
+			workers := map[string]int32{"pytorch-single": 1, "tensorflow-single": 1, "xgboost": 3}[name]
+			tj := newTJ(fw, workers).restarts(4).obj()
+			tj.Status.Run = 5
+			tj.Status.CheckpointClaim = "leftover"
+			tj.Status.NextRunTime = &metav1.Time{}
+			tj.Status.Runs = []trainingv1alpha1.RunRecord{{Run: 1, Reason: "Preempted"}}
+			tj.Status.Conditions = []metav1.Condition{{Type: trainingv1alpha1.ConditionQueued, Status: metav1.ConditionFalse, Reason: "Admitted"}}
+			obj, err := Build(Frameworks()[fw], tj, 1, nil, settings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := yaml.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(golden), string(got)); diff != "" {
+				t.Errorf("status leaked into the generated job (-golden +now):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCheckpointClaimName(t *testing.T) {
+	cases := map[string]struct {
+		tj   *trainingv1alpha1.TrainingJob
+		want string
+	}{
+		"none":     {tj: newTJ("pytorch", 1).obj(), want: ""},
+		"created":  {tj: newTJ("pytorch", 1).checkpoint(corev1.ReadWriteOnce, "").obj(), want: "mnist-checkpoint"},
+		"existing": {tj: newTJ("pytorch", 1).checkpoint(corev1.ReadWriteMany, "mine").obj(), want: "mine"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := CheckpointClaimName(tc.tj); got != tc.want {
+				t.Errorf("CheckpointClaimName = %q, want %q", got, tc.want)
 			}
 		})
 	}
