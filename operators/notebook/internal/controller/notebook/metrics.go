@@ -2,10 +2,12 @@ package notebook
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 )
 
@@ -18,6 +20,20 @@ type notebookMetrics struct {
 
 	mu      sync.Mutex
 	runners map[types.NamespacedName]bool
+	// culled are the culled notebooks with accelerators, so that the
+	// accelerator-seconds they freed are counted even when they are
+	// deleted while culled: the Notebook, without a finalizer, is gone by
+	// the time the operator hears of it. The record is rebuilt from the
+	// durable culled-at annotation at the first reconcile after an
+	// operator restart.
+	culled map[types.NamespacedName]culledAccelerators
+}
+
+// culledAccelerators is what a culled notebook would hold if it ran.
+type culledAccelerators struct {
+	accType string
+	count   float64
+	since   time.Time
 }
 
 func newNotebookMetrics() *notebookMetrics {
@@ -30,8 +46,9 @@ func newNotebookMetrics() *notebookMetrics {
 			"How long a notebook had been without activity when it was culled.",
 			[]float64{300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 259200}, "reason"),
 		accelerator: metrics.NewCounterVec("notebook", "accelerator_seconds_reclaimed_total",
-			"Accelerator-seconds freed by culling: accelerators per pod times the time a culled notebook stayed stopped, counted when it starts again.", "type"),
+			"Accelerator-seconds freed by culling: accelerators per pod times the time a culled notebook stayed stopped, counted when it starts again, is suspended or is deleted.", "type"),
 		runners: map[types.NamespacedName]bool{},
+		culled:  map[types.NamespacedName]culledAccelerators{},
 	}
 }
 
@@ -51,17 +68,38 @@ func (m *notebookMetrics) observe(s *scope) {
 		m.culls.WithLabelValues(s.culled).Inc()
 		m.idleAtCull.WithLabelValues(s.culled).Observe(s.decision.IdleFor.Seconds())
 	}
-	if s.wasCulledFor > 0 && s.input.Accelerator != nil {
-		if acc := s.nb.Spec.Resources.Accelerators; acc != nil {
-			m.accelerator.WithLabelValues(s.input.Accelerator.Type).Add(float64(acc.Count) * s.wasCulledFor.Seconds())
-		}
+	acc := s.nb.Spec.Resources.Accelerators
+	if s.input.Accelerator == nil || acc == nil || acc.Count == 0 || s.annotations == nil {
+		// No accelerators, or the reconcile stopped before deciding
+		// whether the notebook runs: nothing to count or record.
+		return
+	}
+	if s.wasCulledFor > 0 {
+		m.accelerator.WithLabelValues(s.input.Accelerator.Type).Add(float64(acc.Count) * s.wasCulledFor.Seconds())
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	culledAt, err := time.Parse(time.RFC3339, s.annotations[render.AnnotationCulledAt])
+	switch {
+	case s.culled != "" && err == nil:
+		m.culled[key] = culledAccelerators{accType: s.input.Accelerator.Type, count: float64(acc.Count), since: culledAt}
+	case s.culled == "":
+		// Started again or suspended: counted above through wasCulledFor.
+		delete(m.culled, key)
 	}
 }
 
-func (m *notebookMetrics) forget(key types.NamespacedName) {
+// forget drops a deleted Notebook, counting the accelerator-seconds it
+// freed if it was culled until now.
+func (m *notebookMetrics) forget(key types.NamespacedName, now time.Time) {
 	m.mu.Lock()
 	delete(m.runners, key)
 	n := len(m.runners)
+	c, wasCulled := m.culled[key]
+	delete(m.culled, key)
 	m.mu.Unlock()
 	m.running.WithLabelValues().Set(float64(n))
+	if wasCulled && now.After(c.since) {
+		m.accelerator.WithLabelValues(c.accType).Add(c.count * now.Sub(c.since).Seconds())
+	}
 }

@@ -219,14 +219,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	nb := &notebooksv1alpha1.Notebook{}
 	if err := r.Client.Get(ctx, req.NamespacedName, nb); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.metrics.forget(req.NamespacedName)
+			r.metrics.forget(req.NamespacedName, r.Clock.Now())
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !nb.DeletionTimestamp.IsZero() {
 		// The garbage collector removes the owned children; a retained
 		// workspace was never owned. Nothing holds the Notebook.
-		r.metrics.forget(req.NamespacedName)
+		r.metrics.forget(req.NamespacedName, r.Clock.Now())
 		return ctrl.Result{}, nil
 	}
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -776,5 +777,70 @@ func settle(t *testing.T, c client.Client, op *operator, nb *notebooksv1alpha1.N
 		}
 		got, err := getNotebook(ctx, op.reconciler.Client, nb)
 		return err == nil && cached.ResourceVersion == sts.ResourceVersion && isReady(got), err
+	})
+}
+
+func TestCullingMetrics(t *testing.T) {
+	c := adminClient(t)
+	ns := testenv.CreateNamespace(t, c, "nb")
+	op := startOperator(t, operatorOptions{})
+	m := op.reconciler.metrics
+	// The collectors are process-wide: measure what this test adds.
+	culls, reclaimed := m.culls.WithLabelValues(notebooksv1alpha1.ReasonIdle), m.accelerator.WithLabelValues("gpu")
+	cullsBefore, reclaimedBefore := testutil.ToFloat64(culls), testutil.ToFloat64(reclaimed)
+	gpuNotebook := func(name string) *notebooksv1alpha1.Notebook {
+		nb := newNotebook(ns, name)
+		nb.Spec.Resources.Accelerators = &commonv1alpha1.Accelerators{Count: 2, Type: "gpu"}
+		return runningNotebook(t, c, op, nb, op.clock.Now())
+	}
+
+	// Culled, then started again by its user half an hour later: two
+	// GPUs freed for 30 minutes.
+	restarted := gpuNotebook("restarted")
+	cullIdle(t, c, op, restarted)
+	if got := testutil.ToFloat64(culls) - cullsBefore; got != 1 {
+		t.Errorf("culls_total{reason=Idle} grew by %v, want 1", got)
+	}
+	op.clock.Step(30 * time.Minute)
+	updateNotebook(t, c, restarted, func(nb *notebooksv1alpha1.Notebook) {
+		metav1.SetMetaDataAnnotation(&nb.ObjectMeta, notebooksv1alpha1.AnnotationRestart, "1")
+	})
+	testenv.Eventually(t, "2 GPUs x 30 minutes reclaimed", func(context.Context) (bool, error) {
+		return testutil.ToFloat64(reclaimed)-reclaimedBefore == 2*1800, nil
+	})
+
+	// Culled, then deleted an hour later without ever running again: two
+	// GPUs freed for the hour, counted at the deletion.
+	deleted := gpuNotebook("deleted")
+	cullIdle(t, c, op, deleted)
+	if got := testutil.ToFloat64(culls) - cullsBefore; got != 2 {
+		t.Errorf("culls_total{reason=Idle} grew by %v, want 2", got)
+	}
+	op.clock.Step(time.Hour)
+	if err := c.Delete(t.Context(), deleted); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "2 GPUs x 30 minutes + 2 GPUs x 1 hour reclaimed", func(context.Context) (bool, error) {
+		return testutil.ToFloat64(reclaimed)-reclaimedBefore == 2*1800+2*3600, nil
+	})
+	if got := testutil.ToFloat64(m.running); got != 1 {
+		t.Errorf("running = %v, want 1 (the restarted notebook)", got)
+	}
+}
+
+// cullIdle lets a running notebook go idle from now until the operator
+// warns and then culls it, with direct culling checks.
+func cullIdle(t *testing.T, c client.Client, op *operator, nb *notebooksv1alpha1.Notebook) {
+	t.Helper()
+	idleSince := op.clock.Now()
+	op.prober.set(nb, idleAt(idleSince))
+	// Idle timeout 1h, warning 10m.
+	op.clock.SetTime(idleSince.Add(55 * time.Minute))
+	op.reconcile(t, nb)
+	waitCached(t, op, nb, func(nb *notebooksv1alpha1.Notebook) bool { return nb.Status.CullDeadline != nil })
+	op.clock.SetTime(idleSince.Add(66 * time.Minute))
+	op.reconcile(t, nb)
+	waitNotebook(t, c, nb, "Culled", func(nb *notebooksv1alpha1.Notebook) bool {
+		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionCulled)
 	})
 }
