@@ -1,16 +1,27 @@
 package notebook
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/charttest"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 func chartDir() string { return filepath.Join(repoRoot(), "charts", "notebook-operator") }
@@ -53,18 +64,33 @@ func TestChartSchemaRejectsUnknownKeys(t *testing.T) {
 // TestChartConfigLoads feeds the rendered configuration to the operator's
 // own loader, which refuses unknown keys: chart and operator agree.
 func TestChartConfigLoads(t *testing.T) {
-	manifest, err := charttest.Render(chartDir(), "nb", "mlp-system", map[string]any{
+	cfg, manifest := chartConfig(t, map[string]any{
 		"notebooks": map[string]any{"culling": map[string]any{"idleTimeout": "2h"}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm *corev1.ConfigMap
-	var crdKept bool
+	crdKept := false
 	for _, doc := range charttest.Documents(manifest) {
 		if strings.Contains(doc, "kind: CustomResourceDefinition") && strings.Contains(doc, "helm.sh/resource-policy: keep") {
 			crdKept = true
 		}
+	}
+	if !crdKept {
+		t.Error("the rendered CRD is not kept on uninstall")
+	}
+	if cfg.Culling.IdleTimeout.Hours() != 2 || cfg.NetworkPolicy.OperatorNamespace != "mlp-system" || cfg.NetworkPolicy.OperatorPodLabels["app.kubernetes.io/name"] != "notebook-operator" {
+		t.Errorf("loaded configuration %+v", cfg)
+	}
+}
+
+// chartConfig renders the chart with values and loads the operator
+// configuration it renders, as the operator would at start.
+func chartConfig(t *testing.T, values map[string]any) (config.Config, string) {
+	t.Helper()
+	manifest, err := charttest.Render(chartDir(), "nb", "mlp-system", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm *corev1.ConfigMap
+	for _, doc := range charttest.Documents(manifest) {
 		if !strings.Contains(doc, "kind: ConfigMap") {
 			continue
 		}
@@ -73,8 +99,8 @@ func TestChartConfigLoads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if cm == nil || !crdKept {
-		t.Fatalf("rendered ConfigMap %v, CRD with keep %v", cm != nil, crdKept)
+	if cm == nil {
+		t.Fatal("the chart renders no ConfigMap")
 	}
 	dir := t.TempDir()
 	for _, key := range []string{"config.yaml", "accelerators.yaml"} {
@@ -86,9 +112,69 @@ func TestChartConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Culling.IdleTimeout.Hours() != 2 || cfg.NetworkPolicy.OperatorNamespace != "mlp-system" || cfg.NetworkPolicy.OperatorPodLabels["app.kubernetes.io/name"] != "notebook-operator" {
-		t.Errorf("loaded configuration %+v", cfg)
+	return cfg, manifest
+}
+
+// TestChartIngressValuesCreateIngresses turns the chart's Ingress on and
+// runs the operator with the configuration the chart renders: every
+// Notebook gets an Ingress and reports its URL, and turning it off again
+// removes both.
+func TestChartIngressValuesCreateIngresses(t *testing.T) {
+	cfg, _ := chartConfig(t, map[string]any{"notebooks": map[string]any{"ingress": map[string]any{
+		"enabled": true, "className": "nginx", "host": "notebooks.example.com", "tlsSecretName": "notebooks-tls",
+		"annotations": map[string]any{"nginx.ingress.kubernetes.io/proxy-body-size": "0"},
+	}}})
+	c := adminClient(t)
+	ns := testenv.CreateNamespace(t, c, "nb")
+	op := startOperator(t, operatorOptions{config: &cfg})
+	nb := runningNotebook(t, c, op, newNotebook(ns, "web"), t0)
+
+	if want := "https://notebooks.example.com/notebook/" + ns + "/web/"; nb.Status.IngressURL != want {
+		t.Errorf("status.ingressURL = %q, want %q", nb.Status.IngressURL, want)
 	}
+	ing := &networkingv1.Ingress{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(nb), ing); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(ing, nb) || ing.Labels["app.kubernetes.io/managed-by"] != render.OperatorName {
+		t.Errorf("the Ingress is not the Notebook's: owners %v labels %v", ing.OwnerReferences, ing.Labels)
+	}
+	want := networkingv1.IngressSpec{
+		IngressClassName: ptr.To("nginx"),
+		TLS:              []networkingv1.IngressTLS{{Hosts: []string{"notebooks.example.com"}, SecretName: "notebooks-tls"}},
+		Rules: []networkingv1.IngressRule{{
+			Host: "notebooks.example.com",
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/notebook/" + ns + "/web/", PathType: ptr.To(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Name: render.PortName}}},
+			}}}},
+		}},
+	}
+	if diff := cmp.Diff(want, ing.Spec); diff != "" {
+		t.Errorf("Ingress spec (-want +got):\n%s", diff)
+	}
+	if ing.Annotations["nginx.ingress.kubernetes.io/proxy-body-size"] != "0" {
+		t.Errorf("Ingress annotations %v lack the chart's", ing.Annotations)
+	}
+
+	// Settled with an Ingress: checks cost no writes.
+	waitCached(t, op, nb, func(got *notebooksv1alpha1.Notebook) bool { return got.Status.IngressURL != "" })
+	op.writes.Reset()
+	op.reconcile(t, nb)
+	if n := op.writes.Total(); n != 0 {
+		t.Fatalf("a settled Notebook with an Ingress wrote: %s", op.writes)
+	}
+
+	// The platform team turns the Ingress off.
+	op.manager.Stop(t)
+	op = startOperator(t, operatorOptions{})
+	op.prober.set(nb, idleAt(t0))
+	op.reconcile(t, nb)
+	testenv.Eventually(t, "the Ingress is deleted", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(nb), &networkingv1.Ingress{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	waitNotebook(t, c, nb, "no ingress URL", func(nb *notebooksv1alpha1.Notebook) bool { return nb.Status.IngressURL == "" })
 }
 
 // TestChartInstallsAndItsServiceAccountSuffices installs the chart with the
