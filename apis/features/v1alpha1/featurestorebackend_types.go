@@ -4,6 +4,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Condition types of a FeatureStoreBackend besides Ready, Reconciling and
+// Stalled.
+const (
+	// ConditionDeletionBlocked is True while a deleted backend is kept
+	// because FeatureStores, or cleanups handed off by deleted ones, still
+	// need it to remove what they provisioned; the message names them.
+	ConditionDeletionBlocked = "DeletionBlocked"
+)
+
+// Condition reasons of a FeatureStoreBackend.
+const (
+	// ReasonAdminSecretNotFound: the admin Secret does not exist in the
+	// operator's namespace (yet). Creating it resumes the backend.
+	ReasonAdminSecretNotFound = "AdminSecretNotFound"
+	// ReasonAdminSecretInvalid: the admin Secret lacks the username or
+	// password key.
+	ReasonAdminSecretInvalid = "AdminSecretInvalid"
+	// ReasonAuthenticationFailed: the server refused the admin credentials.
+	ReasonAuthenticationFailed = "AuthenticationFailed"
+	// ReasonInsufficientPrivileges: the admin logged in but lacks a
+	// privilege the operator needs.
+	ReasonInsufficientPrivileges = "InsufficientPrivileges"
+	// ReasonInUse: FeatureStores or handed-off cleanups still use the
+	// backend.
+	ReasonInUse = "InUse"
+)
+
 // FeatureStoreBackendSpec names one shared database server. Exactly one of
 // PostgreSQL and Redis is set, and which one never changes.
 //
@@ -126,23 +153,36 @@ type FeatureStoreBackendStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready is True while the admin credentials connect.
+	// Conditions: Ready is True once a connection with the admin
+	// credentials succeeded and the admin has the privileges the operator
+	// needs; Reconciling while it waits for the admin Secret or the server;
+	// Stalled when the Secret, the credentials or the privileges must be
+	// fixed; DeletionBlocked while a deletion waits for FeatureStores.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// FeatureStores is how many FeatureStores name this backend.
+	// +optional
+	FeatureStores *int32 `json:"featureStores,omitempty"`
 }
 
 // FeatureStoreBackend registers a shared database server for FeatureStores,
 // as a StorageClass registers storage: the platform team creates it, tenants
 // name it in their FeatureStores and never see its admin credentials.
+// Deleting a backend waits (finalizer features.mlplatform.dev/in-use) until
+// no FeatureStore uses it any more, so that every store's cleanup can still
+// reach its server.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories=mlplatform,shortName=fsb
 // +kubebuilder:printcolumn:name="PostgreSQL",type=string,JSONPath=`.spec.postgresql.host`
 // +kubebuilder:printcolumn:name="Redis",type=string,JSONPath=`.spec.redis.host`
+// +kubebuilder:printcolumn:name="Stores",type=integer,JSONPath=`.status.featureStores`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type FeatureStoreBackend struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -64,16 +64,55 @@ func (r *Resolver) get(ctx context.Context, name string) (*featuresv1alpha1.Feat
 	return b, nil
 }
 
+// AdminSecretError says the admin Secret is missing or lacks a key.
+type AdminSecretError struct {
+	Namespace, Name string
+	// Missing is true when the Secret does not exist.
+	Missing bool
+	err     error
+}
+
+func (e *AdminSecretError) Error() string {
+	if e.Missing {
+		return fmt.Sprintf("the admin Secret %s/%s does not exist", e.Namespace, e.Name)
+	}
+	return e.err.Error()
+}
+
+func (e *AdminSecretError) Unwrap() error { return e.err }
+
+// AsAdminSecretError returns the AdminSecretError in err's chain, if any.
+func AsAdminSecretError(err error) (*AdminSecretError, bool) {
+	var e *AdminSecretError
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
 func (r *Resolver) credentials(ctx context.Context, ref featuresv1alpha1.AdminSecretReference) (string, string, error) {
 	s := &corev1.Secret{}
 	if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", "", &AdminSecretError{Namespace: r.Namespace, Name: ref.Name, Missing: true, err: err}
+		}
 		return "", "", fmt.Errorf("reading the admin Secret %s/%s: %w", r.Namespace, ref.Name, err)
 	}
 	user, pass := string(s.Data[orDefault(ref.UsernameKey, "username")]), string(s.Data[orDefault(ref.PasswordKey, "password")])
 	if user == "" || pass == "" {
-		return "", "", fmt.Errorf("the admin Secret %s/%s lacks key %q or %q", r.Namespace, ref.Name, orDefault(ref.UsernameKey, "username"), orDefault(ref.PasswordKey, "password"))
+		return "", "", &AdminSecretError{Namespace: r.Namespace, Name: ref.Name, err: fmt.Errorf("the admin Secret %s/%s lacks key %q or %q",
+			r.Namespace, ref.Name, orDefault(ref.UsernameKey, "username"), orDefault(ref.PasswordKey, "password"))}
 	}
 	return user, pass, nil
+}
+
+// AdminSecretName is the name of the backend's admin Secret.
+func AdminSecretName(b *featuresv1alpha1.FeatureStoreBackend) string {
+	switch {
+	case b.Spec.PostgreSQL != nil:
+		return b.Spec.PostgreSQL.AdminSecret.Name
+	case b.Spec.Redis != nil:
+		return b.Spec.Redis.AdminSecret.Name
+	}
+	return ""
 }
 
 func orDefault(s, def string) string {
@@ -89,9 +128,13 @@ func (r *Resolver) Postgres(ctx context.Context, name string) (postgres.Server, 
 	if err != nil {
 		return postgres.Server{}, err
 	}
+	return r.postgresServer(ctx, b)
+}
+
+func (r *Resolver) postgresServer(ctx context.Context, b *featuresv1alpha1.FeatureStoreBackend) (postgres.Server, error) {
 	spec := b.Spec.PostgreSQL
 	if spec == nil {
-		return postgres.Server{}, &MismatchError{Name: name, Want: "PostgreSQL"}
+		return postgres.Server{}, &MismatchError{Name: b.Name, Want: "PostgreSQL"}
 	}
 	user, pass, err := r.credentials(ctx, spec.AdminSecret)
 	if err != nil {
@@ -110,9 +153,13 @@ func (r *Resolver) Redis(ctx context.Context, name string) (redis.Server, error)
 	if err != nil {
 		return redis.Server{}, err
 	}
+	return r.redisServer(ctx, b)
+}
+
+func (r *Resolver) redisServer(ctx context.Context, b *featuresv1alpha1.FeatureStoreBackend) (redis.Server, error) {
 	spec := b.Spec.Redis
 	if spec == nil {
-		return redis.Server{}, &MismatchError{Name: name, Want: "Redis"}
+		return redis.Server{}, &MismatchError{Name: b.Name, Want: "Redis"}
 	}
 	user, pass, err := r.credentials(ctx, spec.AdminSecret)
 	if err != nil {
@@ -122,6 +169,37 @@ func (r *Resolver) Redis(ctx context.Context, name string) (redis.Server, error)
 		Host: spec.Host, Port: int(orDefaultPort(spec.Port, 6379)), TLS: spec.TLS,
 		ACLFile: ptr.Deref(spec.ACLFile, true), AdminUser: user, AdminPassword: pass,
 	}, nil
+}
+
+// CheckAdmin connects to the backend's server with its admin credentials
+// and checks the admin's privileges. Errors are AdminSecretErrors, the
+// provisioners' authentication and privilege errors, or a server that did
+// not answer.
+func (r *Resolver) CheckAdmin(ctx context.Context, b *featuresv1alpha1.FeatureStoreBackend) error {
+	if b.Spec.PostgreSQL != nil {
+		srv, err := r.postgresServer(ctx, b)
+		if err != nil {
+			return err
+		}
+		return postgres.CheckAdmin(ctx, srv)
+	}
+	srv, err := r.redisServer(ctx, b)
+	if err != nil {
+		return err
+	}
+	return redis.CheckAdmin(ctx, srv)
+}
+
+// Describe names the backend's server for messages: "PostgreSQL host:port"
+// or "Redis host:port".
+func Describe(b *featuresv1alpha1.FeatureStoreBackend) string {
+	if spec := b.Spec.PostgreSQL; spec != nil {
+		return fmt.Sprintf("PostgreSQL %s:%d", spec.Host, orDefaultPort(spec.Port, 5432))
+	}
+	if spec := b.Spec.Redis; spec != nil {
+		return fmt.Sprintf("Redis %s:%d", spec.Host, orDefaultPort(spec.Port, 6379))
+	}
+	return "no server"
 }
 
 func orDefaultPort(p, def int32) int32 {
@@ -145,15 +223,8 @@ func (r *Resolver) AdminFingerprint(ctx context.Context, names []string) string 
 		if err != nil {
 			continue
 		}
-		var ref featuresv1alpha1.AdminSecretReference
-		switch {
-		case b.Spec.PostgreSQL != nil:
-			ref = b.Spec.PostgreSQL.AdminSecret
-		case b.Spec.Redis != nil:
-			ref = b.Spec.Redis.AdminSecret
-		}
 		s := &corev1.Secret{}
-		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: ref.Name}, s); err != nil {
+		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: AdminSecretName(b)}, s); err != nil {
 			continue
 		}
 		keys := make([]string, 0, len(s.Data))

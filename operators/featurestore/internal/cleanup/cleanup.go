@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
@@ -40,6 +41,20 @@ func PlanFor(fs *featuresv1alpha1.FeatureStore) Plan {
 		p.Postgres[KindRegistry] = b
 	}
 	return p
+}
+
+// Backends lists the backends the plan needs, each once.
+func (p Plan) Backends() []string {
+	var out []string
+	if p.Redis != "" {
+		out = append(out, p.Redis)
+	}
+	for _, kind := range []string{KindOffline, KindRegistry} {
+		if b, ok := p.Postgres[kind]; ok && !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Empty reports whether nothing lives in shared servers.

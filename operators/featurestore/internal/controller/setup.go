@@ -17,6 +17,7 @@ import (
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestorebackend"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/pendingcleanup"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
@@ -27,6 +28,9 @@ type Options struct {
 	// Tune, when set, adjusts the FeatureStore reconciler and the
 	// controller options before registration (tests).
 	Tune func(*featurestore.Reconciler, *controller.Options)
+	// TuneBackend, when set, adjusts the FeatureStoreBackend reconciler
+	// before registration (tests).
+	TuneBackend func(*featurestorebackend.Reconciler)
 }
 
 // BindFlags registers the operator's flags.
@@ -36,7 +40,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.GracePeriod, "rotation-grace-period", featurestore.DefaultGracePeriod,
 		"How long previous credentials keep working after a rotation; longer than the kubelet's Secret refresh.")
 	fs.DurationVar(&o.DriftInterval, "drift-check-interval", featurestore.DefaultDriftInterval,
-		"How often Ready stores are checked again on their servers.")
+		"How often Ready stores, and every FeatureStoreBackend's admin credentials, are checked again on their servers.")
 	fs.StringVar(&o.Images.Postgres, "managed-postgres-image", "postgres:15", "Image of managed PostgreSQL servers.")
 	fs.StringVar(&o.Images.Redis, "managed-redis-image", "redis:7.0", "Image of managed Redis servers.")
 }
@@ -73,10 +77,11 @@ func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
 	if opts.Namespace == "" {
 		return errors.New("--operator-namespace (or $POD_NAMESPACE) is required: admin Secrets live there")
 	}
-	r, err := featurestore.NewReconciler(mgr, opts.Options)
+	adminSecrets, err := featurestore.NewAdminSecretCache(mgr, opts.Namespace)
 	if err != nil {
 		return err
 	}
+	r := featurestore.NewReconciler(mgr, opts.Options, adminSecrets)
 	copts := cfg.ControllerOptions()
 	if opts.Tune != nil {
 		opts.Tune(r, &copts)
@@ -91,9 +96,25 @@ func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
 		Backends:  r.Backends,
 		Namespace: opts.Namespace,
 	}
-	pcopts := cfg.ControllerOptions()
-	if opts.Tune != nil {
-		pcopts.SkipNameValidation = copts.SkipNameValidation
+	// The other controllers follow the FeatureStore controller's options
+	// tuned for tests (name validation, so tests can start several
+	// managers in one process).
+	others := cfg.ControllerOptions()
+	others.SkipNameValidation = copts.SkipNameValidation
+	if err := pc.SetupWithManager(mgr, others); err != nil {
+		return err
 	}
-	return pc.SetupWithManager(mgr, pcopts)
+	br := &featurestorebackend.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorderFor("featurestorebackend-controller"),
+		Backends:      r.Backends,
+		AdminSecrets:  adminSecrets,
+		Namespace:     opts.Namespace,
+		CheckInterval: opts.DriftInterval,
+	}
+	if opts.TuneBackend != nil {
+		opts.TuneBackend(br)
+	}
+	return br.SetupWithManager(mgr, others)
 }

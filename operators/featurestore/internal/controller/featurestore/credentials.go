@@ -91,7 +91,7 @@ func newPassword() string {
 func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Result, error) {
 	fs := s.fs
 	rotateFor := fs.Annotations[featuresv1alpha1.AnnotationRotateCredentials]
-	fingerprint := r.Backends.AdminFingerprint(ctx, backendNames(fs))
+	fingerprint := r.Backends.AdminFingerprint(ctx, BackendNames(fs))
 
 	secret := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: CredentialsSecretName(fs.Name)}, secret)

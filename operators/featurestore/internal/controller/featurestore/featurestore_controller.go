@@ -46,8 +46,9 @@ const (
 	LabelPendingCleanup = "features.mlplatform.dev/pending-cleanup"
 )
 
-// indexBackends indexes FeatureStores by the backends they use.
-const indexBackends = "features.mlplatform.dev/backends"
+// IndexBackends indexes FeatureStores by the backends they use; the
+// FeatureStoreBackend controller lists a backend's users with it.
+const IndexBackends = "features.mlplatform.dev/backends"
 
 // Defaults of the Reconciler's durations.
 const (
@@ -103,24 +104,9 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// NewReconciler wires a Reconciler to a manager, including the cache of
-// admin Secrets in the operator's namespace. The manager's own Secret cache
-// holds only Secrets labelled as the operator's, so the admin Secrets,
-// which the platform team creates, need this second, namespace-scoped one.
-func NewReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
-	adminSecrets, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme:            mgr.GetScheme(),
-		Mapper:            mgr.GetRESTMapper(),
-		DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
-		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {}},
-		DefaultTransform:  cache.TransformStripManagedFields(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(adminSecrets); err != nil {
-		return nil, err
-	}
+// NewReconciler wires a Reconciler to a manager. adminSecrets is the
+// cache of Secrets in the operator's namespace (NewAdminSecretCache).
+func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) *Reconciler {
 	r := &Reconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
@@ -140,7 +126,29 @@ func NewReconciler(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		APIReader: r.APIReader,
 		Recorder:  r.Recorder,
 	}
-	return r, nil
+	return r
+}
+
+// NewAdminSecretCache adds to the manager a cache of the Secrets in the
+// operator's namespace. The manager's own Secret cache holds only Secrets
+// labelled as the operator's, so the admin Secrets, which the platform team
+// creates, need this second, namespace-scoped one; both controllers watch
+// it.
+func NewAdminSecretCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
+	adminSecrets, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {}},
+		DefaultTransform:  cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(adminSecrets); err != nil {
+		return nil, err
+	}
+	return adminSecrets, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -152,8 +160,8 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // SetupWithManager registers the controller and its watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &featuresv1alpha1.FeatureStore{}, indexBackends,
-		func(o client.Object) []string { return backendNames(o.(*featuresv1alpha1.FeatureStore)) }); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &featuresv1alpha1.FeatureStore{}, IndexBackends,
+		func(o client.Object) []string { return BackendNames(o.(*featuresv1alpha1.FeatureStore)) }); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -161,11 +169,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		// returns after adding ours) do not bump the generation, and
 		// status writes should not cause another round of connections.
 		For(&featuresv1alpha1.FeatureStore{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, finalizersChanged))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, FinalizersChanged))).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.StatefulSet{}).
-		Watches(&featuresv1alpha1.FeatureStoreBackend{}, handler.EnqueueRequestsFromMapFunc(r.storesOfBackend)).
+		// A backend's own status writes matter only when its Ready
+		// condition flips: stores waiting for the server retry at once.
+		Watches(&featuresv1alpha1.FeatureStoreBackend{}, handler.EnqueueRequestsFromMapFunc(r.storesOfBackend),
+			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, readyChanged))).
 		WatchesRawSource(source.Kind(r.adminSecrets, &corev1.Secret{},
 			handler.TypedEnqueueRequestsFromMapFunc(r.storesOfAdminSecret))).
 		WithOptions(opts).
@@ -173,11 +184,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Complete(tracing.Reconciler("featurestore", r))
 }
 
-var finalizersChanged = predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+// FinalizersChanged passes updates that changed the finalizers: the
+// skeleton returns after adding its finalizer and continues from the
+// update, which does not bump the generation.
+var FinalizersChanged = predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
 	return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
 }}
 
-func backendNames(fs *featuresv1alpha1.FeatureStore) []string {
+var readyChanged = predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+	before, after := e.ObjectOld.(*featuresv1alpha1.FeatureStoreBackend), e.ObjectNew.(*featuresv1alpha1.FeatureStoreBackend)
+	return conditions.IsTrue(before, commonv1alpha1.ConditionReady) != conditions.IsTrue(after, commonv1alpha1.ConditionReady)
+}}
+
+// BackendNames lists the backends a FeatureStore names, in spec order.
+func BackendNames(fs *featuresv1alpha1.FeatureStore) []string {
 	var out []string
 	for _, b := range []string{fs.Spec.OnlineStore.Backend, fs.Spec.OfflineStore.Backend, fs.Spec.Registry.Backend} {
 		if b != "" {
@@ -189,7 +209,7 @@ func backendNames(fs *featuresv1alpha1.FeatureStore) []string {
 
 func (r *Reconciler) storesOfBackend(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &featuresv1alpha1.FeatureStoreList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{indexBackends: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{IndexBackends: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing FeatureStores of a backend", "backend", o.GetName())
 		return nil
 	}
@@ -208,9 +228,7 @@ func (r *Reconciler) storesOfAdminSecret(ctx context.Context, s *corev1.Secret) 
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		b := &list.Items[i]
-		if (b.Spec.PostgreSQL != nil && b.Spec.PostgreSQL.AdminSecret.Name == s.Name) ||
-			(b.Spec.Redis != nil && b.Spec.Redis.AdminSecret.Name == s.Name) {
+		if b := &list.Items[i]; backends.AdminSecretName(b) == s.Name {
 			out = append(out, r.storesOfBackend(ctx, b)...)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
 	fscontroller "github.com/ml-platform/ml-platform/operators/featurestore/internal/controller"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestorebackend"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -139,6 +140,7 @@ func setupBackends() error {
 // operator is a running featurestore-operator.
 type operator struct {
 	reconciler *featurestore.Reconciler
+	backends   *featurestorebackend.Reconciler
 	writes     *testenv.WriteCounter
 	manager    *testenv.Manager
 }
@@ -170,6 +172,7 @@ func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurest
 				tune(r)
 			}
 		},
+		TuneBackend: func(r *featurestorebackend.Reconciler) { op.backends = r },
 	}
 	mgr, err := manager.New(cfg, fscontroller.ManagerOptions(opts))
 	if err != nil {

@@ -89,15 +89,6 @@ func connectAdmin(ctx context.Context, srv Server) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// Ping checks that the admin credentials work.
-func Ping(ctx context.Context, srv Server) error {
-	conn, err := connectAdmin(ctx, srv)
-	if err != nil {
-		return err
-	}
-	return conn.Close(ctx)
-}
-
 // Ensure makes the store exist as desired: the owner role, the database
 // with PUBLIC's privileges revoked, the active login role (and the previous
 // one while its grace period runs) with its password, and every other login

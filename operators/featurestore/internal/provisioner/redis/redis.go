@@ -103,16 +103,6 @@ func client(srv Server, user, password string) *goredis.Client {
 
 func admin(srv Server) *goredis.Client { return client(srv, srv.AdminUser, srv.AdminPassword) }
 
-// Ping checks that the admin credentials work.
-func Ping(ctx context.Context, srv Server) error {
-	c := admin(srv)
-	defer func() { _ = c.Close() }()
-	if err := c.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("connecting to Redis %s as admin: %w", srv.Endpoint(), err)
-	}
-	return nil
-}
-
 // user is what ACL GETUSER reports.
 type user struct {
 	flags     []string

@@ -1,0 +1,207 @@
+package featurestorebackend
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/tracing"
+)
+
+// FinalizerName keeps a deleted backend while FeatureStores use it. It is
+// released only when none is left, so their cleanup can always resolve the
+// server and its admin credentials.
+const FinalizerName = "features.mlplatform.dev/in-use"
+
+// DefaultCheckInterval is how often a backend's server is checked again
+// when nothing changed: a server or a role changes outside Kubernetes, where
+// no watch sees it.
+const DefaultCheckInterval = 5 * time.Minute
+
+// Reconciler reconciles FeatureStoreBackends.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Backends  *backends.Resolver
+	// AdminSecrets caches the Secrets of the operator's namespace, where
+	// the admin Secrets live.
+	AdminSecrets cache.Cache
+	// Namespace is the operator's namespace, which also holds handed-off
+	// cleanups.
+	Namespace string
+	// CheckInterval is how often the server is checked again.
+	CheckInterval time.Duration
+
+	finalizer *finalizer.Finalizer
+}
+
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// SetupWithManager registers the controller and its watches: the backends,
+// the FeatureStores and handed-off cleanups that use them (their arrival
+// and departure), and the admin Secrets.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.CheckInterval <= 0 {
+		r.CheckInterval = DefaultCheckInterval
+	}
+	// Only the finalizer's Ensure is used: releasing it is not a cleanup
+	// but the end of a wait, with its own condition.
+	r.finalizer = &finalizer.Finalizer{Name: FinalizerName, Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder}
+	arrivals := predicate.Funcs{
+		CreateFunc:  func(ctrlevent.CreateEvent) bool { return true },
+		DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return true },
+		UpdateFunc:  func(ctrlevent.UpdateEvent) bool { return false },
+		GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
+	}
+	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.Namespace && o.GetLabels()[featurestore.LabelPendingCleanup] == "true"
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&featuresv1alpha1.FeatureStoreBackend{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, featurestore.FinalizersChanged))).
+		Watches(&featuresv1alpha1.FeatureStore{}, handler.EnqueueRequestsFromMapFunc(r.backendsOfStore),
+			builder.WithPredicates(arrivals)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.backendsOfPendingCleanup),
+			builder.WithPredicates(pending, arrivals)).
+		WatchesRawSource(source.Kind(r.AdminSecrets, &corev1.Secret{},
+			handler.TypedEnqueueRequestsFromMapFunc(r.backendsOfAdminSecret))).
+		WithOptions(opts).
+		Named("featurestorebackend").
+		Complete(tracing.Reconciler("featurestorebackend", r))
+}
+
+func requests(names []string) []reconcile.Request {
+	out := make([]reconcile.Request, 0, len(names))
+	for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+	}
+	return out
+}
+
+func (r *Reconciler) backendsOfStore(_ context.Context, o client.Object) []reconcile.Request {
+	return requests(featurestore.BackendNames(o.(*featuresv1alpha1.FeatureStore)))
+}
+
+func (r *Reconciler) backendsOfPendingCleanup(_ context.Context, o client.Object) []reconcile.Request {
+	plan, ok := planOf(o.(*corev1.ConfigMap))
+	if !ok {
+		return nil
+	}
+	return requests(plan.Backends())
+}
+
+func (r *Reconciler) backendsOfAdminSecret(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+	list := &featuresv1alpha1.FeatureStoreBackendList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing FeatureStoreBackends")
+		return nil
+	}
+	var names []string
+	for i := range list.Items {
+		if backends.AdminSecretName(&list.Items[i]) == s.Name {
+			names = append(names, list.Items[i].Name)
+		}
+	}
+	return requests(names)
+}
+
+func planOf(cm *corev1.ConfigMap) (cleanup.Plan, bool) {
+	var plan cleanup.Plan
+	if err := json.Unmarshal([]byte(cm.Data[featurestore.PlanKey]), &plan); err != nil {
+		return plan, false
+	}
+	return plan, true
+}
+
+// Reconcile converges one FeatureStoreBackend.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &featuresv1alpha1.FeatureStoreBackend{}
+	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, b)
+	}
+	if added, err := r.finalizer.Ensure(ctx, b); added || err != nil {
+		return ctrl.Result{}, err
+	}
+
+	h, err := patch.NewHelper(b, r.Client, r.APIReader)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := slices.Clone(b.Status.Conditions)
+	s := &scope{backend: b}
+	// A failed list from the cache says nothing about the server: retry
+	// without touching the status.
+	if err := r.observeUsers(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	phaseErr := r.checkServer(ctx, s)
+	computeStatus(b, s.observations())
+	if _, err := h.Patch(ctx, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.emit(b, before)
+	if phaseErr != nil {
+		return ctrl.Result{}, phaseErr
+	}
+	return ctrl.Result{RequeueAfter: r.CheckInterval}, nil
+}
+
+// reconcileDelete keeps the finalizer while anything uses the backend,
+// saying who in a condition and an event, and releases it once nothing
+// does. The watches on FeatureStores and handed-off cleanups bring the
+// backend back when one of them goes.
+func (r *Reconciler) reconcileDelete(ctx context.Context, b *featuresv1alpha1.FeatureStoreBackend) error {
+	if !controllerutil.ContainsFinalizer(b, FinalizerName) {
+		return nil
+	}
+	h, err := patch.NewHelper(b, r.Client, r.APIReader)
+	if err != nil {
+		return err
+	}
+	s := &scope{backend: b}
+	if err := r.observeUsers(ctx, s); err != nil {
+		return err
+	}
+	if s.users.empty() {
+		controllerutil.RemoveFinalizer(b, FinalizerName)
+		_, err := h.Patch(ctx, b)
+		return client.IgnoreNotFound(err)
+	}
+	before := slices.Clone(b.Status.Conditions)
+	computeDeletionStatus(b, s.users)
+	if _, err := h.Patch(ctx, b); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.emit(b, before)
+	return nil
+}

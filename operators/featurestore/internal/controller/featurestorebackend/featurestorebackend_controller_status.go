@@ -1,0 +1,100 @@
+package featurestorebackend
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+)
+
+// observations are what the phases found, the only input of the status.
+type observations struct {
+	users  users
+	server serverCheck
+}
+
+// computeStatus sets the conditions of a backend that is not being
+// deleted. kstatus: Ready once the admin connects with the needed
+// privileges; Reconciling while it waits for the Secret or the server,
+// which resolve without anybody's help; Stalled when a person must fix the
+// Secret, the credentials or the privileges.
+func computeStatus(b *featuresv1alpha1.FeatureStoreBackend, obs observations) {
+	b.Status.ObservedGeneration = b.Generation
+	b.Status.FeatureStores = ptr.To(int32(len(obs.users.stores)))
+	conditions.Remove(b, featuresv1alpha1.ConditionDeletionBlocked)
+	msg := obs.server.message
+	switch obs.server.outcome {
+	case outcomeReady:
+		conditions.MarkReady(b, commonv1alpha1.ReasonReconciled, msg)
+	case outcomeSecretMissing:
+		conditions.MarkReconciling(b, featuresv1alpha1.ReasonAdminSecretNotFound, msg)
+	case outcomeSecretInvalid:
+		conditions.MarkStalled(b, featuresv1alpha1.ReasonAdminSecretInvalid, msg)
+	case outcomeRefused:
+		conditions.MarkStalled(b, featuresv1alpha1.ReasonAuthenticationFailed, msg)
+	case outcomeUnprivileged:
+		conditions.MarkStalled(b, featuresv1alpha1.ReasonInsufficientPrivileges, msg)
+	case outcomeUnavailable:
+		conditions.MarkReconciling(b, featuresv1alpha1.ReasonServerUnavailable, msg)
+	default:
+		conditions.MarkReconciling(b, commonv1alpha1.ReasonProgressing, "Listing the FeatureStores that use the backend")
+	}
+}
+
+// computeDeletionStatus says why a deleted backend is still there. Ready
+// and the kstatus conditions keep their last values: the server was not
+// checked again.
+func computeDeletionStatus(b *featuresv1alpha1.FeatureStoreBackend, u users) {
+	b.Status.FeatureStores = ptr.To(int32(len(u.stores)))
+	conditions.MarkTrue(b, featuresv1alpha1.ConditionDeletionBlocked, featuresv1alpha1.ReasonInUse, deletionBlockedMessage(u))
+}
+
+// maxNamed bounds how many users a message names.
+const maxNamed = 10
+
+func deletionBlockedMessage(u users) string {
+	var parts []string
+	if len(u.stores) > 0 {
+		parts = append(parts, "FeatureStores "+nameSome(u.stores)+" still use it")
+	}
+	if len(u.pending) > 0 {
+		parts = append(parts, "the handed-off cleanups of FeatureStores "+nameSome(u.pending)+" have not finished")
+	}
+	return "Deletion waits until no FeatureStore needs the backend for its cleanup: " + strings.Join(parts, "; and ") +
+		". Delete those FeatureStores (or abandon their cleanup) to let the backend go"
+}
+
+func nameSome(names []string) string {
+	if len(names) <= maxNamed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxNamed], ", "), len(names)-maxNamed)
+}
+
+// emit records events for condition transitions after the status write:
+// Ready becoming True, a new reason for Ready being False, and each new
+// list of users blocking a deletion.
+func (r *Reconciler) emit(b *featuresv1alpha1.FeatureStoreBackend, before []metav1.Condition) {
+	beforeObj := &featuresv1alpha1.FeatureStoreBackend{Status: featuresv1alpha1.FeatureStoreBackendStatus{Conditions: before}}
+	if c := conditions.Get(b, featuresv1alpha1.ConditionDeletionBlocked); c != nil {
+		if old := conditions.Get(beforeObj, c.Type); old == nil || old.Message != c.Message {
+			r.Recorder.Event(b, corev1.EventTypeWarning, "DeletionBlocked", c.Message)
+		}
+		return
+	}
+	ready, old := conditions.Get(b, commonv1alpha1.ConditionReady), conditions.Get(beforeObj, commonv1alpha1.ConditionReady)
+	if ready == nil || (old != nil && old.Status == ready.Status && old.Reason == ready.Reason) {
+		return
+	}
+	if ready.Status == metav1.ConditionTrue {
+		r.Recorder.Event(b, corev1.EventTypeNormal, "Ready", ready.Message)
+		return
+	}
+	r.Recorder.Event(b, corev1.EventTypeWarning, ready.Reason, ready.Message)
+}

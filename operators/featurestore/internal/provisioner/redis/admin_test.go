@@ -1,0 +1,76 @@
+package redis
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestCheckAdminTellsUnreachableRefusedAndUnprivilegedApart(t *testing.T) {
+	ctx := t.Context()
+	admin := rs.Admin()
+	defer func() { _ = admin.Close() }()
+	for _, args := range [][]any{
+		{"ACL", "SETUSER", "check-readonly", "on", ">pw-readonly", "~*", "+@read", "+ping"},
+		{"ACL", "SETUSER", "check-nokeys", "on", ">pw-nokeys", "+@all"},
+	} {
+		if err := admin.Do(ctx, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", "check-readonly", "check-nokeys").Err() })
+	closed := closedPort(t)
+
+	for name, tc := range map[string]struct {
+		srv          func(Server) Server
+		wantAuth     bool
+		wantPriv     string
+		wantAnyError bool
+	}{
+		"the documented admin": {srv: func(s Server) Server { return s }},
+		"wrong password": {
+			srv:      func(s Server) Server { s.AdminPassword = "wrong"; return s },
+			wantAuth: true, wantAnyError: true,
+		},
+		"read-only user": {
+			srv:      func(s Server) Server { s.AdminUser, s.AdminPassword = "check-readonly", "pw-readonly"; return s },
+			wantPriv: "may not run ACL commands", wantAnyError: true,
+		},
+		"every command but no keys": {
+			srv:      func(s Server) Server { s.AdminUser, s.AdminPassword = "check-nokeys", "pw-nokeys"; return s },
+			wantPriv: "may not run TYPE, UNLINK", wantAnyError: true,
+		},
+		"nobody listening": {
+			srv:          func(s Server) Server { s.Port = closed; return s },
+			wantAnyError: true,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := CheckAdmin(ctx, tc.srv(server()))
+			if (err != nil) != tc.wantAnyError {
+				t.Fatalf("CheckAdmin: %v, want error %v", err, tc.wantAnyError)
+			}
+			if got := IsAuthenticationFailure(err); got != tc.wantAuth {
+				t.Errorf("IsAuthenticationFailure(%v) = %v, want %v", err, got, tc.wantAuth)
+			}
+			if got := IsPrivilegeError(err); got != (tc.wantPriv != "") || (got && !strings.Contains(err.Error(), tc.wantPriv)) {
+				t.Errorf("IsPrivilegeError(%v) = %v, want one mentioning %q", err, got, tc.wantPriv)
+			}
+		})
+	}
+}
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	_ = l.Close()
+	p, _ := strconv.Atoi(port)
+	return p
+}
