@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -190,6 +191,7 @@ func TestChartInstallsAndItsServiceAccountSuffices(t *testing.T) {
 
 	operatorConfig = charttest.ImpersonateServiceAccount(env.Config, ns, release)
 	defer func() { operatorConfig = nil }()
+	t.Run("GrantsNoMoreThanNeeded", func(t *testing.T) { grantsNoMoreThanNeeded(t, newClient(t, operatorConfig)) })
 	for name, test := range map[string]func(*testing.T){
 		"OwnedObjectsAndReady":            TestOwnedObjectsAndReady,
 		"SuspendAndResume":                TestSuspendAndResume,
@@ -199,5 +201,45 @@ func TestChartInstallsAndItsServiceAccountSuffices(t *testing.T) {
 		"MissingFeatureStoreDoesNotBlock": TestMissingFeatureStoreDoesNotBlock,
 	} {
 		t.Run(name, test)
+	}
+}
+
+// grantsNoMoreThanNeeded asks the API server what the chart's
+// ServiceAccount may do: what the operator needs is allowed (the
+// integration tests it runs as that ServiceAccount prove it is enough),
+// and nearby permissions it does not need are not.
+func grantsNoMoreThanNeeded(t *testing.T, c client.Client) {
+	for name, tc := range map[string]struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		"create secrets":            {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create", Namespace: "team"}, true},
+		"watch secrets":             {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "watch"}, true},
+		"update secrets":            {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "update", Namespace: "team"}, false},
+		"patch secrets":             {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "patch", Namespace: "team"}, false},
+		"delete secrets":            {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "delete", Namespace: "team"}, false},
+		"deletecollection secrets":  {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "deletecollection", Namespace: "team"}, false},
+		"watch events":              {authorizationv1.ResourceAttributes{Resource: "events", Verb: "watch"}, true},
+		"delete events":             {authorizationv1.ResourceAttributes{Resource: "events", Verb: "delete", Namespace: "team"}, false},
+		"read configmaps":           {authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "get", Namespace: "team"}, false},
+		"create pods":               {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create", Namespace: "team"}, false},
+		"patch statefulsets":        {authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "patch", Namespace: "team"}, true},
+		"delete statefulsets":       {authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "delete", Namespace: "team"}, false},
+		"delete workspaces":         {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete", Namespace: "team"}, false},
+		"patch notebook status":     {authorizationv1.ResourceAttributes{Group: "notebooks.mlplatform.dev", Resource: "notebooks", Subresource: "status", Verb: "patch"}, true},
+		"patch notebook spec":       {authorizationv1.ResourceAttributes{Group: "notebooks.mlplatform.dev", Resource: "notebooks", Verb: "patch"}, false},
+		"create featurestores":      {authorizationv1.ResourceAttributes{Group: "features.mlplatform.dev", Resource: "featurestores", Verb: "create"}, false},
+		"bind roles":                {authorizationv1.ResourceAttributes{Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Verb: "bind"}, false},
+		"leases in other namespace": {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "default"}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &tc.attrs}}
+			if err := c.Create(t.Context(), review); err != nil {
+				t.Fatal(err)
+			}
+			if review.Status.Allowed != tc.want {
+				t.Errorf("allowed = %v, want %v (%s)", review.Status.Allowed, tc.want, review.Status.Reason)
+			}
+		})
 	}
 }

@@ -45,7 +45,23 @@ var _ Prober = (*jupyter.Prober)(nil)
 // +kubebuilder:rbac:groups=notebooks.mlplatform.dev,resources=notebooks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+// Secrets: the operator needs only the token Secrets it creates itself,
+// all labelled managed-by notebook-operator. It creates them (create),
+// caches them through a label-restricted informer (list, watch), and reads
+// one past the cache when the cache has not caught up with a Secret created
+// a moment ago or to tell a foreign Secret of the same name (get). It never
+// updates, patches or deletes a Secret (the token never changes; the
+// garbage collector deletes it with the Notebook), and it never reads a
+// FeatureStore's client configuration: the kubelet mounts that by name.
+// RBAC cannot express "only Secrets with this label", so the informer's
+// label selector, not RBAC, is what keeps other Secrets out of the
+// operator's memory. A namespaced Role cannot replace the ClusterRole
+// either: one operator serves Notebooks in every namespace, including
+// namespaces created after it was installed, through cluster-wide
+// informers, and granting itself a Role in each new namespace would need
+// the escalate and bind verbs, which are more powerful than what they
+// would replace.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // The StatefulSet controller reports a pod it could not create (a quota
