@@ -38,7 +38,7 @@ func main() {
 	must(kubeflowv1.AddToScheme(scheme))
 
 	var owned []client.Object
-	owned = append(owned, &corev1.Pod{})
+	owned = append(owned, &corev1.Pod{}, &corev1.PersistentVolumeClaim{})
 	for _, fw := range kubeflowjob.Frameworks() {
 		owned = append(owned, fw.Empty())
 	}

@@ -103,7 +103,7 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 }
 
 func newManager(op *Operator, mc manager.Config, scheme *runtime.Scheme, opts Options) (ctrl.Manager, error) {
-	owned := []client.Object{&corev1.Pod{}}
+	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}}
 	for _, fw := range kubeflowjob.Frameworks() {
 		owned = append(owned, fw.Empty())
 	}

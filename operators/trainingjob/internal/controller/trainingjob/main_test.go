@@ -113,21 +113,11 @@ func adminClient(t *testing.T) client.Client {
 
 func createNamespace(t *testing.T, c client.Client) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tj-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	name := testenv.CreateNamespace(t, c, "tj")
 	// Later tests' operators reconcile whatever earlier tests left; the
 	// namespace controller of kube-controller-manager removes it all.
-	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
-	return ns.Name
-}
-
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+	return name
 }
 
 var testSettings = kubeflowjob.Settings{
@@ -145,13 +135,12 @@ var testSettings = kubeflowjob.Settings{
 type operator struct {
 	reconciler *Reconciler
 	writes     *testenv.WriteCounter
-	cancel     context.CancelFunc
-	done       chan error
+	mgr        *testenv.Manager
 }
 
 func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	t.Helper()
-	op := &operator{writes: testenv.NewWriteCounter(), done: make(chan error, 1)}
+	op := &operator{writes: testenv.NewWriteCounter()}
 	cfg := manager.DefaultConfig()
 	cfg.RESTConfig = op.writes.Wrap(operatorConfig(t))
 	cfg.LeaderElect = false
@@ -159,7 +148,7 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	cfg.HealthProbeBindAddress = "0"
 	cfg.MaxBackoff = 2 * time.Second
 	var owned []client.Object
-	owned = append(owned, &corev1.Pod{})
+	owned = append(owned, &corev1.Pod{}, &corev1.PersistentVolumeClaim{})
 	for _, fw := range kubeflowjob.Frameworks() {
 		owned = append(owned, fw.Empty())
 	}
@@ -181,31 +170,13 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	op.cancel = cancel
-	go func() { op.done <- mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
-		t.Fatal("cache did not sync")
-	}
-	t.Cleanup(func() { op.stop(t) })
+	op.mgr = testenv.StartManager(t, mgr)
 	return op
 }
 
 func (op *operator) stop(t *testing.T) {
 	t.Helper()
-	if op.cancel == nil {
-		return
-	}
-	op.cancel()
-	op.cancel = nil
-	select {
-	case err := <-op.done:
-		if err != nil {
-			t.Errorf("manager stopped with error: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Error("manager did not stop")
-	}
+	op.mgr.Stop(t)
 }
 
 func newTrainingJob(ns, name string, workers int32) *trainingv1alpha1.TrainingJob {
@@ -230,7 +201,7 @@ func getTJ(ctx context.Context, c client.Client, tj *trainingv1alpha1.TrainingJo
 func waitTJ(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob, what string, check func(*trainingv1alpha1.TrainingJob) bool) *trainingv1alpha1.TrainingJob {
 	t.Helper()
 	var got *trainingv1alpha1.TrainingJob
-	eventually(t, what, func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, what, func(ctx context.Context) (bool, error) {
 		var err error
 		got, err = getTJ(ctx, c, tj)
 		if err != nil {
@@ -243,7 +214,7 @@ func waitTJ(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob, wha
 
 func waitGone(t *testing.T, c client.Client, obj client.Object) {
 	t.Helper()
-	eventually(t, obj.GetName()+" is gone", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, obj.GetName()+" is gone", func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
 		return apierrors.IsNotFound(err), nil
 	})
@@ -252,7 +223,7 @@ func waitGone(t *testing.T, c client.Client, obj client.Object) {
 func waitPyTorchJob(t *testing.T, c client.Client, ns, name string) *kubeflowv1.PyTorchJob {
 	t.Helper()
 	job := &kubeflowv1.PyTorchJob{}
-	eventually(t, "PyTorchJob "+name+" exists", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "PyTorchJob "+name+" exists", func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
 		return err == nil, client.IgnoreNotFound(err)
 	})
@@ -264,7 +235,7 @@ func waitPyTorchJob(t *testing.T, c client.Client, ns, name string) *kubeflowv1.
 // and replica counts.
 func setJobStatus(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob, mutate func(*kubeflowv1.JobStatus)) {
 	t.Helper()
-	eventually(t, "update PyTorchJob status", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "update PyTorchJob status", func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, err
 		}
@@ -304,13 +275,3 @@ func findEvent(ctx context.Context, c client.Client, obj client.Object, reason s
 	return nil, nil
 }
 
-func waitEvent(t *testing.T, c client.Client, obj client.Object, reason string) *corev1.Event {
-	t.Helper()
-	var found *corev1.Event
-	eventually(t, "event "+reason, func(ctx context.Context) (bool, error) {
-		var err error
-		found, err = findEvent(ctx, c, obj, reason)
-		return found != nil, err
-	})
-	return found
-}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -28,6 +29,12 @@ type Metrics struct {
 	TimeToRunning      *prometheus.HistogramVec
 	Duration           *prometheus.HistogramVec
 	AcceleratorSeconds *prometheus.CounterVec
+	Restarted          *prometheus.CounterVec
+	// AcceleratorSecondsLost counts the accelerator time of runs that
+	// failed and were restarted: an upper bound of the work lost, since
+	// training resumes from its last checkpoint.
+	AcceleratorSecondsLost *prometheus.CounterVec
+	QueueWait              *prometheus.HistogramVec
 }
 
 // NewMetrics registers the metrics on controller-runtime's registry, or
@@ -46,6 +53,12 @@ func NewMetrics() *Metrics {
 			"Seconds from a TrainingJob's start until it finished.", jobBuckets, "namespace", "framework", "outcome"),
 		AcceleratorSeconds: metrics.NewCounterVec(subsystem, "accelerator_seconds_total",
 			"Accelerator-seconds held by finished TrainingJobs (accelerators per pod x pods x duration).", "namespace", "type"),
+		Restarted: metrics.NewCounterVec(subsystem, "restarted_total",
+			"Runs of TrainingJobs restarted after a failure, by failure class and cause.", "namespace", "class", "reason"),
+		AcceleratorSecondsLost: metrics.NewCounterVec(subsystem, "accelerator_seconds_lost_total",
+			"Accelerator-seconds held by runs that failed and were restarted (accelerators per pod x pods x run duration).", "namespace", "type"),
+		QueueWait: metrics.NewHistogramVec(subsystem, "queue_wait_seconds",
+			"Seconds a queued TrainingJob's run waited for Kueue to admit it.", jobBuckets, "namespace"),
 	}
 }
 
@@ -55,6 +68,20 @@ func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob
 	ns, framework := after.Namespace, string(after.Spec.Framework)
 	if before.Status.StartTime == nil && after.Status.StartTime != nil {
 		m.TimeToRunning.WithLabelValues(ns, framework).Observe(after.Status.StartTime.Sub(after.CreationTimestamp.Time).Seconds())
+	}
+	if b := conditions.Get(before, trainingv1alpha1.ConditionQueued); b != nil && b.Status == metav1.ConditionTrue {
+		if a := conditions.Get(after, trainingv1alpha1.ConditionQueued); a != nil && a.Status == metav1.ConditionFalse {
+			m.QueueWait.WithLabelValues(ns).Observe(max(0, now.Sub(b.LastTransitionTime.Time).Seconds()))
+		}
+	}
+	if after.Status.RestartCount > before.Status.RestartCount && len(after.Status.Runs) > 0 {
+		run := after.Status.Runs[len(after.Status.Runs)-1]
+		m.Restarted.WithLabelValues(ns, string(run.Class), run.Reason).Inc()
+		if run.StartTime != nil && run.EndTime != nil {
+			if class, pods, count := acceleratorsOf(after, fw, catalog); class != "" {
+				m.AcceleratorSecondsLost.WithLabelValues(ns, class).Add(max(0, run.EndTime.Sub(run.StartTime.Time).Seconds()) * pods * count)
+			}
+		}
 	}
 	if finished(before) || !finished(after) {
 		return
@@ -79,16 +106,27 @@ func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob
 		return
 	}
 	m.Duration.WithLabelValues(ns, framework, outcome).Observe(seconds)
-	if after.Status.StartTime == nil || fw == nil || after.Spec.Resources == nil {
+	if after.Status.StartTime == nil {
 		return
 	}
-	class, err := catalog.Resolve(after.Spec.Resources.Accelerators)
+	if class, pods, count := acceleratorsOf(after, fw, catalog); class != "" {
+		m.AcceleratorSeconds.WithLabelValues(ns, class).Add(seconds * pods * count)
+	}
+}
+
+// acceleratorsOf returns a TrainingJob's accelerator type, its pods and the
+// accelerators of each; an empty type when it uses none.
+func acceleratorsOf(tj *trainingv1alpha1.TrainingJob, fw kubeflowjob.Framework, catalog accelerator.Catalog) (string, float64, float64) {
+	if fw == nil || tj.Spec.Resources == nil || tj.Spec.Resources.Accelerators == nil {
+		return "", 0, 0
+	}
+	class, err := catalog.Resolve(tj.Spec.Resources.Accelerators)
 	if err != nil || class == nil {
-		return
+		return "", 0, 0
 	}
 	var pods int32
-	for _, r := range fw.Roles(&after.Spec) {
+	for _, r := range fw.Roles(&tj.Spec) {
 		pods += r.Replicas
 	}
-	m.AcceleratorSeconds.WithLabelValues(ns, class.Type).Add(seconds * float64(pods) * float64(after.Spec.Resources.Accelerators.Count))
+	return class.Type, float64(pods), float64(tj.Spec.Resources.Accelerators.Count)
 }

@@ -34,12 +34,17 @@ const featureStoreIndex = featureref.IndexKey
 // ClusterRole. The finalizers subresource is only for blockOwnerDeletion on
 // the jobs, which clusters with OwnerReferencesPermissionEnforcement check.
 // Pods are only listed, watched and deleted (the clean-pod
-// policy): the Kubeflow training-operator creates them.
+// policy, the left-overs of a failed run): the Kubeflow training-operator
+// creates them. Kubeflow jobs are deleted only to end the run of a queued
+// job the user suspends. Checkpoint claims are created, and patched only to
+// adopt a retained claim under deletionPolicy Delete; they are never
+// deleted by the operator (the garbage collector does, with Delete).
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/status,verbs=get;patch
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/finalizers,verbs=update
-// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs;tfjobs;xgboostjobs;paddlejobs,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs;tfjobs;xgboostjobs;paddlejobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch
@@ -176,12 +181,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var result ctrl.Result
 	var errs []error
-	for _, p := range []phase{r.ensureJob, r.convergeSuspend, r.observePods, r.cleanPods} {
+	for _, p := range []phase{r.ensureJob, r.retirePreviousRun, r.observePods, r.decideRunEnd, r.convergeSuspend, r.convergeQueueLabel, r.cleanPods} {
 		res, err := p(ctx, s)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		result = shortest(result, res)
+	}
+	if s.stale {
+		// The cache has not caught up with a decision already recorded;
+		// the reconcile that sees it computes the status.
+		return result, errors.Join(errs...)
 	}
 
 	setStatus(tj, s.observation())
@@ -194,6 +204,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.Recorder.Event(tj, e.Type, e.Reason, e.Message)
 		}
 		r.Metrics.observeTransitions(before, tj, s.fw, r.Settings.Catalog, r.Now())
+	}
+	if s.createdClaim && s.claim != nil {
+		r.Recorder.Event(tj, corev1.EventTypeNormal, "CheckpointClaimCreated", s.claim.message)
 	}
 	if s.created {
 		r.Metrics.Created.WithLabelValues(tj.Namespace, string(tj.Spec.Framework)).Inc()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -19,16 +21,28 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
 // storePollInterval is how often a job waiting for a FeatureStore looks
 // again when the FeatureStore CRD was not installed at start, so no watch
 // can wake it.
 const storePollInterval = time.Minute
+
+// claimPollInterval is how often a job waiting for an existing checkpoint
+// claim looks again: claims the user creates are outside the operator's
+// label-restricted cache, so no watch wakes it.
+const claimPollInterval = 10 * time.Second
+
+// previousRunPollInterval is how often a job whose next run waits for the
+// previous run's pods to stop looks again, besides the pod watch.
+const previousRunPollInterval = 5 * time.Second
 
 // Condition reasons for jobs that cannot be created.
 const (
@@ -51,6 +65,17 @@ type scope struct {
 	invalid  error
 	reason   string
 	pods     []corev1.Pod
+	// claim is the checkpoint claim's state; createdClaim is true when
+	// this reconcile created it.
+	claim        *claimObservation
+	createdClaim bool
+	// end is a run ended in this reconcile; decision explains a failed run
+	// that is not restarted.
+	end      *runEnd
+	decision *restart.Decision
+	// stale is true when the cache lags behind a decision already
+	// recorded: the reconcile then writes nothing and looks again.
+	stale bool
 }
 
 func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
@@ -75,6 +100,9 @@ func (s *scope) observation() observation {
 		invalidReason: s.reason,
 		pods:          s.pods,
 		now:           s.now,
+		claim:         s.claim,
+		end:           s.end,
+		decision:      s.decision,
 	}
 	if fw, ok := kubeflowjob.Frameworks()[s.tj.Spec.Framework]; ok {
 		o.kind = fw.Kind()
@@ -83,8 +111,21 @@ func (s *scope) observation() observation {
 		rp, st := s.fw.Parts(s.job)
 		o.job = st
 		o.jobSuspended = ptr.Deref(rp.Suspend, false)
+		o.runStart = runStart(s.tj, st)
 	}
 	return o
+}
+
+// runStart is when the current run started: when Kubeflow started its job,
+// else when the TrainingJob was seen running.
+func runStart(tj *trainingv1alpha1.TrainingJob, st *kubeflowv1.JobStatus) *metav1.Time {
+	if st.StartTime != nil {
+		return st.StartTime.DeepCopy()
+	}
+	if c := conditions.Get(tj, trainingv1alpha1.ConditionRunning); c != nil && c.Status == metav1.ConditionTrue {
+		return c.LastTransitionTime.DeepCopy()
+	}
+	return nil
 }
 
 func finished(tj *trainingv1alpha1.TrainingJob) bool { return conditions.IsFinished(tj) }
@@ -120,6 +161,10 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, r.adopt(ctx, s, job)
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
+	}
+
+	if wait, ok, err := r.mayCreateRun(ctx, s); err != nil || !ok {
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 
 	var stores []featureref.Store
@@ -167,6 +212,314 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 }
 
+// mayCreateRun says whether the current run's job may be created now, or
+// how long to wait: never while a queued job is suspended (its run is only
+// created on resume), not before the backoff recorded in nextRunTime has
+// passed, not while pods of the previous run still run (so two runs never
+// write the same checkpoints), and not before the checkpoint claim is
+// ready.
+func (r *Reconciler) mayCreateRun(ctx context.Context, s *scope) (time.Duration, bool, error) {
+	if s.tj.Spec.QueueName != "" && s.tj.Spec.Suspend {
+		return 0, false, nil
+	}
+	if next := s.tj.Status.NextRunTime; next != nil && s.now.Before(next.Time) {
+		return next.Sub(s.now), false, nil
+	}
+	if s.run > 1 {
+		active, err := r.activePods(ctx, s, s.run-1, true)
+		if err != nil {
+			return 0, false, err
+		}
+		if active > 0 {
+			return previousRunPollInterval, false, nil
+		}
+	}
+	if err := r.ensureClaim(ctx, s); err != nil {
+		return 0, false, err
+	}
+	switch {
+	case s.claim == nil || s.claim.ready:
+		return 0, true, nil
+	case s.claim.stalled:
+		return 0, false, nil
+	default:
+		return claimPollInterval, false, nil
+	}
+}
+
+// activePods counts the pods of a run that have not finished, from the
+// cache; terminating ones only when asked.
+func (r *Reconciler) activePods(ctx context.Context, s *scope, run int32, terminating bool) (int, error) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels(kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, run))); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if terminating || p.DeletionTimestamp.IsZero() {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ensureClaim makes sure the checkpoint claim exists before a run is
+// created. An existing claim is read live: the user's claims are outside
+// the operator's label-restricted cache. The claim the operator creates
+// carries its labels; with deletionPolicy Delete the TrainingJob controls
+// it, so the garbage collector deletes it with the TrainingJob, and with
+// Retain it has no owner at all, so neither deletion nor TTL expiry of the
+// TrainingJob touches it.
+func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) error {
+	cp := s.tj.Spec.Checkpoint
+	if cp == nil {
+		return nil
+	}
+	name := kubeflowjob.CheckpointClaimName(s.tj)
+	obs := &claimObservation{name: name}
+	s.claim = obs
+	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: name}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if cp.ClaimName != "" {
+		err := r.APIReader.Get(ctx, key, pvc)
+		if apierrors.IsNotFound(err) {
+			obs.reason, obs.message = commonv1alpha1.ReasonDependencyNotFound, fmt.Sprintf("PersistentVolumeClaim %s does not exist", name)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return checkClaim(obs, pvc, cp, fmt.Sprintf("Checkpoints are kept in the existing claim %s, which the operator never deletes", name))
+	}
+
+	err := r.Client.Get(ctx, key, pvc)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, pvc)
+	}
+	if apierrors.IsNotFound(err) {
+		desired := r.desiredClaim(s.tj, name)
+		if cp.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete {
+			if err := controllerutil.SetControllerReference(s.tj, desired, r.Client.Scheme()); err != nil {
+				return err
+			}
+		}
+		err = r.Client.Create(ctx, desired)
+		switch {
+		case err == nil:
+			s.createdClaim = true
+			pvc = desired
+		case apierrors.IsAlreadyExists(err):
+			if err := r.APIReader.Get(ctx, key, pvc); err != nil {
+				return err
+			}
+		case finalizer.IsNamespaceTerminatingError(err):
+			obs.reason, obs.message = ReasonJobNotCreated, "The namespace is terminating"
+			return nil
+		default:
+			return fmt.Errorf("creating checkpoint claim %s: %w", name, err)
+		}
+	} else if err != nil {
+		return err
+	}
+	if pvc.Labels[trainingv1alpha1.LabelJobName] != s.tj.Name {
+		obs.stalled, obs.reason = true, ReasonClaimConflict
+		obs.message = fmt.Sprintf("PersistentVolumeClaim %s already exists and was not created for this TrainingJob; delete or rename it, or name it in checkpoint.claimName", name)
+		return nil
+	}
+	// A claim retained from an earlier TrainingJob of the same name is used
+	// again; with Delete it now belongs to this one.
+	if cp.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete && metav1.GetControllerOf(pvc) == nil {
+		base := pvc.DeepCopy()
+		if err := controllerutil.SetControllerReference(s.tj, pvc, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Patch(ctx, pvc, client.MergeFrom(base)); err != nil {
+			return fmt.Errorf("adopting checkpoint claim %s: %w", name, err)
+		}
+	}
+	policy := "it is kept after the TrainingJob is deleted (deletionPolicy Retain)"
+	if cp.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete {
+		policy = "it is deleted with the TrainingJob (deletionPolicy Delete)"
+	}
+	return checkClaim(obs, pvc, cp, fmt.Sprintf("Checkpoints are kept in claim %s; %s", name, policy))
+}
+
+// checkClaim accepts a claim that offers the access mode the job mounts it
+// with: ReadWriteMany for every pod, or one of the single-node modes (or
+// ReadWriteMany) for the rank-0 pod alone.
+func checkClaim(obs *claimObservation, pvc *corev1.PersistentVolumeClaim, cp *trainingv1alpha1.Checkpoint, ready string) error {
+	accepted := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	if cp.AccessMode != corev1.ReadWriteMany {
+		accepted = append(accepted, corev1.ReadWriteOnce, corev1.ReadWriteOncePod)
+	}
+	for _, m := range pvc.Spec.AccessModes {
+		if slices.Contains(accepted, m) {
+			obs.ready, obs.reason, obs.message = true, ReasonClaimReady, ready
+			return nil
+		}
+	}
+	obs.stalled, obs.reason = true, ReasonAccessModeMissing
+	obs.message = fmt.Sprintf("PersistentVolumeClaim %s offers access modes %v, not %s (checkpoint.accessMode)", pvc.Name, pvc.Spec.AccessModes, cp.AccessMode)
+	return nil
+}
+
+// desiredClaim is the checkpoint claim the operator creates.
+func (r *Reconciler) desiredClaim(tj *trainingv1alpha1.TrainingJob, name string) *corev1.PersistentVolumeClaim {
+	cp := tj.Spec.Checkpoint
+	labels := manager.ManagedByLabels(r.Settings.OperatorName)
+	labels[trainingv1alpha1.LabelJobName] = tj.Name
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: name, Labels: labels},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{cp.AccessMode},
+			StorageClassName: cp.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *cp.Size}},
+		},
+	}
+}
+
+// retirePreviousRun stops what is left of the previous run once status
+// moved on to the current one. A previous run that did not finish was
+// ended by suspending a queued job: its Kubeflow job is deleted, which
+// gives Kueue its quota back. A failed previous run keeps its job (and
+// finished pods, for their logs), but Kubeflow's clean-pod policy None left
+// its other pods running, holding accelerators and the checkpoint volume:
+// those are deleted. Both are idempotent and write nothing once done.
+func (r *Reconciler) retirePreviousRun(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.finished || s.fw == nil || s.run <= 1 {
+		return ctrl.Result{}, nil
+	}
+	prev := s.run - 1
+	job := s.fw.Empty()
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: kubeflowjob.JobName(s.tj.Name, prev)}, job)
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil
+	}
+	if err != nil || !metav1.IsControlledBy(job, s.tj) || !job.GetDeletionTimestamp().IsZero() {
+		return ctrl.Result{}, err
+	}
+	_, st := s.fw.Parts(job)
+	if jobCondition(st, kubeflowv1.JobSucceeded) == nil && jobCondition(st, kubeflowv1.JobFailed) == nil {
+		uid := job.GetUID()
+		err := r.Client.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	active, err := r.activePods(ctx, s, prev, false)
+	if err != nil || active == 0 {
+		return ctrl.Result{}, err
+	}
+	err = r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(s.tj.Namespace),
+		client.MatchingLabels(kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, prev)),
+		client.MatchingFieldsSelector{Selector: fields.AndSelectors(
+			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+		)})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("deleting the pods of run %d: %w", prev, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// decideRunEnd decides what follows the current run when it ended without
+// succeeding: a failed run is classified and, under the checkpoint's
+// policy, followed by a new run; a queued job the user suspends ends its
+// run. The decision is recorded in status (run index, restart count,
+// nextRunTime) before anything acts on it, and only after a live read
+// confirms that status still names this run: a cache that lags behind an
+// earlier decision must not make a second one.
+func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.finished || s.job == nil {
+		return ctrl.Result{}, nil
+	}
+	_, st := s.fw.Parts(s.job)
+	if jobCondition(st, kubeflowv1.JobSucceeded) != nil {
+		return ctrl.Result{}, nil
+	}
+	start := runStart(s.tj, st)
+	var end *runEnd
+	if failed := jobCondition(st, kubeflowv1.JobFailed); failed != nil {
+		f := failure.Classify(s.pods)
+		d := restart.Decide(s.tj.Spec.Checkpoint, s.tj.Status.RestartCount, f, s.now)
+		if !d.Restart {
+			s.decision = &d
+			return ctrl.Result{}, nil
+		}
+		next := metav1.NewTime(ceilSecond(d.NextRunTime))
+		limit := ptr.Deref(s.tj.Spec.Checkpoint.MaxRestarts, restart.DefaultMaxRestarts)
+		end = &runEnd{
+			restart:     true,
+			nextRunTime: &next,
+			record:      trainingv1alpha1.RunRecord{Run: s.run, Reason: f.Cause, Class: f.Class, Message: f.Message, StartTime: start, EndTime: timeOr(failed.LastTransitionTime, s.now)},
+			message: fmt.Sprintf("Run %d failed: %s. Run %d starts from the last checkpoint at %s (restart %d of %d)",
+				s.run, f.Message, s.run+1, next.UTC().Format(time.RFC3339), s.tj.Status.RestartCount+1, limit),
+		}
+	} else if s.tj.Spec.QueueName != "" && s.tj.Spec.Suspend {
+		end = &runEnd{
+			record:  trainingv1alpha1.RunRecord{Run: s.run, Reason: ReasonSuspended, Message: "Suspended by the user", StartTime: start, EndTime: &metav1.Time{Time: s.now.Truncate(time.Second)}},
+			message: fmt.Sprintf("The job is suspended: run %d ended and its Kubeflow job is deleted, which gives Kueue its quota back; run %d starts when suspend is false", s.run, s.run+1),
+		}
+	} else {
+		return ctrl.Result{}, nil
+	}
+	end.next = s.run + 1
+
+	live := &trainingv1alpha1.TrainingJob{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.tj), live); err != nil {
+		return ctrl.Result{}, err
+	}
+	if max(live.Status.Run, 1) != s.run || live.UID != s.tj.UID {
+		s.stale = true
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	s.end = end
+	return ctrl.Result{}, nil
+}
+
+// ceilSecond rounds up to the second that status can hold, so that a run
+// never starts before its backoff has passed.
+func ceilSecond(t time.Time) time.Time {
+	if c := t.Truncate(time.Second); !c.Equal(t) {
+		return c.Add(time.Second)
+	}
+	return t
+}
+
+// convergeQueueLabel makes the Kueue queue label of the current run's job
+// follow spec.queueName while the job waits in its queue. Kueue does not
+// move admitted workloads, so an admitted job keeps its queue (the CRD
+// rejects the change; one that raced with the admission takes effect with
+// the next run).
+func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.job == nil || s.finished || s.end != nil {
+		return ctrl.Result{}, nil
+	}
+	want := s.tj.Spec.QueueName
+	if s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] == want {
+		return ctrl.Result{}, nil
+	}
+	if rp, _ := s.fw.Parts(s.job); !ptr.Deref(rp.Suspend, false) {
+		return ctrl.Result{}, nil
+	}
+	base := s.job.DeepCopyObject().(client.Object)
+	labels := maps.Clone(s.job.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if want == "" {
+		delete(labels, trainingv1alpha1.LabelKueueQueueName)
+	} else {
+		labels[trainingv1alpha1.LabelKueueQueueName] = want
+	}
+	s.job.SetLabels(labels)
+	if err := r.Client.Patch(ctx, s.job, client.MergeFrom(base)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("setting the queue of %s %s: %w", s.fw.Kind(), s.jobName, err)
+	}
+	return ctrl.Result{}, nil
+}
+
 // adopt accepts an existing job as the run's job when this TrainingJob
 // controls it, and restores the labels the operator's cache selects on.
 func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) error {
@@ -198,12 +551,14 @@ func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) err
 	return r.Client.Patch(ctx, job, client.MergeFrom(base))
 }
 
-// convergeSuspend makes the job's runPolicy.suspend follow spec.suspend. It
-// is the only field of the job the operator changes after creating it:
-// everything else in the spec is immutable, and fields that admission
-// webhooks or Kueue set on the job are left alone.
+// convergeSuspend makes the job's runPolicy.suspend follow spec.suspend for
+// jobs without a queue. It is the only field of the job's spec the
+// operator changes after creating it: everything else in the spec is
+// immutable, and fields that admission webhooks or Kueue set on the job
+// (nodeSelector, tolerations on admission) are left alone.
 func (r *Reconciler) convergeSuspend(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.job == nil || s.finished {
+	if s.job == nil || s.finished || s.end != nil || s.tj.Spec.QueueName != "" {
+		// A queued job's suspend belongs to Kueue.
 		return ctrl.Result{}, nil
 	}
 	rp, st := s.fw.Parts(s.job)

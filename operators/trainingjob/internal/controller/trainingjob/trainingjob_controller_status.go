@@ -12,6 +12,8 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 )
@@ -31,7 +33,23 @@ const (
 	ReasonFailed            = "Failed"
 	ReasonFinished          = "Finished"
 	ReasonFrameworkNotReady = "FrameworkUnavailable"
+	// Queue reasons: waiting for Kueue's first admission, waiting again
+	// after Kueue evicted the job, and admitted.
+	ReasonQueued   = "Queued"
+	ReasonWaiting  = "Waiting"
+	ReasonEvicted  = "Evicted"
+	ReasonAdmitted = "Admitted"
+	// ReasonRunStarted closes the Restarting condition once the next run's
+	// Kubeflow job exists.
+	ReasonRunStarted = "RunStarted"
+	// Checkpoint claim reasons.
+	ReasonClaimReady        = "ClaimReady"
+	ReasonClaimConflict     = "ClaimConflict"
+	ReasonAccessModeMissing = "AccessModeNotOffered"
 )
+
+// maxRunHistory bounds status.runs, as the CRD does.
+const maxRunHistory = 10
 
 // maxTerminationMessage bounds what status copies from a container: the
 // kubelet caps a termination message at 4096 bytes already, and status
@@ -59,6 +77,38 @@ type observation struct {
 	// pods are the pods of the current run, for the failure explanation.
 	pods []corev1.Pod
 	now  time.Time
+	// claim is what was learned about the checkpoint claim; nil when it
+	// was not looked at in this reconcile.
+	claim *claimObservation
+	// end is a run that ended in this reconcile with a decision confirmed
+	// against the live object: a restart, or a queued job's suspension.
+	end *runEnd
+	// decision is why a failed run was not restarted, for the message.
+	decision *restart.Decision
+	// runStart is when the current run's Kubeflow job started, if known.
+	runStart *metav1.Time
+}
+
+// claimObservation is the state of the checkpoint claim.
+type claimObservation struct {
+	name string
+	// ready is true when the claim exists and offers the access mode.
+	ready bool
+	// stalled is true when only a person can make it ready.
+	stalled         bool
+	reason, message string
+}
+
+// runEnd is the end of the current run and what follows it.
+type runEnd struct {
+	record trainingv1alpha1.RunRecord
+	// next is the run that follows.
+	next int32
+	// restart is true when a failure ended the run, which counts as a
+	// restart; false for a suspension of a queued job.
+	restart     bool
+	nextRunTime *metav1.Time
+	message     string
 }
 
 // setStatus computes the TrainingJob's status from what was observed. A
@@ -72,6 +122,18 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 	if tj.Status.Run == 0 {
 		tj.Status.Run = o.run
 	}
+	if o.claim != nil {
+		tj.Status.CheckpointClaim = o.claim.name
+		if o.claim.ready {
+			conditions.MarkTrue(tj, trainingv1alpha1.ConditionCheckpointReady, ReasonClaimReady, o.claim.message)
+		} else {
+			conditions.MarkFalse(tj, trainingv1alpha1.ConditionCheckpointReady, o.claim.reason, o.claim.message)
+		}
+	}
+	if o.end != nil {
+		endRun(tj, o)
+		return
+	}
 	if o.stores != nil {
 		if o.stores.AllReady() {
 			conditions.MarkTrue(tj, trainingv1alpha1.ConditionFeatureStoresReady, commonv1alpha1.ReasonReconciled, o.stores.Message())
@@ -83,13 +145,33 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 	if o.job == nil {
 		tj.Status.Phase = trainingv1alpha1.PhasePending
 		conditions.MarkFalse(tj, trainingv1alpha1.ConditionCreated, ReasonJobNotCreated, fmt.Sprintf("%s %s does not exist yet", o.kind, o.jobName))
+		restarting := conditions.IsTrue(tj, trainingv1alpha1.ConditionRestarting)
 		switch {
+		case tj.Spec.QueueName != "" && tj.Spec.Suspend:
+			// A queued job is suspended by having no Kubeflow job.
+			conditions.MarkTrue(tj, commonv1alpha1.ConditionSuspended, ReasonSuspended, "The job is suspended; its run ended and the next one starts when suspend is false")
+			conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonSuspended, "The job is suspended")
+			conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
+			conditions.Remove(tj, commonv1alpha1.ConditionStalled)
+			tj.Status.Phase = trainingv1alpha1.PhaseSuspended
 		case o.invalid != nil:
 			conditions.MarkStalled(tj, o.invalidReason, o.invalid.Error())
+		case o.claim != nil && o.claim.stalled:
+			conditions.MarkStalled(tj, o.claim.reason, o.claim.message)
+		case o.claim != nil && !o.claim.ready:
+			conditions.MarkReconciling(tj, o.claim.reason, "Waiting for the checkpoint claim before starting: "+o.claim.message)
+		case restarting:
+			c := *conditions.Get(tj, trainingv1alpha1.ConditionRestarting)
+			conditions.MarkTrue(tj, trainingv1alpha1.ConditionRestarting, c.Reason, c.Message)
+			conditions.MarkReconciling(tj, ReasonRestarting, c.Message)
+			tj.Status.Phase = trainingv1alpha1.PhaseRestarting
 		case o.stores != nil && !o.stores.AllReady():
 			conditions.MarkReconciling(tj, o.stores.Reason(), "Waiting for FeatureStores before starting: "+o.stores.Message())
 		default:
 			conditions.MarkReconciling(tj, commonv1alpha1.ReasonProgressing, fmt.Sprintf("Creating %s %s", o.kind, o.jobName))
+		}
+		if tj.Spec.QueueName != "" && tj.Spec.Suspend {
+			return
 		}
 		// Ready is for long-running kinds; kstatus reads Reconciling
 		// and Stalled, and people read Succeeded and Failed.
@@ -100,6 +182,13 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 	tj.Status.Job = &trainingv1alpha1.JobReference{APIVersion: kubeflowv1.GroupVersion.String(), Kind: o.kind, Name: o.jobName}
 	tj.Status.Roles = roleStatuses(o.job)
 	conditions.MarkTrue(tj, trainingv1alpha1.ConditionCreated, ReasonJobCreated, fmt.Sprintf("%s %s created", o.kind, o.jobName))
+	if conditions.Get(tj, trainingv1alpha1.ConditionRestarting) != nil {
+		// Only jobs that restarted carry the condition; it stays, False,
+		// as the record of the latest restart.
+		conditions.MarkFalse(tj, trainingv1alpha1.ConditionRestarting, ReasonRunStarted, fmt.Sprintf("Run %d started (restart %d)", o.run, tj.Status.RestartCount))
+		tj.Status.NextRunTime = nil
+	}
+	queued := tj.Spec.QueueName != ""
 
 	succeeded := jobCondition(o.job, kubeflowv1.JobSucceeded)
 	failed := jobCondition(o.job, kubeflowv1.JobFailed)
@@ -112,11 +201,35 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 		finish(tj, o, succeeded)
 		conditions.MarkSucceeded(tj, ReasonSucceeded, orDefault(succeeded.Message, fmt.Sprintf("%s %s succeeded", o.kind, o.jobName)))
 		tj.Status.Phase = trainingv1alpha1.PhaseSucceeded
+		appendRun(tj, trainingv1alpha1.RunRecord{Run: o.run, Reason: ReasonSucceeded, StartTime: o.runStart, EndTime: tj.Status.CompletionTime})
 	case failed != nil:
 		finish(tj, o, failed)
 		tj.Status.Failure = explainFailure(failed, o.pods)
-		conditions.MarkFailed(tj, ReasonFailed, failureMessage(tj.Status.Failure))
+		msg := failureMessage(tj.Status.Failure)
+		if o.decision != nil && tj.Spec.Checkpoint != nil {
+			msg += "; not restarted: " + o.decision.Message
+		}
+		conditions.MarkFailed(tj, ReasonFailed, msg)
 		tj.Status.Phase = trainingv1alpha1.PhaseFailed
+		f := tj.Status.Failure
+		appendRun(tj, trainingv1alpha1.RunRecord{Run: o.run, Reason: orDefault(f.Cause, ReasonFailed), Class: f.Class, Message: msg, StartTime: o.runStart, EndTime: tj.Status.CompletionTime})
+	case queued && o.jobSuspended && !tj.Spec.Suspend:
+		// Kueue has not admitted the job yet, or evicted it. Waiting in a
+		// queue is neither a failure nor a restart.
+		reason, msg := ReasonWaiting, fmt.Sprintf("%s %s waits for Kueue to admit it from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
+		if c := conditions.Get(tj, trainingv1alpha1.ConditionQueued); c != nil && (c.Reason == ReasonAdmitted || c.Reason == ReasonEvicted) {
+			reason, msg = ReasonEvicted, fmt.Sprintf("Kueue evicted %s %s; it waits to be admitted again from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
+		}
+		conditions.MarkTrue(tj, trainingv1alpha1.ConditionQueued, reason, msg)
+		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
+		markInProgress(tj, ReasonQueued, msg)
+		tj.Status.Phase = trainingv1alpha1.PhaseQueued
+	case queued && restarting == nil && running == nil:
+		// Admitted; Kubeflow may still report the job suspended until it
+		// created the pods.
+		markAdmitted(tj, o)
+		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
+		markInProgress(tj, ReasonPodsPending, "Waiting for the pods to run")
 	case suspended != nil && tj.Spec.Suspend:
 		conditions.MarkTrue(tj, commonv1alpha1.ConditionSuspended, ReasonSuspended, "The job is suspended; its pods are deleted")
 		conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonSuspended, "The job is suspended")
@@ -130,9 +243,15 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 		markSuspendedFalse(tj, ReasonResuming, "Resuming the job")
 		markInProgress(tj, ReasonResuming, "Waiting for the Kubeflow job to resume")
 	case restarting != nil:
+		if queued {
+			markAdmitted(tj, o)
+		}
 		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
 		markInProgress(tj, ReasonRestarting, orDefault(restarting.Message, "Pods are restarting"))
 	case running != nil:
+		if queued {
+			markAdmitted(tj, o)
+		}
 		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
 		if tj.Status.StartTime == nil {
 			tj.Status.StartTime = timeOr(running.LastTransitionTime, o.now)
@@ -145,6 +264,48 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
 		markInProgress(tj, ReasonPodsPending, "Waiting for the pods to run")
 	}
+}
+
+// markAdmitted records Kueue's admission of the current run.
+func markAdmitted(tj *trainingv1alpha1.TrainingJob, o observation) {
+	conditions.MarkFalse(tj, trainingv1alpha1.ConditionQueued, ReasonAdmitted, fmt.Sprintf("Kueue admitted %s %s from queue %s", o.kind, o.jobName, tj.Spec.QueueName))
+}
+
+// endRun records the end of the current run and moves status to the next
+// one: this write is the durable decision that the next reconcile acts on
+// (the previous run's job is retired, the next one created once
+// nextRunTime has passed).
+func endRun(tj *trainingv1alpha1.TrainingJob, o observation) {
+	e := o.end
+	appendRun(tj, e.record)
+	tj.Status.Run = e.next
+	tj.Status.Roles = nil
+	conditions.Remove(tj, trainingv1alpha1.ConditionQueued)
+	conditions.MarkFalse(tj, trainingv1alpha1.ConditionCreated, ReasonJobNotCreated, fmt.Sprintf("Run %d has no Kubeflow job yet", e.next))
+	if !e.restart {
+		conditions.MarkTrue(tj, commonv1alpha1.ConditionSuspended, ReasonSuspended, e.message)
+		conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonSuspended, "The job is suspended")
+		conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
+		conditions.Remove(tj, commonv1alpha1.ConditionStalled)
+		tj.Status.Phase = trainingv1alpha1.PhaseSuspended
+		return
+	}
+	tj.Status.RestartCount++
+	tj.Status.NextRunTime = e.nextRunTime
+	conditions.MarkTrue(tj, trainingv1alpha1.ConditionRestarting, e.record.Reason, e.message)
+	conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonRestarting, e.message)
+	conditions.MarkTrue(tj, commonv1alpha1.ConditionReconciling, ReasonRestarting, e.message)
+	conditions.Remove(tj, commonv1alpha1.ConditionStalled)
+	tj.Status.Phase = trainingv1alpha1.PhaseRestarting
+}
+
+// appendRun adds an ended run to the history, keeping the newest.
+func appendRun(tj *trainingv1alpha1.TrainingJob, r trainingv1alpha1.RunRecord) {
+	runs := append(tj.Status.Runs, r)
+	if len(runs) > maxRunHistory {
+		runs = runs[len(runs)-maxRunHistory:]
+	}
+	tj.Status.Runs = runs
 }
 
 // markInProgress says the job is on its way to running.
@@ -204,37 +365,33 @@ func roleStatuses(s *kubeflowv1.JobStatus) []trainingv1alpha1.RoleStatus {
 	return out
 }
 
-// explainFailure combines Kubeflow's reason with the first failed
-// container's termination message, in pod name order so that the choice is
-// stable between reconciles.
+// explainFailure combines Kubeflow's reason with what the pods say:
+// the failure's class and cause, and the failed container's termination
+// message (see package failure).
 func explainFailure(failed *kubeflowv1.JobCondition, pods []corev1.Pod) *trainingv1alpha1.Failure {
-	f := &trainingv1alpha1.Failure{Reason: failed.Reason, Message: failed.Message}
-	sorted := slices.Clone(pods)
-	slices.SortFunc(sorted, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	for _, p := range sorted {
-		for _, cs := range p.Status.ContainerStatuses {
-			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t == nil || t.ExitCode == 0 {
-					continue
-				}
-				f.Pod, f.Container, f.ExitCode = p.Name, cs.Name, t.ExitCode
-				f.TerminationMessage = truncate(strings.TrimSpace(t.Message), maxTerminationMessage)
-				if f.TerminationMessage == "" {
-					f.TerminationMessage = t.Reason
-				}
-				return f
-			}
-		}
+	r := failure.Classify(pods)
+	return &trainingv1alpha1.Failure{
+		Reason: failed.Reason, Message: failed.Message,
+		Class: r.Class, Cause: r.Cause, MemoryLimit: r.MemoryLimit,
+		Pod: r.Pod, Container: r.Container, ExitCode: r.ExitCode,
+		TerminationMessage: truncate(r.TerminationMessage, maxTerminationMessage),
 	}
-	return f
 }
 
 func failureMessage(f *trainingv1alpha1.Failure) string {
 	msg := orDefault(f.Message, "The Kubeflow job failed")
-	if f.Container == "" {
+	switch {
+	case f.Cause == failure.CauseOOMKilled && f.MemoryLimit != "":
+		msg = fmt.Sprintf("%s; container %s of pod %s was OOMKilled (memory limit %s)", msg, f.Container, f.Pod, f.MemoryLimit)
+	case f.Cause == failure.CauseOOMKilled:
+		msg = fmt.Sprintf("%s; container %s of pod %s was OOMKilled", msg, f.Container, f.Pod)
+	case f.Class == trainingv1alpha1.FailureClassInfrastructure:
+		return fmt.Sprintf("%s; infrastructure failure (%s) of pod %s", msg, f.Cause, f.Pod)
+	case f.Container == "":
 		return msg
+	default:
+		msg = fmt.Sprintf("%s; container %s of pod %s exited with code %d", msg, f.Container, f.Pod, f.ExitCode)
 	}
-	msg = fmt.Sprintf("%s; container %s of pod %s exited with code %d", msg, f.Container, f.Pod, f.ExitCode)
 	if f.TerminationMessage != "" {
 		msg += ": " + lastLine(f.TerminationMessage)
 	}
@@ -289,6 +446,22 @@ func transitionEvents(before, after []metav1.Condition) []event {
 	}
 	if c := became(commonv1alpha1.ConditionStalled, metav1.ConditionTrue); c != nil {
 		out = append(out, event{corev1.EventTypeWarning, c.Reason, c.Message})
+	}
+	if c := became(trainingv1alpha1.ConditionCheckpointReady, metav1.ConditionFalse); c != nil {
+		out = append(out, event{corev1.EventTypeWarning, "WaitingForCheckpointClaim", c.Message})
+	}
+	if c := became(trainingv1alpha1.ConditionRestarting, metav1.ConditionTrue); c != nil {
+		out = append(out, event{corev1.EventTypeWarning, "Restarting", c.Message})
+	}
+	if c := became(trainingv1alpha1.ConditionQueued, metav1.ConditionTrue); c != nil {
+		if c.Reason == ReasonEvicted {
+			out = append(out, event{corev1.EventTypeWarning, "Evicted", c.Message})
+		} else {
+			out = append(out, event{corev1.EventTypeNormal, "Queued", c.Message})
+		}
+	}
+	if c := became(trainingv1alpha1.ConditionQueued, metav1.ConditionFalse); c != nil && c.Reason == ReasonAdmitted {
+		out = append(out, event{corev1.EventTypeNormal, "Admitted", c.Message})
 	}
 	if c := became(trainingv1alpha1.ConditionCreated, metav1.ConditionTrue); c != nil {
 		out = append(out, event{corev1.EventTypeNormal, "Created", c.Message})

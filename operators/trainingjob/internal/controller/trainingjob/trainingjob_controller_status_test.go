@@ -8,11 +8,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 )
@@ -44,11 +46,81 @@ func summarize(tj *trainingv1alpha1.TrainingJob) summary {
 
 func TestSetStatus(t *testing.T) {
 	missing := featureref.Resolution{Missing: []string{"fs"}}
+	missingClaim := &claimObservation{name: "j-checkpoint", reason: "DependencyNotFound", message: "missing"}
+	badClaim := &claimObservation{name: "j-checkpoint", stalled: true, reason: ReasonAccessModeMissing, message: "RWO only"}
+	admitted := []metav1.Condition{{Type: "Queued", Status: metav1.ConditionFalse, Reason: ReasonAdmitted}}
+	restartingBefore := []metav1.Condition{{Type: "Restarting", Status: metav1.ConditionTrue, Reason: "Preempted", Message: "run 2 at noon"}}
+	restartEnd := &runEnd{restart: true, next: 2, record: trainingv1alpha1.RunRecord{Run: 1, Reason: "Preempted"}, message: "restart"}
 	cases := map[string]struct {
 		suspend bool
+		queue   string
+		before  []metav1.Condition
 		o       observation
 		want    summary
 	}{
+		"queued: waiting for admission": {
+			queue: "q",
+			o:     observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended), jobSuspended: true},
+			want: summary{Phase: "Queued", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Queued": "True/Waiting", "Running": "False/Queued", "Reconciling": "True/Queued", "Suspended": "False/NotSuspended"}},
+		},
+		"queued: admitted, Kubeflow not caught up": {
+			queue: "q",
+			o:     observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended), jobSuspended: false},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Queued": "False/Admitted", "Running": "False/PodsPending", "Reconciling": "True/PodsPending", "Suspended": "False/NotSuspended"}},
+		},
+		"queued: admitted and running": {
+			queue: "q",
+			o:     observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRunning)},
+			want: summary{Phase: "Running", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Queued": "False/Admitted", "Running": "True/Running", "Suspended": "False/NotSuspended"}},
+		},
+		"queued: evicted by Kueue is Queued again, not failed": {
+			queue: "q", before: admitted,
+			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended), jobSuspended: true},
+			want: summary{Phase: "Queued", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Queued": "True/Evicted", "Running": "False/Queued", "Reconciling": "True/Queued", "Suspended": "False/NotSuspended"}},
+		},
+		"queued and suspended by the user: no job": {
+			queue: "q", suspend: true,
+			o: observation{},
+			want: summary{Phase: "Suspended", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "Running": "False/Suspended", "Suspended": "True/Suspended"}},
+		},
+		"queued job's run ended by the user's suspend": {
+			queue: "q", suspend: true, before: admitted,
+			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRunning), end: &runEnd{next: 2, record: trainingv1alpha1.RunRecord{Run: 1, Reason: "Suspended"}, message: "suspended"}},
+			want: summary{Phase: "Suspended", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "Running": "False/Suspended", "Suspended": "True/Suspended"}},
+		},
+		"run failed, restart decided": {
+			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobFailed), end: restartEnd},
+			want: summary{Phase: "Restarting", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "Restarting": "True/Preempted", "Running": "False/Restarting", "Reconciling": "True/Restarting"}},
+		},
+		"backing off before the next run": {
+			before: restartingBefore,
+			o:      observation{},
+			want: summary{Phase: "Restarting", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "Restarting": "True/Preempted", "Reconciling": "True/Restarting"}},
+		},
+		"next run created": {
+			before: restartingBefore,
+			o:      observation{job: kfStatus(kubeflowv1.JobCreated)},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "True/JobCreated", "Restarting": "False/RunStarted", "Running": "False/PodsPending", "Reconciling": "True/PodsPending", "Suspended": "False/NotSuspended"}},
+		},
+		"waiting for the checkpoint claim": {
+			o: observation{claim: missingClaim},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "CheckpointReady": "False/DependencyNotFound", "Reconciling": "True/DependencyNotFound"}},
+		},
+		"claim without the access mode": {
+			o: observation{claim: badClaim},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Created": "False/JobNotCreated", "CheckpointReady": "False/AccessModeNotOffered", "Stalled": "True/AccessModeNotOffered"}},
+		},
 		"no job yet": {
 			o: observation{},
 			want: summary{Phase: "Pending", Conditions: map[string]string{
@@ -111,6 +183,8 @@ func TestSetStatus(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tj := &trainingv1alpha1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Generation: 2, CreationTimestamp: metav1.NewTime(t0)}}
 			tj.Spec.Suspend = tc.suspend
+			tj.Spec.QueueName = tc.queue
+			tj.Status.Conditions = tc.before
 			tc.o.kind, tc.o.jobName, tc.o.run, tc.o.now = "PyTorchJob", "j-r1", 1, t0.Add(time.Hour)
 			setStatus(tj, tc.o)
 			if diff := cmp.Diff(tc.want, summarize(tj)); diff != "" {
@@ -122,6 +196,61 @@ func TestSetStatus(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSetStatusRecordsTheRestartDurably(t *testing.T) {
+	tj := &trainingv1alpha1.TrainingJob{}
+	tj.Status.Run = 2
+	tj.Status.RestartCount = 1
+	tj.Status.Runs = []trainingv1alpha1.RunRecord{{Run: 1, Reason: "Preempted"}}
+	next := metav1.NewTime(t0.Add(time.Minute))
+	end := &runEnd{restart: true, next: 3, nextRunTime: &next, message: "m",
+		record: trainingv1alpha1.RunRecord{Run: 2, Reason: "NodeLost", Class: trainingv1alpha1.FailureClassInfrastructure}}
+	setStatus(tj, observation{kind: "PyTorchJob", jobName: "j-r2", run: 2, job: kfStatus(kubeflowv1.JobFailed), end: end, now: t0})
+	if tj.Status.Run != 3 || tj.Status.RestartCount != 2 || tj.Status.NextRunTime == nil || !tj.Status.NextRunTime.Equal(&next) {
+		t.Errorf("run %d restarts %d next %v, want 3, 2, %v", tj.Status.Run, tj.Status.RestartCount, tj.Status.NextRunTime, next)
+	}
+	want := []trainingv1alpha1.RunRecord{{Run: 1, Reason: "Preempted"}, end.record}
+	if diff := cmp.Diff(want, tj.Status.Runs); diff != "" {
+		t.Errorf("runs (-want +got):\n%s", diff)
+	}
+	if conditions.IsTrue(tj, commonv1alpha1.ConditionFailed) {
+		t.Error("a restarted run must not fail the job")
+	}
+}
+
+func TestRunHistoryKeepsTheNewest(t *testing.T) {
+	tj := &trainingv1alpha1.TrainingJob{}
+	for i := int32(1); i <= 13; i++ {
+		appendRun(tj, trainingv1alpha1.RunRecord{Run: i})
+	}
+	if n := len(tj.Status.Runs); n != maxRunHistory || tj.Status.Runs[0].Run != 4 || tj.Status.Runs[n-1].Run != 13 {
+		t.Errorf("history %+v, want runs 4..13", tj.Status.Runs)
+	}
+}
+
+func TestFailedMessageExplainsWhyNotRestarted(t *testing.T) {
+	tj := &trainingv1alpha1.TrainingJob{}
+	tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{}
+	oom := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "j-r1-master-0"},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "pytorch", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}}}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "pytorch", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}}}
+	d := &restart.Decision{Reason: restart.ReasonNotRetryable, Message: "not one a new run fixes"}
+	setStatus(tj, observation{kind: "PyTorchJob", jobName: "j-r1", run: 1, job: kfStatus(kubeflowv1.JobFailed), pods: []corev1.Pod{oom}, decision: d, now: t0})
+	c := conditions.Get(tj, commonv1alpha1.ConditionFailed)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Failed %+v", c)
+	}
+	want := "The Kubeflow job failed; container pytorch of pod j-r1-master-0 was OOMKilled (memory limit 8Gi): OOMKilled; not restarted: not one a new run fixes"
+	if c.Message != want {
+		t.Errorf("message\n%q, want\n%q", c.Message, want)
+	}
+	if f := tj.Status.Failure; f.Cause != "OOMKilled" || f.MemoryLimit != "8Gi" || f.Class != trainingv1alpha1.FailureClassUser {
+		t.Errorf("failure %+v", f)
+	}
+	if len(tj.Status.Runs) != 1 || tj.Status.Runs[0].Reason != "OOMKilled" {
+		t.Errorf("history %+v", tj.Status.Runs)
 	}
 }
 
@@ -166,18 +295,18 @@ func TestExplainFailure(t *testing.T) {
 		pods []corev1.Pod
 		want trainingv1alpha1.Failure
 	}{
-		"no pods": {want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed"}},
+		"no pods": {want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Class: "Unknown", Cause: "Unknown"}},
 		"first failed pod by name": {
 			pods: []corev1.Pod{pod("j-worker-0", term(2, "worker boom"), nil), pod("j-master-0", nil, term(1, "master boom"))},
-			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Pod: "j-master-0", Container: "pytorch", ExitCode: 1, TerminationMessage: "master boom"},
+			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Class: "User", Cause: "Error", Pod: "j-master-0", Container: "pytorch", ExitCode: 1, TerminationMessage: "master boom"},
 		},
 		"successful containers are not failures": {
 			pods: []corev1.Pod{pod("j-master-0", term(0, "fine"), nil)},
-			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed"},
+			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Class: "Unknown", Cause: "Unknown"},
 		},
 		"empty message falls back to the reason": {
 			pods: []corev1.Pod{pod("j-master-0", term(137, ""), nil)},
-			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Pod: "j-master-0", Container: "pytorch", ExitCode: 137, TerminationMessage: "Error"},
+			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Class: "User", Cause: "Killed", Pod: "j-master-0", Container: "pytorch", ExitCode: 137, TerminationMessage: "Error"},
 		},
 	}
 	for name, tc := range cases {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -21,6 +22,7 @@ import (
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 func condStatus(tj *trainingv1alpha1.TrainingJob, t string) metav1.ConditionStatus {
@@ -88,7 +90,7 @@ func TestLifecycleCreatedRunningSucceeded(t *testing.T) {
 		got.Status.Job == nil || got.Status.Job.Name != "mnist-r1" || got.Status.Job.Kind != "PyTorchJob" {
 		t.Errorf("status after create: %+v", got.Status)
 	}
-	waitEvent(t, c, tj, "Created")
+	testenv.WaitForEvent(t, c, tj, "Created")
 
 	// Kubeflow starts the pods.
 	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
@@ -135,7 +137,7 @@ func TestLifecycleCreatedRunningSucceeded(t *testing.T) {
 	if got.Status.Phase != trainingv1alpha1.PhaseSucceeded || got.Status.CompletionTime == nil || got.Status.Duration == "" {
 		t.Errorf("status after success: %+v", got.Status)
 	}
-	waitEvent(t, c, tj, "Succeeded")
+	testenv.WaitForEvent(t, c, tj, "Succeeded")
 }
 
 func TestFailureSurfacesTerminationMessageThenCleansPods(t *testing.T) {
@@ -145,6 +147,7 @@ func TestFailureSurfacesTerminationMessageThenCleansPods(t *testing.T) {
 
 	tj := newTrainingJob(ns, "oom", 2)
 	tj.Spec.RunPolicy.CleanPodPolicy = trainingv1alpha1.CleanPodPolicyAll
+	tj.Spec.Resources = &commonv1alpha1.Resources{ResourceRequirements: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}}}
 	if err := c.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +179,7 @@ func TestFailureSurfacesTerminationMessageThenCleansPods(t *testing.T) {
 	if err := c.Status().Update(t.Context(), worker); err != nil {
 		t.Fatal(err)
 	}
-	ev := waitEvent(t, c, tj, "PodImagePullBackOff")
+	ev := testenv.WaitForEvent(t, c, tj, "PodImagePullBackOff")
 	if !strings.Contains(ev.Message, worker.Name) || ev.Type != corev1.EventTypeWarning {
 		t.Errorf("re-emitted pod event: %s %q", ev.Type, ev.Message)
 	}
@@ -193,7 +196,7 @@ func TestFailureSurfacesTerminationMessageThenCleansPods(t *testing.T) {
 	if err := c.Status().Update(t.Context(), master); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, c, tj, "PodOOMKilled")
+	testenv.WaitForEvent(t, c, tj, "PodOOMKilled")
 
 	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
 		jobCond(s, kubeflowv1.JobCreated, corev1.ConditionTrue, "PyTorchJobCreated", "created")
@@ -208,16 +211,17 @@ func TestFailureSurfacesTerminationMessageThenCleansPods(t *testing.T) {
 	})
 	want := &trainingv1alpha1.Failure{
 		Reason: "PyTorchJobFailed", Message: "PyTorchJob oom-r1 is failed because 1 Master replica(s) failed.",
+		Class: trainingv1alpha1.FailureClassUser, Cause: "OOMKilled", MemoryLimit: "4Gi",
 		Pod: master.Name, Container: "pytorch", ExitCode: 137,
 		TerminationMessage: "epoch 1\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
 	}
 	if diff := cmp.Diff(want, got.Status.Failure); diff != "" {
 		t.Errorf("failure (-want +got):\n%s", diff)
 	}
-	if msg := conditions.Get(got, commonv1alpha1.ConditionFailed).Message; !strings.Contains(msg, "CUDA out of memory") {
+	if msg := conditions.Get(got, commonv1alpha1.ConditionFailed).Message; !strings.Contains(msg, "CUDA out of memory") || !strings.Contains(msg, "OOMKilled (memory limit 4Gi)") {
 		t.Errorf("Failed condition message %q lacks the termination message", msg)
 	}
-	ev = waitEvent(t, c, tj, "Failed")
+	ev = testenv.WaitForEvent(t, c, tj, "Failed")
 	if ev.Type != corev1.EventTypeWarning {
 		t.Errorf("Failed event type %s", ev.Type)
 	}
@@ -291,7 +295,7 @@ func TestSuspendAndResume(t *testing.T) {
 	})
 
 	setSuspend := func(v bool) {
-		eventually(t, "set spec.suspend", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "set spec.suspend", func(ctx context.Context) (bool, error) {
 			latest, err := getTJ(ctx, c, tj)
 			if err != nil {
 				return false, err
@@ -302,7 +306,7 @@ func TestSuspendAndResume(t *testing.T) {
 		})
 	}
 	jobSuspend := func(want bool) {
-		eventually(t, "PyTorchJob runPolicy.suspend follows spec.suspend", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "PyTorchJob runPolicy.suspend follows spec.suspend", func(ctx context.Context) (bool, error) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 				return false, err
 			}
@@ -333,7 +337,7 @@ func TestSuspendAndResume(t *testing.T) {
 	if got.Status.Phase != trainingv1alpha1.PhaseSuspended {
 		t.Errorf("phase %s, want Suspended", got.Status.Phase)
 	}
-	waitEvent(t, c, tj, "Suspended")
+	testenv.WaitForEvent(t, c, tj, "Suspended")
 
 	setSuspend(false)
 	jobSuspend(false)
@@ -347,7 +351,7 @@ func TestSuspendAndResume(t *testing.T) {
 			trainingv1alpha1.ConditionRunning: metav1.ConditionTrue,
 		})
 	})
-	waitEvent(t, c, tj, "Resumed")
+	testenv.WaitForEvent(t, c, tj, "Resumed")
 }
 
 func ignoreConflict(err error) error {
@@ -465,7 +469,7 @@ func TestUnknownAcceleratorTypeStalls(t *testing.T) {
 	if c := conditions.Get(got, commonv1alpha1.ConditionStalled); c.Reason != commonv1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, `"h100" is not offered`) {
 		t.Errorf("Stalled condition %+v", c)
 	}
-	waitEvent(t, c, tj, commonv1alpha1.ReasonInvalidSpec)
+	testenv.WaitForEvent(t, c, tj, commonv1alpha1.ReasonInvalidSpec)
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "h100-r1"}, &kubeflowv1.PyTorchJob{}); !apierrors.IsNotFound(err) {
 		t.Errorf("no PyTorchJob may be created for an invalid spec, got %v", err)
 	}
@@ -506,7 +510,7 @@ func TestExistingJobIsAdoptedOrRefused(t *testing.T) {
 	waitTJ(t, c, ours, "Created by adoption", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionTrue
 	})
-	eventually(t, "adopted job relabelled", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "adopted job relabelled", func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(pre), pre); err != nil {
 			return false, err
 		}
@@ -547,8 +551,8 @@ func TestSettledJobsCostNoWrites(t *testing.T) {
 		return condStatus(tj, trainingv1alpha1.ConditionRunning) == metav1.ConditionTrue
 	})
 	succeed(t, c, done)
-	waitEvent(t, c, running, "Created")
-	waitEvent(t, c, done, "Succeeded")
+	testenv.WaitForEvent(t, c, running, "Created")
+	testenv.WaitForEvent(t, c, done, "Succeeded")
 	// Let the reconciles triggered by our own writes run out.
 	time.Sleep(2 * time.Second)
 
@@ -624,7 +628,7 @@ func TestWaitsForFeatureStoreWithOrWithoutItsCRD(t *testing.T) {
 	if c := conditions.Get(got, trainingv1alpha1.ConditionFeatureStoresReady); c.Reason != commonv1alpha1.ReasonDependencyNotFound || !strings.Contains(c.Message, "customers") {
 		t.Errorf("FeatureStoresReady %+v", c)
 	}
-	waitEvent(t, c, tj, "WaitingForFeatureStores")
+	testenv.WaitForEvent(t, c, tj, "WaitingForFeatureStores")
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "features-r1"}, &kubeflowv1.PyTorchJob{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("no PyTorchJob may exist while its FeatureStore is missing, got %v", err)
 	}
@@ -639,7 +643,7 @@ func TestWaitsForFeatureStoreWithOrWithoutItsCRD(t *testing.T) {
 	store.SetGroupVersionKind(featureref.GVK)
 	store.SetNamespace(ns)
 	store.SetName("customers")
-	eventually(t, "create a FeatureStore", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "create a FeatureStore", func(ctx context.Context) (bool, error) {
 		return c.Create(ctx, store) == nil, nil
 	})
 	op.stop(t)
