@@ -177,6 +177,105 @@ func TestCreateRules(t *testing.T) {
 			},
 			wantErr: "spec.featureStores[1]: Duplicate value",
 		},
+		"checkpoint created by the operator": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("10Gi")), StorageClassName: ptr.To("fast"), DeletionPolicy: commonv1alpha1.DeletionPolicyDelete}
+		}},
+		"checkpoint on an existing rwx claim": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{ClaimName: "mine", AccessMode: corev1.ReadWriteMany, MountPath: "/ckpt", Resume: trainingv1alpha1.ResumeNever, MaxRestarts: ptr.To[int32](0)}
+		}},
+		"paddle one worker on a rwo checkpoint": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.Framework = trainingv1alpha1.FrameworkPaddle
+			tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi"))}
+		}},
+		"queue name": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.QueueName = "team-a" }},
+		"checkpoint with neither claim nor size": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{} },
+			wantErr: "checkpoint needs exactly one of claimName (an existing claim) and size",
+		},
+		"checkpoint with both claim and size": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{ClaimName: "mine", Size: ptr.To(resource.MustParse("1Gi"))}
+			},
+			wantErr: "checkpoint needs exactly one of claimName (an existing claim) and size",
+		},
+		"storage class for an existing claim": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{ClaimName: "mine", StorageClassName: ptr.To("fast")}
+			},
+			wantErr: "checkpoint.storageClassName applies only to a claim the operator creates",
+		},
+		"deleting an existing claim": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{ClaimName: "mine", DeletionPolicy: commonv1alpha1.DeletionPolicyDelete}
+			},
+			wantErr: "checkpoint.deletionPolicy Delete applies only to a claim the operator creates",
+		},
+		"tiny checkpoint": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Ki"))}
+			},
+			wantErr: "checkpoint.size must be at least 1Mi",
+		},
+		"checkpoint mount on /dev/shm": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi")), MountPath: "/dev/shm"}
+			},
+			wantErr: "checkpoint.mountPath must be an absolute path other than / and /dev/shm",
+		},
+		"relative checkpoint mount": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi")), MountPath: "ckpt"}
+			},
+			wantErr: "checkpoint.mountPath must be an absolute path",
+		},
+		"unknown access mode": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi")), AccessMode: corev1.ReadOnlyMany}
+			},
+			wantErr: `spec.checkpoint.accessMode: Unsupported value: "ReadOnlyMany"`,
+		},
+		"too many restarts": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi")), MaxRestarts: ptr.To[int32](101)}
+			},
+			wantErr: "spec.checkpoint.maxRestarts: Invalid value",
+		},
+		"paddle workers on a ReadWriteOnce checkpoint": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework = trainingv1alpha1.FrameworkPaddle
+				tj.Spec.Workers = 2
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi"))}
+			},
+			wantErr: "framework paddle with more than one worker needs checkpoint.accessMode ReadWriteMany",
+		},
+		"volume named checkpoint": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi"))}
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Volumes: []corev1.Volume{{Name: "checkpoint", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}
+			},
+			wantErr: "volume name checkpoint is reserved",
+		},
+		"template mount on the checkpoint path": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi"))}
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{
+					Volumes:      []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					VolumeMounts: []trainingv1alpha1.VolumeMount{{Name: "data", MountPath: "/checkpoints"}},
+				}
+			},
+			wantErr: "checkpoint.mountPath is already used by template.volumeMounts",
+		},
+		"env of the checkpoint contract": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi"))}
+				tj.Spec.Env = []corev1.EnvVar{{Name: "MLPLATFORM_RESUME", Value: "true"}}
+			},
+			wantErr: "env names starting with MLPLATFORM_ are reserved",
+		},
+		"invalid queue name": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.QueueName = "Team A" },
+			wantErr: "spec.queueName: Invalid value",
+		},
 		"name too long": {
 			name:    strings.Repeat("a", 41),
 			wantErr: "metadata.name must be at most 40 characters",
@@ -228,6 +327,74 @@ func TestDefaults(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got.Spec); diff != "" {
 		t.Errorf("defaulted spec (-want +got):\n%s", diff)
+	}
+}
+
+func TestCheckpointDefaults(t *testing.T) {
+	c, ns := setup(t)
+	tj := valid(ns, "checkpoint-defaults")
+	tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("5Gi"))}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	got := &trainingv1alpha1.TrainingJob{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(tj), got); err != nil {
+		t.Fatal(err)
+	}
+	want := &trainingv1alpha1.Checkpoint{
+		Size: ptr.To(resource.MustParse("5Gi")), AccessMode: corev1.ReadWriteOnce, MountPath: "/checkpoints",
+		Resume: trainingv1alpha1.ResumeAuto, MaxRestarts: ptr.To[int32](3), RestartBackoffSeconds: ptr.To[int32](30),
+		DeletionPolicy: commonv1alpha1.DeletionPolicyRetain,
+	}
+	if diff := cmp.Diff(want, got.Spec.Checkpoint); diff != "" {
+		t.Errorf("defaulted checkpoint (-want +got):\n%s", diff)
+	}
+}
+
+// TestQueueNameIsImmutableWhileAdmitted drives the status as the operator
+// writes it: the queue can change before the first run and while the job
+// waits in its queue, not once Kueue admitted it.
+func TestQueueNameIsImmutableWhileAdmitted(t *testing.T) {
+	c, ns := setup(t)
+	cond := func(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}
+	}
+	created := cond("Created", metav1.ConditionTrue, "JobCreated")
+	cases := map[string]struct {
+		status  []metav1.Condition
+		wantErr bool
+	}{
+		"before the first run":    {},
+		"waiting in its queue":    {status: []metav1.Condition{created, cond("Queued", metav1.ConditionTrue, "Waiting")}},
+		"evicted, queued again":   {status: []metav1.Condition{created, cond("Queued", metav1.ConditionTrue, "Evicted")}},
+		"admitted":                {status: []metav1.Condition{created, cond("Queued", metav1.ConditionFalse, "Admitted")}, wantErr: true},
+		"running without a queue": {status: []metav1.Condition{created}, wantErr: true},
+		"suspended, run ended":    {status: []metav1.Condition{cond("Created", metav1.ConditionFalse, "JobNotCreated")}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := valid(ns, "queue-"+strings.ReplaceAll(strings.ReplaceAll(name, " ", "-"), ",", ""))
+			tj.Spec.QueueName = "a"
+			if err := c.Create(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+			if tc.status != nil {
+				tj.Status.Conditions = tc.status
+				if err := c.Status().Update(t.Context(), tj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tj.Spec.QueueName = "b"
+			err := c.Update(t.Context(), tj)
+			switch {
+			case tc.wantErr && err == nil:
+				t.Fatal("queue change accepted while admitted")
+			case tc.wantErr && !strings.Contains(err.Error(), "spec.queueName can change only while the job waits in its queue"):
+				t.Fatalf("error %q lacks the explanation", err)
+			case !tc.wantErr && err != nil:
+				t.Fatalf("queue change rejected: %v", err)
+			}
+		})
 	}
 }
 
@@ -298,6 +465,12 @@ func TestUpdateRules(t *testing.T) {
 				tj.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "x"}}}
 			},
 			wantErr: "featureStores is immutable",
+		},
+		"checkpoint added": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi"))}
+			},
+			wantErr: "checkpoint is immutable",
 		},
 		"backoffLimit": {
 			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.BackoffLimit = ptr.To[int32](2) },
