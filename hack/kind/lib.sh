@@ -13,6 +13,9 @@ export KIND_CACHE KIND_CLUSTER_NAME KIND_KUBECONFIG
 
 log() { printf '\033[1m[kind %s]\033[0m %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+# Scripts run with errexit: say which command stopped them.
+set -E
+trap 'log "ERROR: $(basename "$0"):$LINENO: $BASH_COMMAND failed"' ERR
 
 # sha256 of its arguments' content (files, or directories walked in sorted
 # order with relative names), short form.

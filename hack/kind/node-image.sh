@@ -126,6 +126,6 @@ docker commit \
   "$build" "$image" >/dev/null
 log "node image $image built in $((SECONDS - start))s"
 # Keep this node image and the previous one; images in use stay anyway.
-docker images --format '{{.Repository}}:{{.Tag}}' ml-platform/kind-node | grep -vx "$image" | tail -n +2 |
+docker images --format '{{.Repository}}:{{.Tag}}' ml-platform/kind-node | { grep -vx "$image" || true; } | tail -n +2 |
   while read -r old; do docker rmi "$old" >/dev/null 2>&1 || true; done
 echo "$image"
