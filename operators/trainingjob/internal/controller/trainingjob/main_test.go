@@ -116,7 +116,9 @@ func createNamespace(t *testing.T, c client.Client) string {
 	name := testenv.CreateNamespace(t, c, "tj")
 	// Later tests' operators reconcile whatever earlier tests left; the
 	// namespace controller of kube-controller-manager removes it all.
-	t.Cleanup(func() { _ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
 	return name
 }
 
@@ -274,4 +276,3 @@ func findEvent(ctx context.Context, c client.Client, obj client.Object, reason s
 	}
 	return nil, nil
 }
-
