@@ -123,16 +123,65 @@ func Run(ctx context.Context, r *backends.Resolver, p Plan) (Outcome, error) {
 	return out, errors.Join(errs...)
 }
 
-// Retained describes what a Retain policy keeps, for the event.
+// Retained describes what the plan would remove, for the events of a
+// Retain policy and of an abandoned cleanup: what stays on the servers.
 func Retained(p Plan) []string {
 	var out []string
 	if p.Redis != "" {
-		out = append(out, fmt.Sprintf("Redis user %s and keys *%s on %s", p.RedisStore().User, p.Project, p.Redis))
+		out = append(out, fmt.Sprintf("Redis user %s and keys *%s on backend %s", p.RedisStore().User, p.Project, p.Redis))
 	}
 	for _, kind := range []string{KindOffline, KindRegistry} {
 		if b, ok := p.Postgres[kind]; ok {
-			out = append(out, fmt.Sprintf("PostgreSQL database %s on %s", p.PostgresStore(kind).Database, b))
+			st := p.PostgresStore(kind)
+			out = append(out, fmt.Sprintf("PostgreSQL database %s and roles %s, %s, %s on backend %s",
+				st.Database, st.Database, st.Logins[0], st.Logins[1], b))
 		}
+	}
+	return out
+}
+
+// Remaining describes what of the plan is still on the servers, for the
+// event of an abandoned cleanup: an earlier, failed attempt may have
+// removed part of it. What cannot be checked (a server down) is listed as
+// possibly remaining.
+func Remaining(ctx context.Context, r *backends.Resolver, p Plan) []string {
+	var out []string
+	if p.Redis != "" {
+		st := p.RedisStore()
+		what := fmt.Sprintf("Redis user %s and keys *%s on backend %s", st.User, p.Project, p.Redis)
+		srv, err := r.Redis(ctx, p.Redis)
+		exists := false
+		if err == nil {
+			exists, err = redis.UserExists(ctx, srv, st.User)
+		}
+		out = appendRemaining(out, what, exists, err)
+	}
+	for _, kind := range []string{KindOffline, KindRegistry} {
+		backend, ok := p.Postgres[kind]
+		if !ok {
+			continue
+		}
+		st := p.PostgresStore(kind)
+		what := fmt.Sprintf("PostgreSQL database %s and roles %s, %s, %s on backend %s", st.Database, st.Database, st.Logins[0], st.Logins[1], backend)
+		srv, err := r.Postgres(ctx, backend)
+		exists := false
+		if err == nil {
+			var db bool
+			var roles []string
+			db, roles, err = postgres.Exists(ctx, srv, st)
+			exists = db || len(roles) > 0
+		}
+		out = appendRemaining(out, what, exists, err)
+	}
+	return out
+}
+
+func appendRemaining(out []string, what string, exists bool, err error) []string {
+	switch {
+	case err != nil:
+		return append(out, what+" (not checked, the server did not answer)")
+	case exists:
+		return append(out, what)
 	}
 	return out
 }

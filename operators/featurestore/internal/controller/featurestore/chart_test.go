@@ -2,16 +2,21 @@ package featurestore_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/charttest"
@@ -41,12 +46,51 @@ func TestChartLintsAndRejectsUnknownValues(t *testing.T) {
 	}
 }
 
+var (
+	chartOnce      sync.Once
+	chartInstalled error
+)
+
+// installChart installs the chart into the test environment once for the
+// package; its admission policy then applies to every later test, which
+// the administrator client passes.
+func installChart(t *testing.T) {
+	t.Helper()
+	chartOnce.Do(func() {
+		// The test environment installed the CRDs already.
+		_, chartInstalled = charttest.Install(env.Config, chartDir, "fs", operatorNamespace, map[string]any{"crds": map[string]any{"enabled": false}}, t.Logf)
+	})
+	if chartInstalled != nil {
+		t.Fatalf("installing the chart: %v", chartInstalled)
+	}
+}
+
+// tenantClient acts as a ServiceAccount of namespace ns bound to the
+// built-in edit role there, as a tenant is.
+func tenantClient(t *testing.T, c client.Client, ns, name string) client.Client {
+	t.Helper()
+	actOutAggregation(t, c, "edit")
+	tenantSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}
+	for _, o := range []client.Object{tenantSA, binding} {
+		if err := c.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenant, err := client.New(charttest.ImpersonateServiceAccount(env.Config, ns, name), client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant
+}
+
 func TestChartInstallsAndItsServiceAccountRunsTheOperator(t *testing.T) {
 	c := adminClient()
-	// The test environment installed the CRDs already.
-	if _, err := charttest.Install(env.Config, chartDir, "fs", operatorNamespace, map[string]any{"crds": map[string]any{"enabled": false}}, t.Logf); err != nil {
-		t.Fatalf("installing the chart: %v", err)
-	}
+	installChart(t)
 	sa := charttest.ImpersonateServiceAccount(env.Config, operatorNamespace, "fs-featurestore-operator")
 	ns := testenv.CreateNamespace(t, c, "fs")
 	startOperatorAs(t, sa, nil)
@@ -59,22 +103,7 @@ func TestChartInstallsAndItsServiceAccountRunsTheOperator(t *testing.T) {
 
 	// A tenant with the aggregated edit role uses FeatureStores in its
 	// namespace but cannot read the backends' admin Secrets.
-	actOutAggregation(t, c, "edit")
-	tenantSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"}}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-edit"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: ns}},
-	}
-	for _, o := range []client.Object{tenantSA, binding} {
-		if err := c.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tenant, err := client.New(charttest.ImpersonateServiceAccount(env.Config, ns, "tenant"), client.Options{Scheme: c.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenant := tenantClient(t, c, ns, "tenant")
 	testenv.Eventually(t, "the tenant may create FeatureStores", func(ctx context.Context) (bool, error) {
 		return tenant.Create(ctx, newStore(ns, "tenant", "tenant").obj(), client.DryRunAll) == nil, nil
 	})
@@ -125,4 +154,73 @@ func actOutAggregation(t *testing.T, c client.Client, name string) {
 	if err := c.Update(t.Context(), role); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestChartShipsTheAbandonPolicyForItsGroup checks the chart's admission
+// policy against the repository-wide one in deploy/admission: the same CEL,
+// matching only features.mlplatform.dev, and a ClusterRole for the verb
+// that nothing binds.
+func TestChartShipsTheAbandonPolicyForItsGroup(t *testing.T) {
+	manifest, err := charttest.Render(chartDir, "fs", operatorNamespace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployed, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "..", "deploy", "admission", "abandon-cleanup.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := admissionPolicy(t, manifest), admissionPolicy(t, string(deployed))
+	if ours.Name != "abandon-cleanup.features.mlplatform.dev" {
+		t.Errorf("policy name %q", ours.Name)
+	}
+	rules := ours.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Equal(rules[0].APIGroups, []string{"features.mlplatform.dev"}) {
+		t.Errorf("the policy does not match only features.mlplatform.dev: %+v", rules)
+	}
+	// The deny message names the chart's ClusterRole instead of the
+	// repository-wide one; everything else is the same CEL.
+	ours.Spec.Validations[0].MessageExpression = strings.ReplaceAll(ours.Spec.Validations[0].MessageExpression,
+		"fs-featurestore-operator-abandon-cleanup", "mlplatform-abandon-cleanup")
+	if diff := cmp.Diff(theirs.Spec.Validations, ours.Spec.Validations); diff != "" {
+		t.Errorf("validations differ from deploy/admission (-theirs +ours):\n%s", diff)
+	}
+	if diff := cmp.Diff(theirs.Spec.MatchConditions, ours.Spec.MatchConditions); diff != "" {
+		t.Errorf("match conditions differ from deploy/admission (-theirs +ours):\n%s", diff)
+	}
+	if diff := cmp.Diff(theirs.Spec.Variables, ours.Spec.Variables); diff != "" {
+		t.Errorf("variables differ from deploy/admission (-theirs +ours):\n%s", diff)
+	}
+	if !strings.Contains(manifest, "kind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: abandon-cleanup.features.mlplatform.dev") ||
+		!strings.Contains(manifest, "policyName: abandon-cleanup.features.mlplatform.dev") {
+		t.Error("the policy binding is missing")
+	}
+	if !strings.Contains(manifest, "name: fs-featurestore-operator-abandon-cleanup") || !strings.Contains(manifest, `verbs: ["abandon-cleanup"]`) {
+		t.Error("the ClusterRole granting abandon-cleanup is missing")
+	}
+	if strings.Count(manifest, "name: fs-featurestore-operator-abandon-cleanup") != 1 {
+		t.Error("the abandon-cleanup ClusterRole is bound by default")
+	}
+	off, err := charttest.Render(chartDir, "fs", operatorNamespace, map[string]any{"abandonCleanup": map[string]any{"policy": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(off, "kind: ValidatingAdmissionPolicy") || !strings.Contains(off, "name: fs-featurestore-operator-abandon-cleanup") {
+		t.Error("abandonCleanup.policy=false must drop the policy and keep the ClusterRole")
+	}
+}
+
+func admissionPolicy(t *testing.T, manifest string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	for _, doc := range strings.Split(manifest, "\n---") {
+		if !strings.Contains(doc, "kind: ValidatingAdmissionPolicy\n") {
+			continue
+		}
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Fatal("no ValidatingAdmissionPolicy in the manifest")
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
@@ -46,6 +48,33 @@ func (r *Reconciler) cleanup(ctx context.Context, obj finalizer.Object) error {
 	}
 	return err
 }
+
+// finalize runs the deletion path. When an administrator abandoned the
+// cleanup, the shared finalizer releases the FeatureStore without running
+// it; this adds the event that says what was left on the servers for
+// somebody to remove by hand.
+func (r *Reconciler) finalize(ctx context.Context, fs *featuresv1alpha1.FeatureStore) (ctrl.Result, error) {
+	abandoning := fs.Annotations[r.Finalizer.AbandonAnnotation()] == "true" && controllerutil.ContainsFinalizer(fs, FinalizerName)
+	res, err := r.Finalizer.Finalize(ctx, fs)
+	if err != nil || !abandoning || controllerutil.ContainsFinalizer(fs, FinalizerName) {
+		return res, err
+	}
+	var left []string
+	// Retain keeps everything anyway: abandoning gave up nothing there.
+	if cleanup.Deletes(fs.Spec.DeletionPolicy) {
+		left = cleanup.Remaining(ctx, r.Backends, cleanup.PlanFor(fs))
+	}
+	if len(left) == 0 {
+		r.Recorder.Event(fs, corev1.EventTypeNormal, EventLeftBehind, "Cleanup abandoned; nothing it would have removed remains in shared servers")
+		return res, nil
+	}
+	r.Recorder.Event(fs, corev1.EventTypeWarning, EventLeftBehind,
+		"Cleanup abandoned; left behind for removal by hand: "+strings.Join(left, "; "))
+	return res, nil
+}
+
+// EventLeftBehind names what an abandoned cleanup left on the servers.
+const EventLeftBehind = "ResourcesLeftBehind"
 
 // handoff records the cleanup plan in the operator's namespace when the
 // FeatureStore's namespace is being deleted while its servers are

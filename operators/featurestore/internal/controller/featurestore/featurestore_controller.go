@@ -243,7 +243,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Reconciling FeatureStore", "generation", fs.Generation, "deleting", !fs.DeletionTimestamp.IsZero())
 	if !fs.DeletionTimestamp.IsZero() {
-		return r.Finalizer.Finalize(ctx, fs)
+		return r.finalize(ctx, fs)
 	}
 	if added, err := r.Finalizer.Ensure(ctx, fs); added || err != nil {
 		return ctrl.Result{}, err

@@ -55,7 +55,7 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 		r.Now = clock.Now
 	})
 	waitBackend(t, c, backend, metav1.ConditionTrue, commonv1alpha1.ReasonReconciled, "")
-	b := newStore(ns, "rotating", "rotating")
+	b := newStore(ns, "admin-rotation", "adminrotation")
 	b.fs.Spec.OfflineStore.Backend, b.fs.Spec.Registry.Backend = backend, backend
 	fs := waitReady(t, c, createStore(t, c, b.obj()))
 	old := clientConfig(t, c, fs)
