@@ -60,6 +60,36 @@ func TestProbesDoNotCountAsActivity(t *testing.T) {
 	}
 }
 
+// waitServerWatches waits until the Jupyter server follows the kernel's
+// state. The server subscribes to the kernel's status messages with a ZeroMQ
+// SUB socket when the kernel starts, and messages published before that
+// subscription takes effect are lost to it (ZeroMQ's "slow joiner"): on a
+// loaded machine a busy status sent right after the start is never seen,
+// and the server reports the kernel as "starting" while a cell runs. Short
+// cells are run until the server has seen one: its state is then "idle".
+func waitServerWatches(t *testing.T, kernelID string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		exec, err := server.Execute(t.Context(), kernelID, "pass")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exec.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var kernel struct {
+			ExecutionState string `json:"execution_state"`
+		}
+		if err := server.Get(t.Context(), "api/kernels/"+kernelID+"?no_track_activity=1", &kernel); err != nil {
+			t.Fatal(err)
+		}
+		if kernel.ExecutionState == "idle" {
+			return
+		}
+	}
+	t.Fatal("the Jupyter server never saw the kernel's status messages")
+}
+
 func TestProbeReadsKernelAndTerminalActivity(t *testing.T) {
 	ctx := t.Context()
 	p := NewProber(5*time.Second, 4, nil)
@@ -67,6 +97,8 @@ func TestProbeReadsKernelAndTerminalActivity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	waitServerWatches(t, kernelID)
 
 	// A cell that runs until the test releases it makes the kernel busy
 	// for as long as the test needs, however loaded the machine is.
