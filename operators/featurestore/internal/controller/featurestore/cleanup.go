@@ -25,18 +25,27 @@ const PlanKey = "plan.json"
 // cleanup; the UID keeps it unique across namespaces and re-creations.
 func PendingCleanupName(uid string) string { return "featurestore-cleanup-" + uid }
 
-// cleanup removes what the FeatureStore provisioned in shared servers,
-// unless its deletion policy retains it. Managed servers and Secrets are
-// owned children; the garbage collector removes them.
+// cleanup removes what the FeatureStore provisioned, unless its deletion
+// policy retains it: the stores in shared servers, and the data volumes of
+// managed servers. Everything else of a managed server is an owned child
+// that the garbage collector removes.
 func (r *Reconciler) cleanup(ctx context.Context, obj finalizer.Object) error {
 	fs := obj.(*featuresv1alpha1.FeatureStore)
 	plan := cleanup.PlanFor(fs)
-	if plan.Empty() {
+	if !cleanup.Deletes(fs.Spec.DeletionPolicy) {
+		volumes, err := r.retainManagedVolumes(ctx, fs)
+		if err != nil {
+			return err
+		}
+		if kept := append(cleanup.Retained(plan), volumes...); len(kept) > 0 {
+			r.Recorder.Event(fs, corev1.EventTypeNormal, "Retained", "deletionPolicy Retain keeps "+strings.Join(kept, "; "))
+		}
 		return nil
 	}
-	if !cleanup.Deletes(fs.Spec.DeletionPolicy) {
-		r.Recorder.Event(fs, corev1.EventTypeNormal, "Retained",
-			"deletionPolicy Retain keeps "+strings.Join(cleanup.Retained(plan), "; "))
+	if err := r.deleteManagedVolumes(ctx, fs); err != nil {
+		return err
+	}
+	if plan.Empty() {
 		return nil
 	}
 	out, err := cleanup.Run(ctx, r.Backends, plan)

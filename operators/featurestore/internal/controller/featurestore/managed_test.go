@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -85,4 +86,115 @@ func TestManagedModeCreatesRestrictedServers(t *testing.T) {
 	if got.Status.ClientConfig != nil {
 		t.Error("a client configuration was published before the stores work")
 	}
+}
+
+// TestManagedVolumesFollowTheDeletionPolicy deletes FeatureStores with a
+// managed online store whose data volume the test creates as the
+// StatefulSet controller would (which envtest does not run): with an owner
+// reference to the StatefulSet while its retention policy is Delete,
+// without one under Retain. The cases where the policy changes just before
+// the deletion, faster than that controller updates the references, prove
+// that the FeatureStore's policy decides, not the references.
+func TestManagedVolumesFollowTheDeletionPolicy(t *testing.T) {
+	c := adminClient()
+	ns := testenv.CreateNamespace(t, c, "fs")
+	startOperator(t, nil)
+	ctx := t.Context()
+	for name, tc := range map[string]struct {
+		created, deleted commonv1alpha1.DeletionPolicy
+		wantKept         bool
+	}{
+		"Delete":                       {created: commonv1alpha1.DeletionPolicyDelete, deleted: commonv1alpha1.DeletionPolicyDelete},
+		"Delete, switched from Retain": {created: commonv1alpha1.DeletionPolicyRetain, deleted: commonv1alpha1.DeletionPolicyDelete},
+		"Retain":                       {created: commonv1alpha1.DeletionPolicyRetain, deleted: commonv1alpha1.DeletionPolicyRetain, wantKept: true},
+		"Retain, switched from Delete": {created: commonv1alpha1.DeletionPolicyDelete, deleted: commonv1alpha1.DeletionPolicyRetain, wantKept: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fsName := strings.ToLower(strings.NewReplacer(",", "", " ", "-").Replace(name))
+			fs := newStore(ns, fsName, strings.ReplaceAll(fsName, "-", "_")).obj()
+			fs.Spec.OnlineStore = featuresv1alpha1.StoreSource{Managed: &featuresv1alpha1.ManagedServer{}}
+			fs.Spec.DeletionPolicy = tc.created
+			fs = createStore(t, c, fs)
+			recordPasswords(t, c, ns)
+			pvc := actOutVolumeClaim(t, c, ns, fsName+"-redis")
+
+			if tc.deleted != tc.created {
+				latest, err := getStore(ctx, c, fs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				latest.Spec.DeletionPolicy = tc.deleted
+				if err := c.Update(ctx, latest); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.Delete(ctx, fs); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, c, fs)
+			testenv.Eventually(t, "the StatefulSet is gone", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fsName + "-redis"}, &appsv1.StatefulSet{})
+				return apierrors.IsNotFound(err), nil
+			})
+
+			if !tc.wantKept {
+				testenv.Eventually(t, "the data volume is gone", func(ctx context.Context) (bool, error) {
+					err := c.Get(ctx, client.ObjectKeyFromObject(pvc), &corev1.PersistentVolumeClaim{})
+					return apierrors.IsNotFound(err), nil
+				})
+				return
+			}
+			ev := testenv.WaitForEvent(t, c, fs, "Retained")
+			for _, want := range []string{"PersistentVolumeClaim " + pvc.Name, "Secret " + fsName + "-redis"} {
+				if !strings.Contains(ev.Message, want) {
+					t.Errorf("the Retained event does not name %s: %q", want, ev.Message)
+				}
+			}
+			// Without owner references the garbage collector, which
+			// already removed the StatefulSet, never removes them.
+			for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.Secret{}} {
+				key := client.ObjectKey{Namespace: ns, Name: pvc.Name}
+				if _, ok := obj.(*corev1.Secret); ok {
+					key.Name = fsName + "-redis"
+				}
+				if err := c.Get(ctx, key, obj); err != nil {
+					t.Fatalf("%s was not kept: %v", key.Name, err)
+				}
+				if len(obj.GetOwnerReferences()) > 0 || !obj.GetDeletionTimestamp().IsZero() {
+					t.Errorf("%s is still owned or being deleted: %v", key.Name, obj.GetOwnerReferences())
+				}
+			}
+		})
+	}
+}
+
+// actOutVolumeClaim waits for the managed server's StatefulSet and creates
+// its data claim as the StatefulSet controller does: named after the
+// template and the pod, labelled from the template and the selector, and
+// owned by the StatefulSet when its retention policy deletes claims with it.
+func actOutVolumeClaim(t *testing.T, c client.Client, ns, server string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	sts := &appsv1.StatefulSet{}
+	testenv.Eventually(t, "StatefulSet "+server, func(ctx context.Context) (bool, error) {
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: server}, sts) == nil, nil
+	})
+	tmpl := sts.Spec.VolumeClaimTemplates[0]
+	labels := map[string]string{}
+	for k, v := range tmpl.Labels {
+		labels[k] = v
+	}
+	for k, v := range sts.Spec.Selector.MatchLabels {
+		labels[k] = v
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tmpl.Name + "-" + sts.Name + "-0", Labels: labels},
+		Spec:       tmpl.Spec,
+	}
+	if p := sts.Spec.PersistentVolumeClaimRetentionPolicy; p != nil && p.WhenDeleted == appsv1.DeletePersistentVolumeClaimRetentionPolicyType {
+		pvc.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID}}
+	}
+	if err := c.Create(t.Context(), pvc); err != nil {
+		t.Fatal(err)
+	}
+	return pvc
 }
