@@ -137,8 +137,8 @@ func MountPath(store string) string {
 
 // Mount adds each store's Secret as a read-only volume to pod, mounts it
 // into the given containers, and sets the Feast environment variables. The
-// whole Secret is mounted (never with subPath), so a rotated credential
-// reaches running pods without a restart. Mount is deterministic: the same
+// volume projects the published key and is never mounted with subPath, so a
+// rotated credential reaches running pods without a restart. Mount is deterministic: the same
 // stores give the same pod spec, so an unchanged object never restarts pods.
 func Mount(pod *corev1.PodSpec, containerNames []string, stores []Store) {
 	if len(stores) == 0 {

@@ -6,11 +6,12 @@ package v1alpha1
 //
 // A FeatureStore publishes status.clientConfig (FeatureStoreClientConfig)
 // once its stores are provisioned, and is Ready when every store accepts
-// connections. A referrer mounts the whole Secret (never with subPath, so a
-// credential rotation reaches running pods without a restart) read-only at
-// FeatureStoreMountRoot/<FeatureStore name>/, and sets FeatureStoreEnvVar to
-// the configuration file of the first reference, which is where the Feast
-// SDK looks by default.
+// connections. A referrer mounts the Secret as a read-only volume at
+// FeatureStoreMountRoot/<FeatureStore name>/, projecting the published key to
+// FeatureStoreConfigKey, never with subPath, so that a credential rotation
+// reaches running pods without a restart; it sets FeatureStoreEnvVar to the
+// configuration file of the first reference, which is where the Feast SDK
+// looks by default.
 const (
 	// FeatureStoreMountRoot holds one folder per referenced FeatureStore.
 	FeatureStoreMountRoot = "/etc/mlplatform/featurestores"
