@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Builds the platform's container images offline (issue 8) as `docker save`
+# archives in $IMAGES_CACHE and prints the directory that lists them
+# (images.txt: "NAME ARCHIVE" per line). Each archive is keyed by what it is
+# built from (sources, go.mod/go.sum, Go version, Debian package list, the
+# recipe under images/, this script), so a second run rebuilds nothing.
+# Usage: build.sh [IMAGE...]   (default: every image; `build.sh --list` names them)
+set -euo pipefail
+# The kind platform's helpers: content_key, string_key, ensure_packages,
+# prune, log and die. Sourcing them changes nothing of the kind platform.
+source "$(dirname "$0")/../kind/lib.sh"
+
+IMAGES_CACHE=${IMAGES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ml-platform/images}
+mkdir -p "$IMAGES_CACHE"
+script_key=$(content_key "$0")
+suite=bookworm
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+go_version=$(go env GOVERSION)
+operators=()
+for d in "$REPO_ROOT"/operators/*/; do
+  [[ -f $d/cmd/main.go ]] && operators+=("$(basename "$d")")
+done
+all=("${operators[@]/#/operator-}" kubeflow-training-operator redis postgres jupyter pytorch)
+if [[ ${1:-} == --list ]]; then
+  printf '%s\n' "${all[@]}"
+  exit 0
+fi
+wanted=("$@")
+[[ ${#wanted[@]} -gt 0 ]] || wanted=("${all[@]}")
+lines=()
+stage=""
+cleanup() {
+  local m
+  [[ -n $stage ]] || return 0
+  # debootstrap mounts proc and sys in the target; never leave them behind.
+  for m in $(awk -v t="$stage" '$2 ~ "^"t {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
+  rm -rf "$stage"
+}
+trap cleanup EXIT
+
+archive_of() { # REF KEY
+  echo "$IMAGES_CACHE/$(echo "$1" | tr '/:' '__')-$2.tar"
+}
+
+# save REF ARCHIVE CHANGE...: imports the staged root as REF and saves it.
+save() {
+  local ref=$1 archive=$2
+  shift 2
+  local changes=() c
+  for c in "$@"; do changes+=(--change "$c"); done
+  tar -C "$stage" --numeric-owner -c . | docker import "${changes[@]}" - "$ref" >/dev/null
+  docker save -o "$archive.tmp" "$ref"
+  mv "$archive.tmp" "$archive"
+  log "image $ref: $(docker image inspect -f '{{.Size}}' "$ref" | numfmt --to=iec) in $((SECONDS - start))s"
+}
+
+record() { # REF ARCHIVE
+  lines+=("$1 $2")
+  touch "$2"
+  prune "$IMAGES_CACHE/$(echo "${1%:*}" | tr '/:' '__')_" "$2"
+}
+
+# scratch_root: an empty root with the files static binaries expect and the
+# non-root user 65532 (distroless's "nonroot").
+scratch_root() {
+  stage=$(mktemp -d "$IMAGES_CACHE/stage.XXXXXX")
+  mkdir -p "$stage/tmp" "$stage/etc"
+  chmod 1777 "$stage/tmp"
+  chmod 755 "$stage"
+  printf 'hosts: files dns\n' >"$stage/etc/nsswitch.conf"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$stage/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$stage/etc/group"
+}
+
+# Operator images: the static manager binary alone, non-root; nothing in the
+# root needs to be writable. Names match the charts' image.repository and
+# appVersion.
+build_operator() {
+  local op=$1 ref key archive start=$SECONDS
+  ref=ml-platform/$op-operator:$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$REPO_ROOT/charts/$op-operator/Chart.yaml" 2>/dev/null || true)
+  [[ $ref != *: ]] || ref=${ref}latest
+  key=$(string_key "$script_key" "$ref" "$go_version" \
+    "$(content_key "$REPO_ROOT/operators/$op" "$REPO_ROOT/apis" "$REPO_ROOT/shared" "$REPO_ROOT/go.work" "$REPO_ROOT/go.work.sum")")
+  archive=$(archive_of "$ref" "$key")
+  if [[ ! -f $archive ]]; then
+    log "building $ref ($key)"
+    scratch_root
+    (cd "$REPO_ROOT/operators/$op" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$stage/manager" ./cmd)
+    save "$ref" "$archive" 'USER 65532:65532' 'WORKDIR /' 'ENTRYPOINT ["/manager"]'
+    cleanup
+    stage=""
+  fi
+  record "$ref" "$archive"
+}
+
+# The Kubeflow training-operator from its module (tools/kubeflow, outside
+# go.work so its older Kubernetes libraries never move the workspace).
+build_kubeflow() {
+  local ref=localhost/ml-platform/kubeflow-training-operator:v1.8.1 key archive start=$SECONDS
+  key=$(string_key "$script_key" "$ref" "$go_version" "$(content_key "$REPO_ROOT/tools/kubeflow/go.mod" "$REPO_ROOT/tools/kubeflow/go.sum")")
+  archive=$(archive_of "$ref" "$key")
+  if [[ ! -f $archive ]]; then
+    log "building $ref ($key)"
+    scratch_root
+    (cd "$REPO_ROOT/tools/kubeflow" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags='-s -w' \
+      -o "$stage/manager" github.com/kubeflow/training-operator/cmd/training-operator.v1)
+    save "$ref" "$archive" 'USER 65532:65532' 'WORKDIR /' 'ENTRYPOINT ["/manager"]'
+    cleanup
+    stage=""
+  fi
+  record "$ref" "$archive"
+}
+
+# Debian images: debootstrap minbase plus the packages of the recipe
+# (images/NAME/packages), then the recipe's files (images/NAME/root/) and
+# its setup script run in the root (images/NAME/setup.sh, as root, chroot).
+# The recipe's config.env lines become the image's config (--change).
+build_debian() {
+  local name=$1 recipe=$REPO_ROOT/images/$1 ref key archive start=$SECONDS pkgs
+  ref=localhost/ml-platform/$name:$(cat "$recipe/tag")
+  pkgs=$(grep -v '^#' "$recipe/packages" | xargs)
+  key=$(string_key "$script_key" "$ref" "$suite" "$mirror" "$pkgs" "$(content_key "$recipe")")
+  archive=$(archive_of "$ref" "$key")
+  if [[ ! -f $archive ]]; then
+    log "building $ref ($key): debootstrap $suite + $pkgs"
+    ensure_packages debootstrap
+    stage=$(mktemp -d "$IMAGES_CACHE/stage.XXXXXX")
+    if ! debootstrap --variant=minbase --include="${pkgs// /,}" "$suite" "$stage" "$mirror" >"$IMAGES_CACHE/debootstrap-$name.log" 2>&1; then
+      tail -30 "$IMAGES_CACHE/debootstrap-$name.log" >&2
+      die "debootstrap failed (log: $IMAGES_CACHE/debootstrap-$name.log)"
+    fi
+    [[ -d $recipe/root ]] && cp -a "$recipe/root/." "$stage/"
+    if [[ -f $recipe/setup.sh ]]; then
+      cp "$recipe/setup.sh" "$stage/setup.sh"
+      chroot "$stage" /bin/bash /setup.sh
+      rm -f "$stage/setup.sh"
+    fi
+    # Umount what debootstrap left mounted before trimming and archiving.
+    local m
+    for m in $(awk -v t="$stage" '$2 ~ "^"t {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
+    rm -rf "$stage"/var/cache/apt/archives/*.deb "$stage"/var/lib/apt/lists/* \
+      "$stage"/usr/share/doc/* "$stage"/usr/share/man/* "$stage"/usr/share/locale/* \
+      "$stage"/var/log/* "$stage"/var/tmp/* "$stage"/tmp/*
+    chmod 1777 "$stage/tmp"
+    local changes=()
+    mapfile -t changes < <(grep -v '^#' "$recipe/config" | grep .)
+    save "$ref" "$archive" "${changes[@]}"
+    cleanup
+    stage=""
+  fi
+  record "$ref" "$archive"
+}
+
+for w in "${wanted[@]}"; do
+  case $w in
+    operator-*) build_operator "${w#operator-}" ;;
+    kubeflow-training-operator) build_kubeflow ;;
+    redis | postgres | jupyter | pytorch) build_debian "$w" ;;
+    *) die "unknown image $w (known: ${all[*]})" ;;
+  esac
+done
+
+out=$IMAGES_CACHE/set-$(string_key "${lines[*]}")
+if [[ ! -f $out/images.txt ]]; then
+  mkdir -p "$out"
+  printf '%s\n' "${lines[@]}" >"$out/images.txt.tmp"
+  mv "$out/images.txt.tmp" "$out/images.txt"
+fi
+touch "$out"
+echo "$out"
