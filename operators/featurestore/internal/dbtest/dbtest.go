@@ -8,8 +8,20 @@ import (
 	"os/exec"
 	"os/user"
 	"strconv"
+	"testing"
 	"time"
 )
+
+// UnusedPort is a loopback port where no server answers, for tests of
+// unreachable servers.
+func UnusedPort(t testing.TB) int {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
 
 // freePort asks the kernel for a free loopback port. Another process could
 // take it before the server binds it; the servers' start fails loudly then.

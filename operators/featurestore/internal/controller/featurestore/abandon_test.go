@@ -61,14 +61,9 @@ func TestAbandonCleanupNeedsTheVerbAndSaysWhatIsLeft(t *testing.T) {
 	startOperator(t, nil)
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "stuck", "stuck").obj()))
 	plan := cleanup.PlanFor(fs)
-	if err := pg.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
+	stopPostgres(t)
 	t.Cleanup(func() {
-		if !restarted {
-			_ = pg.Start()
-		}
+		_ = pg.Start()
 		// What the test abandoned is removed by hand, as the event asks.
 		_, _ = cleanup.Run(context.Background(), testResolver(), plan)
 	})
@@ -129,10 +124,7 @@ func TestAbandonCleanupNeedsTheVerbAndSaysWhatIsLeft(t *testing.T) {
 	}
 
 	// They really were left behind.
-	if err := pg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	startPostgres(t)
 	for _, kind := range []string{cleanup.KindOffline, cleanup.KindRegistry} {
 		if db, roles, err := postgres.Exists(ctx, pgServer(), plan.PostgresStore(kind)); err != nil || !db || len(roles) != 3 {
 			t.Errorf("%s: database %v roles %v (%v), want all left behind", kind, db, roles, err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,6 +26,8 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
 )
 
 // pgBackendFor registers a PostgreSQL backend on the test server with its
@@ -85,17 +86,6 @@ func waitBackend(t *testing.T, c client.Client, name string, ready metav1.Condit
 
 func randomPassword() string { return rand.Text() }
 
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
-}
-
 func TestBackendStatusIsProvenByTheAdminCredentials(t *testing.T) {
 	c := adminClient()
 	ctx := t.Context()
@@ -144,7 +134,7 @@ func TestBackendStatusIsProvenByTheAdminCredentials(t *testing.T) {
 			wantKState: commonv1alpha1.ConditionStalled, wantText: "lacks CREATEROLE",
 		},
 		"nobody listening": {
-			port: closedPort(t), secret: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword},
+			port: dbtest.UnusedPort(t), secret: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword},
 			wantReady: metav1.ConditionFalse, wantReason: featuresv1alpha1.ReasonServerUnavailable,
 			wantKState: commonv1alpha1.ConditionReconciling, wantText: "did not answer",
 		},

@@ -360,15 +360,7 @@ func TestServerDownDuringDeleteKeepsFinalizerUntilItIsBack(t *testing.T) {
 	other := waitReady(t, c, createStore(t, c, newStore(ns, "bystander", "bystander").obj()))
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "outage", "outage").obj()))
 
-	if err := pg.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = pg.Start()
-		}
-	})
+	stopPostgres(t)
 	if err := c.Delete(t.Context(), fs); err != nil {
 		t.Fatal(err)
 	}
@@ -380,10 +372,7 @@ func TestServerDownDuringDeleteKeepsFinalizerUntilItIsBack(t *testing.T) {
 	if !strings.Contains(ev.Message, "PostgreSQL") {
 		t.Errorf("the event does not say why: %q", ev.Message)
 	}
-	if err := pg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	startPostgres(t)
 	waitGone(t, c, fs)
 	plan := cleanup.PlanFor(fs)
 	for _, kind := range []string{cleanup.KindOffline, cleanup.KindRegistry} {
@@ -508,15 +497,7 @@ func TestTerminatingNamespaceNeverDeadlocks(t *testing.T) {
 	startOperator(t, func(r *featurestore.Reconciler) { r.Finalizer.NamespaceGrace = 2 * time.Second })
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "doomed", "doomed").obj()))
 
-	if err := pg.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = pg.Start()
-		}
-	})
+	stopPostgres(t)
 	if err := c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -533,10 +514,7 @@ func TestTerminatingNamespaceNeverDeadlocks(t *testing.T) {
 			t.Fatal("the handed-off plan holds a password")
 		}
 	}
-	if err := pg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	startPostgres(t)
 	testenv.Eventually(t, "the handed-off cleanup finishes", func(ctx context.Context) (bool, error) {
 		return apierrors.IsNotFound(c.Get(ctx, key, &corev1.ConfigMap{})), nil
 	})

@@ -210,3 +210,21 @@ func testResolver() *backends.Resolver {
 	c := adminClient()
 	return &backends.Resolver{Client: c, Secrets: c, Namespace: operatorNamespace}
 }
+
+// stopPostgres stops the test PostgreSQL until startPostgres or the end of
+// the test.
+func stopPostgres(t *testing.T) {
+	t.Helper()
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Start() })
+}
+
+// startPostgres starts the test PostgreSQL again.
+func startPostgres(t *testing.T) {
+	t.Helper()
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
 )
@@ -97,7 +98,7 @@ func (r *Reconciler) checkServer(ctx context.Context, s *scope) error {
 		s.server = serverCheck{outcomeSecretInvalid, err.Error()}
 	case postgres.IsAuthenticationFailure(err), redis.IsAuthenticationFailure(err):
 		s.server = serverCheck{outcomeRefused, fmt.Sprintf("%s refused the admin credentials of Secret %s/%s: %v", server, r.Namespace, backends.AdminSecretName(b), err)}
-	case postgres.IsPrivilegeError(err), redis.IsPrivilegeError(err):
+	case provisioner.IsPrivilegeError(err):
 		s.server = serverCheck{outcomeUnprivileged, err.Error()}
 	default:
 		s.server = serverCheck{outcomeUnavailable, fmt.Sprintf("%s did not answer, retrying: %v", server, err)}

@@ -7,23 +7,13 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 )
 
 // MinServerVersion is the oldest PostgreSQL the provisioner supports
 // (server_version_num): 15 brought the privileges model it relies on.
 const MinServerVersion = 150000
-
-// PrivilegeError says the admin role logged in but lacks something the
-// operator needs.
-type PrivilegeError struct{ Reason string }
-
-func (e *PrivilegeError) Error() string { return e.Reason }
-
-// IsPrivilegeError reports whether err is, or wraps, a PrivilegeError.
-func IsPrivilegeError(err error) bool {
-	var p *PrivilegeError
-	return errors.As(err, &p)
-}
 
 // IsAuthenticationFailure reports whether the server refused the
 // credentials, as opposed to not answering.
@@ -60,9 +50,9 @@ func CheckAdmin(ctx context.Context, srv Server) error {
 	}
 	switch {
 	case version < MinServerVersion:
-		return &PrivilegeError{Reason: fmt.Sprintf("PostgreSQL %s:%d runs version %d; FeatureStores need 15 or later", srv.Host, srv.Port, version/10000)}
+		return &provisioner.PrivilegeError{Reason: fmt.Sprintf("PostgreSQL %s:%d runs version %d; FeatureStores need 15 or later", srv.Host, srv.Port, version/10000)}
 	case len(missing) > 0:
-		return &PrivilegeError{Reason: fmt.Sprintf("the admin role %s on %s:%d lacks %s", srv.AdminUser, srv.Host, srv.Port, strings.Join(missing, " and "))}
+		return &provisioner.PrivilegeError{Reason: fmt.Sprintf("the admin role %s on %s:%d lacks %s", srv.AdminUser, srv.Host, srv.Port, strings.Join(missing, " and "))}
 	}
 	return nil
 }

@@ -2,10 +2,11 @@ package postgres
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 )
 
 func TestCheckAdminTellsUnreachableRefusedAndUnprivilegedApart(t *testing.T) {
@@ -27,7 +28,7 @@ func TestCheckAdminTellsUnreachableRefusedAndUnprivilegedApart(t *testing.T) {
 		_, _ = super.Exec(context.Background(), "DROP ROLE IF EXISTS check_no_createrole")
 		_, _ = super.Exec(context.Background(), "DROP ROLE IF EXISTS check_no_privileges")
 	})
-	closed := closedPort(t)
+	closed := dbtest.UnusedPort(t)
 
 	for name, tc := range map[string]struct {
 		srv          func(Server) Server
@@ -68,22 +69,9 @@ func TestCheckAdminTellsUnreachableRefusedAndUnprivilegedApart(t *testing.T) {
 			if got := IsAuthenticationFailure(err); got != tc.wantAuth {
 				t.Errorf("IsAuthenticationFailure(%v) = %v, want %v", err, got, tc.wantAuth)
 			}
-			if got := IsPrivilegeError(err); got != (tc.wantPriv != "") || (got && !strings.Contains(err.Error(), tc.wantPriv)) {
+			if got := provisioner.IsPrivilegeError(err); got != (tc.wantPriv != "") || (got && !strings.Contains(err.Error(), tc.wantPriv)) {
 				t.Errorf("IsPrivilegeError(%v) = %v, want one mentioning %q", err, got, tc.wantPriv)
 			}
 		})
 	}
-}
-
-// closedPort returns a loopback port nothing listens on.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	_ = l.Close()
-	p, _ := strconv.Atoi(port)
-	return p
 }

@@ -2,22 +2,11 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 )
-
-// PrivilegeError says the admin user logged in but may not run a command
-// the operator needs.
-type PrivilegeError struct{ Reason string }
-
-func (e *PrivilegeError) Error() string { return e.Reason }
-
-// IsPrivilegeError reports whether err is, or wraps, a PrivilegeError.
-func IsPrivilegeError(err error) bool {
-	var p *PrivilegeError
-	return errors.As(err, &p)
-}
 
 // IsAuthenticationFailure reports whether the server refused the
 // credentials, as opposed to not answering.
@@ -38,7 +27,7 @@ func CheckAdmin(ctx context.Context, srv Server) error {
 	defer func() { _ = c.Close() }()
 	if err := c.Ping(ctx).Err(); err != nil {
 		if isNoPerm(err) {
-			return &PrivilegeError{Reason: fmt.Sprintf("the admin user %s on Redis %s may not even run PING: %v", srv.AdminUser, srv.Endpoint(), err)}
+			return &provisioner.PrivilegeError{Reason: fmt.Sprintf("the admin user %s on Redis %s may not even run PING: %v", srv.AdminUser, srv.Endpoint(), err)}
 		}
 		return fmt.Errorf("connecting to Redis %s as admin: %w", srv.Endpoint(), err)
 	}
@@ -56,7 +45,7 @@ func CheckAdmin(ctx context.Context, srv Server) error {
 		switch {
 		case isNoPerm(err):
 			// The admin may not even ask: ACL DRYRUN is an ACL command.
-			return &PrivilegeError{Reason: fmt.Sprintf("the admin user %s on Redis %s may not run ACL commands: %v", srv.AdminUser, srv.Endpoint(), err)}
+			return &provisioner.PrivilegeError{Reason: fmt.Sprintf("the admin user %s on Redis %s may not run ACL commands: %v", srv.AdminUser, srv.Endpoint(), err)}
 		case err != nil:
 			return fmt.Errorf("checking the admin user's permissions on Redis %s: %w", srv.Endpoint(), err)
 		case reply != "OK":
@@ -64,7 +53,7 @@ func CheckAdmin(ctx context.Context, srv Server) error {
 		}
 	}
 	if len(denied) > 0 {
-		return &PrivilegeError{Reason: fmt.Sprintf("the admin user %s on Redis %s may not run %s (it needs +@all ~*)", srv.AdminUser, srv.Endpoint(), strings.Join(denied, ", "))}
+		return &provisioner.PrivilegeError{Reason: fmt.Sprintf("the admin user %s on Redis %s may not run %s (it needs +@all ~*)", srv.AdminUser, srv.Endpoint(), strings.Join(denied, ", "))}
 	}
 	return nil
 }

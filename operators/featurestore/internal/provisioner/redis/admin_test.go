@@ -2,10 +2,11 @@ package redis
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 )
 
 func TestCheckAdminTellsUnreachableRefusedAndUnprivilegedApart(t *testing.T) {
@@ -21,7 +22,7 @@ func TestCheckAdminTellsUnreachableRefusedAndUnprivilegedApart(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", "check-readonly", "check-nokeys").Err() })
-	closed := closedPort(t)
+	closed := dbtest.UnusedPort(t)
 
 	for name, tc := range map[string]struct {
 		srv          func(Server) Server
@@ -55,22 +56,9 @@ func TestCheckAdminTellsUnreachableRefusedAndUnprivilegedApart(t *testing.T) {
 			if got := IsAuthenticationFailure(err); got != tc.wantAuth {
 				t.Errorf("IsAuthenticationFailure(%v) = %v, want %v", err, got, tc.wantAuth)
 			}
-			if got := IsPrivilegeError(err); got != (tc.wantPriv != "") || (got && !strings.Contains(err.Error(), tc.wantPriv)) {
+			if got := provisioner.IsPrivilegeError(err); got != (tc.wantPriv != "") || (got && !strings.Contains(err.Error(), tc.wantPriv)) {
 				t.Errorf("IsPrivilegeError(%v) = %v, want one mentioning %q", err, got, tc.wantPriv)
 			}
 		})
 	}
-}
-
-// closedPort returns a loopback port nothing listens on.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	_ = l.Close()
-	p, _ := strconv.Atoi(port)
-	return p
 }

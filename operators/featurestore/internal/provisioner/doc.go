@@ -1,0 +1,4 @@
+// Package provisioner holds what the PostgreSQL and Redis provisioners
+// share: the errors that tell a misconfigured admin account apart from a
+// server that does not answer.
+package provisioner
