@@ -2,8 +2,13 @@ package trainingjob
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -137,14 +143,18 @@ var testSettings = kubeflowjob.Settings{
 type operator struct {
 	reconciler *Reconciler
 	writes     *testenv.WriteCounter
-	mgr        *testenv.Manager
+	// nsWrites counts writes per namespace, for assertions that must not
+	// see the operator finishing work in namespaces that earlier tests
+	// left behind and that are still being deleted.
+	nsWrites *namespaceWrites
+	mgr      *testenv.Manager
 }
 
 func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	t.Helper()
-	op := &operator{writes: testenv.NewWriteCounter()}
+	op := &operator{writes: testenv.NewWriteCounter(), nsWrites: &namespaceWrites{}}
 	cfg := manager.DefaultConfig()
-	cfg.RESTConfig = op.writes.Wrap(operatorConfig(t))
+	cfg.RESTConfig = op.nsWrites.wrap(op.writes.Wrap(operatorConfig(t)))
 	cfg.LeaderElect = false
 	cfg.MetricsBindAddress = "0"
 	cfg.HealthProbeBindAddress = "0"
@@ -175,6 +185,58 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	op.mgr = testenv.StartManager(t, mgr)
 	return op
 }
+
+// namespaceWrites records the operator's writes by namespace, at the HTTP
+// transport as testenv.WriteCounter does.
+type namespaceWrites struct {
+	mu     sync.Mutex
+	writes map[string][]string
+}
+
+func (w *namespaceWrites) wrap(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet {
+				parts := strings.Split(req.URL.Path, "/")
+				for i := range len(parts) - 1 {
+					if parts[i] == "namespaces" {
+						w.add(parts[i+1], req.Method+" "+req.URL.Path)
+						break
+					}
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return out
+}
+
+func (w *namespaceWrites) add(ns, what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.writes == nil {
+		w.writes = map[string][]string{}
+	}
+	w.writes[ns] = append(w.writes[ns], what)
+}
+
+// in returns the writes into namespace ns since the last reset.
+func (w *namespaceWrites) in(ns string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.writes[ns])
+}
+
+func (w *namespaceWrites) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = nil
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (op *operator) stop(t *testing.T) {
 	t.Helper()
@@ -264,15 +326,20 @@ func jobCond(s *kubeflowv1.JobStatus, typ kubeflowv1.JobConditionType, status co
 	s.Conditions = append(s.Conditions, kubeflowv1.JobCondition{Type: typ, Status: status, Reason: reason, Message: message, LastTransitionTime: now, LastUpdateTime: now})
 }
 
-func findEvent(ctx context.Context, c client.Client, obj client.Object, reason string) (*corev1.Event, error) {
-	events := &corev1.EventList{}
-	if err := c.List(ctx, events, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil, err
+// clock is a clock tests move forward, for TTLs and backoffs, without
+// racing the operator that reads it.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// poke makes the operator reconcile a TrainingJob now, through an
+// annotation (every update of the object is watched).
+func poke(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) {
+	t.Helper()
+	p := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"test.mlplatform.dev/poke":%q}}}`, time.Now().Format(time.RFC3339Nano)))
+	if err := c.Patch(t.Context(), tj.DeepCopy(), p); err != nil {
+		t.Fatal(err)
 	}
-	for i, e := range events.Items {
-		if e.InvolvedObject.UID == obj.GetUID() && e.Reason == reason {
-			return &events.Items[i], nil
-		}
-	}
-	return nil, nil
 }

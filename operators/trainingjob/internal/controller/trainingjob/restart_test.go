@@ -395,8 +395,11 @@ func TestAStaleCacheNeverDecidesTwice(t *testing.T) {
 	disrupt(t, c, pods[kubeflowv1.PyTorchJobReplicaTypeMaster], corev1.PodReasonPreemptionByScheduler)
 	failJob(t, c, job1)
 	waitTJ(t, c, tj, "restart decided", func(tj *trainingv1alpha1.TrainingJob) bool { return tj.Status.Run == 2 })
+	// The events of the decision are emitted asynchronously; let them out.
+	testenv.WaitForEvent(t, c, tj, "Restarting")
+	time.Sleep(time.Second)
 
-	op.writes.Reset()
+	op.nsWrites.reset()
 	s := newScope(stale, time.Now())
 	for _, p := range []phase{op.reconciler.ensureJob, op.reconciler.observePods, op.reconciler.decideRunEnd} {
 		if _, err := p(t.Context(), s); err != nil {
@@ -406,8 +409,8 @@ func TestAStaleCacheNeverDecidesTwice(t *testing.T) {
 	if !s.stale || s.end != nil {
 		t.Errorf("stale %v end %+v: a run already decided must not be decided again", s.stale, s.end)
 	}
-	if n := op.writes.Total(); n != 0 {
-		t.Errorf("the stale reconcile wrote %d times: %s", n, op.writes)
+	if w := op.nsWrites.in(ns); len(w) != 0 {
+		t.Errorf("the stale reconcile wrote %d times: %v", len(w), w)
 	}
 	_, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)})
 	if err != nil {
