@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/feastconfig"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -120,24 +121,8 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 	waitReady(t, c, fs)
 
 	// Both generations of credentials work during the grace period.
-	works := func(cfg feastconfig.RepoConfig) error {
-		for _, connect := range []func() error{
-			func() error { conn, err := connectOffline(ctx, cfg.OfflineStore); closePG(conn); return err },
-			func() error { conn, err := connectRegistry(ctx, cfg.Registry.Path); closePG(conn); return err },
-			func() error { return onlineClient(t, cfg.OnlineStore.ConnectionString).Ping(ctx).Err() },
-		} {
-			if err := connect(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := works(old); err != nil {
-		t.Fatalf("old credentials during the grace period: %v", err)
-	}
-	if err := works(next); err != nil {
-		t.Fatalf("new credentials: %v", err)
-	}
+	requireLogins(t, "old credentials during the grace period", old)
+	requireLogins(t, "new credentials", next)
 
 	// Updated in place, and nothing that would restart a workload.
 	updated := &corev1.Secret{}
@@ -171,27 +156,8 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 	// Past the grace period on the operator's clock, the previous
 	// credentials are revoked everywhere and the new ones keep working.
 	clock.Step(grace + time.Minute)
-	testenv.Eventually(t, "the old credentials stop working after the grace period", func(ctx context.Context) (bool, error) {
-		if _, err := op.reconciler.Reconcile(ctx, requestFor(fs)); err != nil {
-			return false, err
-		}
-		return works(old) != nil, nil
-	})
-	for name, check := range map[string]func() error{
-		"offline":  func() error { conn, err := connectOffline(ctx, old.OfflineStore); closePG(conn); return err },
-		"registry": func() error { conn, err := connectRegistry(ctx, old.Registry.Path); closePG(conn); return err },
-		"online":   func() error { return onlineClient(t, old.OnlineStore.ConnectionString).Ping(ctx).Err() },
-	} {
-		testenv.Eventually(t, "old "+name+" credentials revoked", func(ctx context.Context) (bool, error) {
-			if _, err := op.reconciler.Reconcile(ctx, requestFor(fs)); err != nil {
-				return false, err
-			}
-			return check() != nil, nil
-		})
-	}
-	if err := works(next); err != nil {
-		t.Fatalf("new credentials after the grace period: %v", err)
-	}
+	waitRevoked(t, op, fs, old)
+	requireLogins(t, "new credentials after the grace period", next)
 	testenv.WaitForEvent(t, c, fs, "CredentialsRetired")
 
 	// The store's cleanup runs with the new admin password.
@@ -200,4 +166,51 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 	}
 	waitGone(t, c, fs)
 	testenv.WaitForEvent(t, c, fs, "CleanupSucceeded")
+}
+
+// storeLogins log in to every store of a client configuration with its
+// credentials, by store.
+func storeLogins(t *testing.T, cfg feastconfig.RepoConfig) map[string]func(context.Context) error {
+	t.Helper()
+	return map[string]func(context.Context) error{
+		"offline store": func(ctx context.Context) error {
+			conn, err := connectOffline(ctx, cfg.OfflineStore)
+			closePG(conn)
+			return err
+		},
+		"registry": func(ctx context.Context) error {
+			conn, err := connectRegistry(ctx, cfg.Registry.Path)
+			closePG(conn)
+			return err
+		},
+		"online store": func(ctx context.Context) error {
+			return onlineClient(t, cfg.OnlineStore.ConnectionString).Ping(ctx).Err()
+		},
+	}
+}
+
+// requireLogins fails the test unless every store accepts cfg's
+// credentials.
+func requireLogins(t *testing.T, what string, cfg feastconfig.RepoConfig) {
+	t.Helper()
+	for store, login := range storeLogins(t, cfg) {
+		if err := login(t.Context()); err != nil {
+			t.Fatalf("%s, %s: %v", what, store, err)
+		}
+	}
+}
+
+// waitRevoked reconciles fs until no store accepts old's credentials. The
+// controller's own requeue waits for the real grace period; reconciling
+// directly is what it does then.
+func waitRevoked(t *testing.T, op *operator, fs *featuresv1alpha1.FeatureStore, old feastconfig.RepoConfig) {
+	t.Helper()
+	for store, login := range storeLogins(t, old) {
+		testenv.Eventually(t, "old credentials of the "+store+" revoked", func(ctx context.Context) (bool, error) {
+			if _, err := op.reconciler.Reconcile(ctx, requestFor(fs)); err != nil {
+				return false, err
+			}
+			return login(ctx) != nil, nil
+		})
+	}
 }
