@@ -12,14 +12,16 @@ while read -r ref archive; do
   # Docker names short references docker.io/...; so does the kubelet.
   full=$ref
   [[ ${ref%%/*} == *.* || ${ref%%/*} == localhost ]] || full=docker.io/$ref
-  id=$(tar -xOf "$archive" manifest.json | sed -n 's/.*"Config":"\([^"]*\)\.json".*/\1/p; s/.*"Config":"blobs\/sha256\/\([^"]*\)".*/\1/p' | head -1)
+  # A marker in the node names the archive loaded last under this name:
+  # an unchanged image is not imported again.
+  marker=/var/lib/ml-platform-images/$(echo "$full" | tr '/:' '__')
   for n in "${nodes[@]}"; do
-    have=$(docker exec "$n" ctr -n k8s.io images ls -q "name==$full" 2>/dev/null || true)
-    if [[ -n $have ]] && docker exec "$n" ctr -n k8s.io images ls "name==$full" | grep -q "${id:-none}"; then
+    if [[ $(docker exec "$n" cat "$marker" 2>/dev/null) == "$(basename "$archive")" ]]; then
       continue
     fi
     log "loading $full into $n"
     docker exec -i "$n" ctr -n k8s.io images import --all-platforms - <"$archive" >/dev/null
+    docker exec "$n" sh -c "mkdir -p ${marker%/*} && echo $(basename "$archive") >$marker"
   done
 done <"$set_dir/images.txt"
 log "images loaded into ${nodes[*]}"
