@@ -147,7 +147,7 @@ func TestExistingCheckpointClaim(t *testing.T) {
 	// A missing claim keeps the job waiting until it appears; every pod
 	// mounts a ReadWriteMany claim.
 	waiting := tjFor("waiting", "shared", corev1.ReadWriteMany)
-	got = waitTJ(t, c, waiting, "waiting for the claim", func(tj *trainingv1alpha1.TrainingJob) bool {
+	waitTJ(t, c, waiting, "waiting for the claim", func(tj *trainingv1alpha1.TrainingJob) bool {
 		cond := conditions.Get(tj, trainingv1alpha1.ConditionCheckpointReady)
 		return cond != nil && cond.Reason == commonv1alpha1.ReasonDependencyNotFound && conditions.IsTrue(tj, commonv1alpha1.ConditionReconciling)
 	})

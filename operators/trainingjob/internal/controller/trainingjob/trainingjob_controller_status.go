@@ -304,11 +304,10 @@ func endRun(tj *trainingv1alpha1.TrainingJob, o observation) {
 
 // appendRun adds an ended run to the history, keeping the newest.
 func appendRun(tj *trainingv1alpha1.TrainingJob, r trainingv1alpha1.RunRecord) {
-	runs := append(tj.Status.Runs, r)
-	if len(runs) > maxRunHistory {
-		runs = runs[len(runs)-maxRunHistory:]
+	tj.Status.Runs = append(tj.Status.Runs, r)
+	if n := len(tj.Status.Runs); n > maxRunHistory {
+		tj.Status.Runs = tj.Status.Runs[n-maxRunHistory:]
 	}
-	tj.Status.Runs = runs
 }
 
 // markInProgress says the job is on its way to running.
