@@ -111,34 +111,69 @@ build_kubeflow() {
   record "$ref" "$archive"
 }
 
-# Debian images: debootstrap minbase plus the packages of the recipe
-# (images/NAME/packages), then the recipe's files (images/NAME/root/) and
-# its setup script run in the root (images/NAME/setup.sh, as root, chroot).
-# The recipe's config.env lines become the image's config (--change).
+# debian_base: a debootstrap minbase root, cached (keyed by suite, mirror
+# and this script) and copied for each Debian image.
+debian_base() {
+  local dir
+  dir=$IMAGES_CACHE/base/$(string_key "$script_key" "$suite" "$mirror")
+  if [[ ! -f $dir/.complete ]]; then
+    ensure_packages debootstrap
+    rm -rf "$dir.tmp"
+    mkdir -p "$dir.tmp"
+    log "debootstrap $suite minbase"
+    if ! debootstrap --variant=minbase "$suite" "$dir.tmp" "$mirror" >"$IMAGES_CACHE/debootstrap.log" 2>&1; then
+      tail -30 "$IMAGES_CACHE/debootstrap.log" >&2
+      die "debootstrap failed (log: $IMAGES_CACHE/debootstrap.log)"
+    fi
+    local m
+    for m in $(awk -v t="$dir.tmp" '$2 ~ "^"t {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
+    touch "$dir.tmp/.complete"
+    rm -rf "$dir"
+    mv "$dir.tmp" "$dir"
+    prune "$IMAGES_CACHE/base/" "$dir"
+  fi
+  echo "$dir"
+}
+
+# Debian images: the minbase root plus the packages of the recipe
+# (images/NAME/packages, installed with apt-get in the root: debootstrap's
+# own resolver fails on some Python packages), then the recipe's files
+# (images/NAME/root/) and its setup script run in the root
+# (images/NAME/setup.sh, as root, chroot). The recipe's config lines become
+# the image's config (--change).
 build_debian() {
-  local name=$1 recipe=$REPO_ROOT/images/$1 ref key archive start=$SECONDS pkgs
+  local name=$1 recipe=$REPO_ROOT/images/$1 ref key archive start=$SECONDS pkgs base
   ref=localhost/ml-platform/$name:$(cat "$recipe/tag")
   pkgs=$(grep -v '^#' "$recipe/packages" | xargs)
   key=$(string_key "$script_key" "$ref" "$suite" "$mirror" "$pkgs" "$(content_key "$recipe")")
   archive=$(archive_of "$ref" "$key")
   if [[ ! -f $archive ]]; then
-    log "building $ref ($key): debootstrap $suite + $pkgs"
-    ensure_packages debootstrap
+    log "building $ref ($key): $suite minbase + $pkgs"
+    base=$(debian_base)
     stage=$(mktemp -d "$IMAGES_CACHE/stage.XXXXXX")
-    if ! debootstrap --variant=minbase --include="${pkgs// /,}" "$suite" "$stage" "$mirror" >"$IMAGES_CACHE/debootstrap-$name.log" 2>&1; then
-      tail -30 "$IMAGES_CACHE/debootstrap-$name.log" >&2
-      die "debootstrap failed (log: $IMAGES_CACHE/debootstrap-$name.log)"
+    cp -a "$base/." "$stage/"
+    rm -f "$stage/.complete"
+    mount -t proc proc "$stage/proc"
+    # No init system runs: keep package scripts from starting services.
+    printf '#!/bin/sh\nexit 101\n' >"$stage/usr/sbin/policy-rc.d"
+    chmod +x "$stage/usr/sbin/policy-rc.d"
+    # shellcheck disable=SC2086 # the package list is words
+    if ! { chroot "$stage" apt-get update && DEBIAN_FRONTEND=noninteractive chroot "$stage" apt-get install -y --no-install-recommends $pkgs; } \
+      >"$IMAGES_CACHE/apt-$name.log" 2>&1; then
+      tail -30 "$IMAGES_CACHE/apt-$name.log" >&2
+      die "apt-get install failed (log: $IMAGES_CACHE/apt-$name.log)"
     fi
+    rm -f "$stage/usr/sbin/policy-rc.d"
     [[ -d $recipe/root ]] && cp -a "$recipe/root/." "$stage/"
     if [[ -f $recipe/setup.sh ]]; then
       cp "$recipe/setup.sh" "$stage/setup.sh"
       chroot "$stage" /bin/bash /setup.sh
       rm -f "$stage/setup.sh"
     fi
-    # Umount what debootstrap left mounted before trimming and archiving.
     local m
     for m in $(awk -v t="$stage" '$2 ~ "^"t {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
-    rm -rf "$stage"/var/cache/apt/archives/*.deb "$stage"/var/lib/apt/lists/* \
+    chroot "$stage" apt-get clean 2>/dev/null || true
+    rm -rf "$stage"/var/cache/apt/*.bin "$stage"/var/lib/apt/lists/* \
       "$stage"/usr/share/doc/* "$stage"/usr/share/man/* "$stage"/usr/share/locale/* \
       "$stage"/var/log/* "$stage"/var/tmp/* "$stage"/tmp/*
     chmod 1777 "$stage/tmp"
