@@ -9,7 +9,8 @@
 # runtime. An engine that was already running is used as it is, and refused
 # when it would need the wrapper and does not have it.
 #
-# stop: stops dockerd only if ensure started it and no container is left.
+# stop: stops dockerd only if ensure started it and no container is left, and
+# undoes what dockerd leaves on the host (docker0, iptables rules, sysctls).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -33,8 +34,9 @@ ensure() {
     log "capability bounding set incomplete: dockerd uses the runc wrapper $wrapper"
     args+=(--add-runtime "$runtime_name=$wrapper" --default-runtime "$runtime_name")
   fi
-  # dockerd turns on IP forwarding; remember the value to restore it on stop.
-  cat /proc/sys/net/ipv4/ip_forward >"$KIND_RUN/ip_forward.before"
+  # dockerd changes host networking beyond its own lifetime: remember what
+  # it changes so that stop can put it back.
+  save_host_network
   log "starting dockerd ${args[*]}"
   setsid nohup dockerd "${args[@]}" >"$KIND_RUN/dockerd.log" 2>&1 </dev/null &
   echo $! >"$pidfile"
@@ -69,10 +71,39 @@ stop() {
   done
   kill -0 "$pid" 2>/dev/null && die "dockerd (pid $pid) did not stop"
   rm -f "$pidfile"
-  if [[ -f $KIND_RUN/ip_forward.before ]]; then
-    cat "$KIND_RUN/ip_forward.before" >/proc/sys/net/ipv4/ip_forward
-    rm -f "$KIND_RUN/ip_forward.before"
+  restore_host_network
+}
+
+# Sysctls dockerd sets and leaves set.
+sysctls=(net/ipv4/ip_forward net/bridge/bridge-nf-call-iptables net/bridge/bridge-nf-call-ip6tables)
+
+save_host_network() {
+  local s
+  for s in "${sysctls[@]}"; do
+    [[ -f /proc/sys/$s ]] && echo "$s $(cat "/proc/sys/$s")"
+  done >"$KIND_RUN/sysctl.before"
+  if command -v iptables-save >/dev/null; then
+    iptables-save >"$KIND_RUN/iptables.before" 2>/dev/null || true
   fi
+}
+
+# restore_host_network undoes what the stopped dockerd left: its bridge
+# docker0, its iptables chains and rules (and the FORWARD policy it set to
+# DROP), and the sysctls it changed. Rules that others added stay.
+restore_host_network() {
+  ip link delete docker0 2>/dev/null || true
+  if command -v iptables-save >/dev/null; then
+    local policy=ACCEPT
+    if [[ -s $KIND_RUN/iptables.before ]]; then
+      policy=$(awk '/^:FORWARD / {print $2; exit}' "$KIND_RUN/iptables.before")
+    fi
+    iptables-save | { grep -vE 'DOCKER|docker0|br-[0-9a-f]{12}' || true; } | sed "s/^:FORWARD [A-Z]*/:FORWARD ${policy:-ACCEPT}/" | iptables-restore
+  fi
+  if [[ -f $KIND_RUN/sysctl.before ]]; then
+    local s v
+    while read -r s v; do echo "$v" >"/proc/sys/$s"; done <"$KIND_RUN/sysctl.before"
+  fi
+  rm -f "$KIND_RUN/iptables.before" "$KIND_RUN/sysctl.before"
 }
 
 case "${1:-}" in

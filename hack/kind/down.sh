@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make kind-down: deletes the cluster and everything kind-up left on the
 # host (node containers and their volumes, the "kind" network, the
-# kubeconfig, a /lib/modules created for kind, the dockerd kind-up started),
-# and checks that nothing of it remains. Built images stay cached.
+# kubeconfig, a /lib/modules created for kind, the dockerd kind-up started
+# with its bridge, iptables rules and sysctls), and checks that nothing of it
+# remains. Built images stay cached.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -34,5 +35,10 @@ rm -f "$KIND_KUBECONFIG"
 if [[ -f $KIND_RUN/lib-modules.created ]]; then
   rmdir /lib/modules 2>/dev/null || true
   rm -f "$KIND_RUN/lib-modules.created"
+fi
+if ! docker info >/dev/null 2>&1; then
+  # No engine runs any more: no Docker bridge may be left on the host.
+  links=$(ip -o link show | awk -F': ' '$2 ~ /^(docker0|br-[0-9a-f]+)(@|$)/ {print $2}')
+  [[ -z $links ]] || die "Docker network interfaces remain: $links"
 fi
 log "cluster $KIND_CLUSTER_NAME is down"

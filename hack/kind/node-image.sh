@@ -19,7 +19,9 @@ wrapper=$("$KIND_ROOT/runc-wrapper.sh")
 kind_dir=$(cd "$REPO_ROOT/tools/kind" && GOWORK=off go mod download -json sigs.k8s.io/kind | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [[ -d $kind_dir/images/base/files ]] || die "kind module not found (go mod download sigs.k8s.io/kind in tools/kind)"
 
-key=$(string_key "$(content_key "$0" "$KIND_ROOT/manifests" "$kind_dir/images/base/files")" "$rootfs" \
+# The root filesystem's directory name is its content key; the cache's
+# location is not part of the content.
+key=$(string_key "$(content_key "$0" "$KIND_ROOT/manifests" "$kind_dir/images/base/files")" "$(basename "$rootfs")" \
   "$(sha256sum "$bin"/{kubelet,kubeadm,kubectl} "$wrapper" | cut -c1-64)" "$(cat "$images")")
 image=ml-platform/kind-node:$k8s-$key
 if docker image inspect "$image" >/dev/null 2>&1; then
@@ -125,7 +127,8 @@ docker commit \
   --change 'ENV container=docker' \
   "$build" "$image" >/dev/null
 log "node image $image built in $((SECONDS - start))s"
-# Keep this node image and the previous one; images in use stay anyway.
-docker images --format '{{.Repository}}:{{.Tag}}' ml-platform/kind-node | { grep -vx "$image" || true; } | tail -n +2 |
+# Keep this node image and the two previous ones (the engine may serve
+# several clones); images in use stay anyway.
+docker images --format '{{.Repository}}:{{.Tag}}' ml-platform/kind-node | { grep -vx "$image" || true; } | tail -n +3 |
   while read -r old; do docker rmi "$old" >/dev/null 2>&1 || true; done
 echo "$image"
