@@ -34,10 +34,7 @@ var (
 // job, in one update, as Kueue's job reconciler does.
 func kueueAdmit(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob) {
 	t.Helper()
-	testenv.Eventually(t, "Kueue admits "+job.Name, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
-			return false, err
-		}
+	updateJob(t, c, job, "Kueue admits "+job.Name, func() {
 		for _, rs := range job.Spec.PyTorchReplicaSpecs {
 			spec := &rs.Template.Spec
 			if spec.NodeSelector == nil {
@@ -49,6 +46,18 @@ func kueueAdmit(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob) {
 			spec.Tolerations = append(spec.Tolerations, kueueToleration)
 		}
 		job.Spec.RunPolicy.Suspend = ptr.To(false)
+	})
+}
+
+// updateJob updates a job as another controller does: read, change,
+// write, again on a conflict.
+func updateJob(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob, what string, mutate func()) {
+	t.Helper()
+	testenv.Eventually(t, what, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		mutate()
 		err := c.Update(ctx, job)
 		return err == nil, ignoreConflict(err)
 	})
@@ -60,10 +69,7 @@ func kueueAdmit(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob) {
 // and reports the job suspended.
 func kueueEvict(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob, pods map[kubeflowv1.ReplicaType]*corev1.Pod) {
 	t.Helper()
-	testenv.Eventually(t, "Kueue evicts "+job.Name, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
-			return false, err
-		}
+	updateJob(t, c, job, "Kueue evicts "+job.Name, func() {
 		for _, rs := range job.Spec.PyTorchReplicaSpecs {
 			spec := &rs.Template.Spec
 			for k := range kueueSelector {
@@ -72,8 +78,6 @@ func kueueEvict(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob, pods 
 			spec.Tolerations = spec.Tolerations[:len(spec.Tolerations)-1]
 		}
 		job.Spec.RunPolicy.Suspend = ptr.To(true)
-		err := c.Update(ctx, job)
-		return err == nil, ignoreConflict(err)
 	})
 	for _, p := range pods {
 		if err := c.Delete(t.Context(), p); client.IgnoreNotFound(err) != nil {
@@ -289,5 +293,30 @@ func setSpec(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob, mu
 		mutate(&got.Spec)
 		err = c.Update(ctx, got)
 		return err == nil, ignoreConflict(err)
+	})
+}
+
+// TestQueueRemovedWhileWaiting: a job taken out of its queue before
+// admission loses the label first and then runs without Kueue.
+func TestQueueRemovedWhileWaiting(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "dequeued", 1)
+	tj.Spec.QueueName = "team-a"
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitPyTorchJob(t, c, ns, "dequeued-r1")
+	waitTJ(t, c, tj, "Queued", func(tj *trainingv1alpha1.TrainingJob) bool { return queuedStatus(tj, ReasonWaiting) })
+	setSpec(t, c, tj, func(s *trainingv1alpha1.TrainingJobSpec) { s.QueueName = "" })
+	testenv.Eventually(t, "label removed and job unsuspended", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), job)
+		_, labelled := job.Labels[trainingv1alpha1.LabelKueueQueueName]
+		return !labelled && !ptr.Deref(job.Spec.RunPolicy.Suspend, true), err
+	})
+	waitTJ(t, c, tj, "no longer Queued", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.Get(tj, trainingv1alpha1.ConditionQueued) == nil && tj.Status.Phase == trainingv1alpha1.PhasePending
 	})
 }

@@ -101,6 +101,15 @@ func failJob(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob) {
 	})
 }
 
+// disruptRun acts out a run whose Master the control plane terminates for
+// the given DisruptionTarget reason, after which Kubeflow fails the run.
+func disruptRun(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob, reason string) {
+	t.Helper()
+	pods := startPods(t, c, job)
+	disrupt(t, c, pods[kubeflowv1.PyTorchJobReplicaTypeMaster], reason)
+	failJob(t, c, job)
+}
+
 func envOf(c corev1.Container) map[string]string {
 	out := map[string]string{}
 	for _, e := range c.Env {
@@ -283,15 +292,8 @@ func TestMaxRestartsExhaustedFailsWithTheHistory(t *testing.T) {
 	if err := c.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
-	job1 := waitPyTorchJob(t, c, ns, "exhaust-r1")
-	pods := startPods(t, c, job1)
-	disrupt(t, c, pods[kubeflowv1.PyTorchJobReplicaTypeMaster], "EvictionByEvictionAPI")
-	failJob(t, c, job1)
-
-	job2 := waitPyTorchJob(t, c, ns, "exhaust-r2")
-	pods = startPods(t, c, job2)
-	disrupt(t, c, pods[kubeflowv1.PyTorchJobReplicaTypeMaster], "DeletionByPodGC")
-	failJob(t, c, job2)
+	disruptRun(t, c, waitPyTorchJob(t, c, ns, "exhaust-r1"), "EvictionByEvictionAPI")
+	disruptRun(t, c, waitPyTorchJob(t, c, ns, "exhaust-r2"), "DeletionByPodGC")
 
 	got := waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
@@ -329,10 +331,7 @@ func TestOperatorKilledBetweenDecidingAndCreatingTheNextRun(t *testing.T) {
 	if err := c.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
-	job1 := waitPyTorchJob(t, c, ns, "killed-r1")
-	pods := startPods(t, c, job1)
-	disrupt(t, c, pods[kubeflowv1.PyTorchJobReplicaTypeMaster], "DeletionByTaintManager")
-	failJob(t, c, job1)
+	disruptRun(t, c, waitPyTorchJob(t, c, ns, "killed-r1"), "DeletionByTaintManager")
 	decided := waitTJ(t, c, tj, "restart decided", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return tj.Status.Run == 2 && conditions.IsTrue(tj, trainingv1alpha1.ConditionRestarting)
 	})

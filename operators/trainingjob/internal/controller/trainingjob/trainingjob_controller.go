@@ -181,7 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var result ctrl.Result
 	var errs []error
-	for _, p := range []phase{r.ensureJob, r.retirePreviousRun, r.observePods, r.decideRunEnd, r.convergeSuspend, r.convergeQueueLabel, r.cleanPods} {
+	for _, p := range []phase{r.ensureJob, r.retirePreviousRun, r.observePods, r.decideRunEnd, r.convergeQueueLabel, r.convergeSuspend, r.cleanPods} {
 		res, err := p(ctx, s)
 		if err != nil {
 			errs = append(errs, err)

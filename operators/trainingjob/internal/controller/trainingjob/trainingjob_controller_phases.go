@@ -491,7 +491,8 @@ func ceilSecond(t time.Time) time.Time {
 // follow spec.queueName while the job waits in its queue. Kueue does not
 // move admitted workloads, so an admitted job keeps its queue (the CRD
 // rejects the change; one that raced with the admission takes effect with
-// the next run).
+// the next run). It runs before convergeSuspend: a job taken out of its
+// queue loses the label before the operator unsuspends it.
 func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.job == nil || s.finished || s.end != nil {
 		return ctrl.Result{}, nil

@@ -192,6 +192,10 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 		tj.Status.NextRunTime = nil
 	}
 	queued := tj.Spec.QueueName != ""
+	if !queued {
+		// Taken out of its queue while it waited.
+		conditions.Remove(tj, trainingv1alpha1.ConditionQueued)
+	}
 
 	succeeded := jobCondition(o.job, kubeflowv1.JobSucceeded)
 	failed := jobCondition(o.job, kubeflowv1.JobFailed)
