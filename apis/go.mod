@@ -2,7 +2,10 @@ module github.com/ml-platform/ml-platform/apis
 
 go 1.25.0
 
-require k8s.io/api v0.34.3
+require (
+	k8s.io/api v0.34.3
+	k8s.io/apimachinery v0.34.3
+)
 
 require (
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
@@ -17,7 +20,6 @@ require (
 	golang.org/x/net v0.47.0 // indirect
 	golang.org/x/text v0.31.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	k8s.io/apimachinery v0.34.3 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397 // indirect
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect
