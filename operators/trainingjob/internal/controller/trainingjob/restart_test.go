@@ -423,3 +423,60 @@ func TestAStaleCacheNeverDecidesTwice(t *testing.T) {
 		t.Errorf("restartCount %d, want 1", got.Status.RestartCount)
 	}
 }
+
+// TestSettledPart2JobsCostNoWrites: a job waiting in its queue, a
+// checkpointed job running, and one backing off before its next run write
+// nothing on repeated reconciles, nor after an operator restart.
+func TestSettledPart2JobsCostNoWrites(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	queued := newTrainingJob(ns, "idle-queued", 1)
+	queued.Spec.QueueName = "team-a"
+	running := checkpointed(ns, "idle-running", 2, 3, 0)
+	backoff := checkpointed(ns, "idle-backoff", 1, 3, 3600)
+	all := []*trainingv1alpha1.TrainingJob{queued, running, backoff}
+	for _, tj := range all {
+		if err := c.Create(t.Context(), tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitTJ(t, c, queued, "Queued", func(tj *trainingv1alpha1.TrainingJob) bool { return queuedStatus(tj, ReasonWaiting) })
+	startPods(t, c, waitPyTorchJob(t, c, ns, "idle-running-r1"))
+	waitTJ(t, c, running, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
+	})
+	disruptRun(t, c, waitPyTorchJob(t, c, ns, "idle-backoff-r1"), corev1.PodReasonPreemptionByScheduler)
+	waitTJ(t, c, backoff, "backing off", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRestarting)
+	})
+	for _, tj := range all {
+		testenv.WaitForEvent(t, c, tj, "Created")
+	}
+	testenv.WaitForEvent(t, c, backoff, "Restarting")
+	// Let the reconciles triggered by our own writes run out.
+	time.Sleep(2 * time.Second)
+
+	reconcileAll := func(op *operator, times int) {
+		for range times {
+			for _, tj := range all {
+				if _, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	op.nsWrites.reset()
+	reconcileAll(op, 20)
+	if w := op.nsWrites.in(ns); len(w) != 0 {
+		t.Fatalf("60 reconciles of settled TrainingJobs wrote %d times: %v", len(w), w)
+	}
+	op.stop(t)
+	op2 := startOperator(t, nil)
+	reconcileAll(op2, 5)
+	time.Sleep(2 * time.Second)
+	if w := op2.nsWrites.in(ns); len(w) != 0 {
+		t.Fatalf("a restarted operator wrote %d times for settled TrainingJobs: %v", len(w), w)
+	}
+}
