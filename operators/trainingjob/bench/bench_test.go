@@ -18,12 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -50,6 +52,9 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run())
 	}
+	// The figures are the output; the operator's logs would bury them (and
+	// without a logger controller-runtime prints a stack trace instead).
+	ctrl.SetLogger(logr.Discard())
 	files := filepath.Join("..", "..", "..", "charts", "trainingjob-operator", "files")
 	testenv.Main(m, testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(files, "crds"), filepath.Join(files, "kubeflow-crds")},
