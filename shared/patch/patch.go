@@ -225,23 +225,23 @@ func missingFrom(a, b []string) []string {
 	return out
 }
 
-// statusDelta is what a reconcile changed in status. Status belongs to the
-// operator, so every field but conditions is written as the reconcile left
-// it; conditions are replayed per type, so a condition another writer set
-// in between survives.
+// statusDelta is what a reconcile changed in status, as operations that can
+// be replayed on a newer object: top-level fields it set or cleared, and
+// conditions per type. Fields and conditions the reconcile left alone keep
+// whatever the live object holds, so a reconcile that started from a lagging
+// cache never undoes a newer write to them.
 type statusDelta struct {
-	changed    bool
-	fields     map[string]any            // status without conditions
+	fields     map[string]any            // field -> new value, nil when cleared
 	conditions map[string]map[string]any // type -> condition, nil when removed
 	order      []string                  // condition types in the reconcile's order
 }
 
-func (d statusDelta) empty() bool { return !d.changed }
+func (d statusDelta) empty() bool { return len(d.fields) == 0 && len(d.conditions) == 0 }
 
 func diffStatus(before, after *unstructured.Unstructured) statusDelta {
 	b, _, _ := unstructured.NestedMap(before.Object, "status")
 	a, _, _ := unstructured.NestedMap(after.Object, "status")
-	d := statusDelta{fields: a, conditions: map[string]map[string]any{}}
+	d := statusDelta{fields: map[string]any{}, conditions: map[string]map[string]any{}}
 	bc, ac := conditionsByType(b), conditionsByType(a)
 	for _, c := range conditionList(a) {
 		d.order = append(d.order, conditionType(c))
@@ -258,19 +258,34 @@ func diffStatus(before, after *unstructured.Unstructured) statusDelta {
 	}
 	delete(b, "conditions")
 	delete(a, "conditions")
-	d.changed = len(d.conditions) > 0 || !reflect.DeepEqual(emptyToNil(b), emptyToNil(a))
+	for k, v := range a {
+		if old, ok := b[k]; !ok || !reflect.DeepEqual(old, v) {
+			d.fields[k] = v
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			d.fields[k] = nil
+		}
+	}
 	return d
 }
 
 func (d statusDelta) applyTo(u *unstructured.Unstructured) {
-	live, _, _ := unstructured.NestedMap(u.Object, "status")
-	status := make(map[string]any, len(d.fields)+1)
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	if status == nil {
+		status = map[string]any{}
+	}
 	for k, v := range d.fields {
-		status[k] = v
+		if v == nil {
+			delete(status, k)
+		} else {
+			status[k] = v
+		}
 	}
 	var conds []any
 	seen := map[string]bool{}
-	for _, c := range conditionList(live) {
+	for _, c := range conditionList(status) {
 		t := conditionType(c)
 		seen[t] = true
 		replacement, changed := d.conditions[t]
@@ -286,6 +301,7 @@ func (d statusDelta) applyTo(u *unstructured.Unstructured) {
 			conds = append(conds, replacement)
 		}
 	}
+	delete(status, "conditions")
 	if len(conds) > 0 {
 		status["conditions"] = conds
 	}
@@ -311,11 +327,4 @@ func conditionsByType(status map[string]any) map[string]map[string]any {
 		}
 	}
 	return out
-}
-
-func emptyToNil(m map[string]any) map[string]any {
-	if len(m) == 0 {
-		return nil
-	}
-	return m
 }

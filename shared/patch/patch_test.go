@@ -79,6 +79,12 @@ func TestStatusDeltaReplaysOnNewerObject(t *testing.T) {
 			live:   map[string]any{"conditions": []any{cond("Old", "True"), cond("Kept", "False")}},
 			want:   map[string]any{"conditions": []any{cond("Kept", "False"), cond("New", "True")}},
 		},
+		"a field another writer changed in between survives": {
+			before: map[string]any{"phase": "Pending", "run": int64(1)},
+			after:  map[string]any{"phase": "Running", "run": int64(1)},
+			live:   map[string]any{"phase": "Pending", "run": int64(2)},
+			want:   map[string]any{"phase": "Running", "run": int64(2)},
+		},
 		"a cleared field is removed": {
 			before: map[string]any{"completionTime": "x", "observedGeneration": int64(1)},
 			after:  map[string]any{"observedGeneration": int64(2)},
