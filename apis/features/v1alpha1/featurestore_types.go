@@ -8,8 +8,8 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 )
 
-// AnnotationRotateCredentials, set to any new value, makes the operator
-// issue new credentials for every store of the FeatureStore. The old ones
+// AnnotationRotateCredentials is an annotation that, set to any new value,
+// makes the operator issue new credentials for every store of the FeatureStore. The old ones
 // keep working for the operator's grace period, so clients that read the
 // mounted configuration again pick up the new ones without an outage.
 const AnnotationRotateCredentials = "features.mlplatform.dev/rotate-credentials"
