@@ -27,6 +27,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -270,7 +271,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err != nil {
 			errs = append(errs, err)
 		}
-		result = shortest(result, res)
+		result = requeue.Shortest(result, res)
 	}
 
 	computeStatus(fs, s.observations())
@@ -282,7 +283,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if conditions.IsTrue(fs, commonv1alpha1.ConditionReady) {
-		result = shortest(result, ctrl.Result{RequeueAfter: r.DriftInterval})
+		result = requeue.Shortest(result, ctrl.Result{RequeueAfter: r.DriftInterval})
 	}
 	return result, nil
 }
@@ -292,18 +293,4 @@ func (r *Reconciler) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
-}
-
-// shortest keeps the earlier of two requeues.
-func shortest(a, b ctrl.Result) ctrl.Result {
-	switch {
-	case a.RequeueAfter == 0:
-		return b
-	case b.RequeueAfter == 0:
-		return a
-	case b.RequeueAfter < a.RequeueAfter:
-		return b
-	default:
-		return a
-	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -289,22 +290,9 @@ func (r *Reconciler) runPhases(ctx context.Context, s *scope) (ctrl.Result, erro
 		if s.stalled != "" {
 			return ctrl.Result{}, nil
 		}
-		res = shortest(res, pr)
+		res = requeue.Shortest(res, pr)
 	}
 	return res, nil
-}
-
-func shortest(a, b ctrl.Result) ctrl.Result {
-	switch {
-	case a.RequeueAfter == 0:
-		return b
-	case b.RequeueAfter == 0:
-		return a
-	case b.RequeueAfter < a.RequeueAfter:
-		return b
-	default:
-		return a
-	}
 }
 
 // retryNotAnswering is how soon a running server that does not answer its

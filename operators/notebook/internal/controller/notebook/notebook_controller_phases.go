@@ -29,6 +29,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/requeue"
 )
 
 // scope is what one reconcile learned and decided, phase by phase.
@@ -502,11 +503,11 @@ func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, 
 		s.decision = &d
 	}
 	if s.running && s.probe != nil && !s.probe.OK() && s.replicas == 1 {
-		res = shortest(res, ctrl.Result{RequeueAfter: min(retryNotAnswering, max(s.policy.CheckPeriod, time.Second))})
+		res = requeue.Shortest(res, ctrl.Result{RequeueAfter: min(retryNotAnswering, max(s.policy.CheckPeriod, time.Second))})
 	}
 	if s.running && s.probe == nil && s.replicas == 1 {
 		// No token in the cache yet: look again shortly.
-		res = shortest(res, ctrl.Result{RequeueAfter: 2 * time.Second})
+		res = requeue.Shortest(res, ctrl.Result{RequeueAfter: 2 * time.Second})
 	}
 
 	// A template change while a kernel is busy waits, unless forced.
@@ -520,7 +521,7 @@ func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, 
 				s.applied = true
 			case s.probe != nil && s.probe.OK() && s.probe.Busy:
 				s.deferred = true
-				res = shortest(res, ctrl.Result{RequeueAfter: s.policy.CheckPeriod})
+				res = requeue.Shortest(res, ctrl.Result{RequeueAfter: s.policy.CheckPeriod})
 			default:
 				s.applied = true
 			}

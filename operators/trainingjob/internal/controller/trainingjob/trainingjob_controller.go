@@ -20,6 +20,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -186,7 +187,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err != nil {
 			errs = append(errs, err)
 		}
-		result = shortest(result, res)
+		result = requeue.Shortest(result, res)
 	}
 	if s.stale {
 		// The cache has not caught up with a decision already recorded;
@@ -220,7 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return shortest(result, ttl), nil
+	return requeue.Shortest(result, ttl), nil
 }
 
 // reportPodIssues re-emits pod problems on the TrainingJob, each once. A
@@ -258,16 +259,4 @@ func (r *Reconciler) forget(uid types.UID) {
 	r.reportedMu.Lock()
 	defer r.reportedMu.Unlock()
 	delete(r.reported, uid)
-}
-
-// shortest keeps the earliest requeue of two results.
-func shortest(a, b ctrl.Result) ctrl.Result {
-	switch {
-	case a.RequeueAfter == 0:
-		return b
-	case b.RequeueAfter == 0 || a.RequeueAfter < b.RequeueAfter:
-		return a
-	default:
-		return b
-	}
 }
