@@ -62,6 +62,15 @@ stop() {
     log "dockerd (pid $pid) keeps running: containers exist that kind-down did not create"
     return 0
   fi
+  local session
+  for session in "$KIND_SESSIONS"/kind-up.*; do
+    [[ -e $session ]] || continue
+    if kill -0 "${session##*.}" 2>/dev/null; then
+      log "dockerd (pid $pid) keeps running: a kind-up (pid ${session##*.}, cluster $(cat "$session")) is in progress"
+      return 0
+    fi
+    rm -f "$session"
+  done
   log "stopping dockerd (pid $pid)"
   kill -TERM "$pid"
   local i

@@ -9,6 +9,9 @@ KIND_CACHE=${KIND_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ml-platform/kind}
 KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-ml-platform}
 KIND_KUBECONFIG=${KIND_KUBECONFIG:-$REPO_ROOT/bin/kind-$KIND_CLUSTER_NAME.kubeconfig}
 KIND_RUN=$KIND_CACHE/run
+# Machine-wide: every kind-up in progress, whatever its cache, registers here
+# so that another session's kind-down does not stop the engine under it.
+KIND_SESSIONS=${KIND_SESSIONS:-/run/ml-platform-kind}
 export KIND_CACHE KIND_CLUSTER_NAME KIND_KUBECONFIG
 
 log() { printf '\033[1m[kind %s]\033[0m %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

@@ -8,6 +8,9 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 start=$SECONDS
+mkdir -p "$KIND_SESSIONS"
+echo "$KIND_CLUSTER_NAME" >"$KIND_SESSIONS/kind-up.$$"
+trap 'rm -f "$KIND_SESSIONS/kind-up.$$"' EXIT
 "$KIND_ROOT/docker.sh" ensure
 bin=$("$KIND_ROOT/binaries.sh")
 kind=$bin/kind
