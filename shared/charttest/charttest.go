@@ -14,8 +14,6 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -101,7 +99,7 @@ func actionConfig(cfg *rest.Config, namespace string, logf func(string, ...any))
 	}
 	cleanup := func() { _ = os.RemoveAll(dir) }
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := writeKubeconfig(cfg, kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(cfg, kubeconfig); err != nil {
 		cleanup()
 		return nil, nil, err
 	}
@@ -117,15 +115,6 @@ func actionConfig(cfg *rest.Config, namespace string, logf func(string, ...any))
 		return nil, nil, err
 	}
 	return actionCfg, cleanup, nil
-}
-
-func writeKubeconfig(cfg *rest.Config, path string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
-	kc.CurrentContext = "test"
-	return clientcmd.WriteToFile(*kc, path)
 }
 
 // ImpersonateServiceAccount returns a copy of an administrator's cfg that

@@ -168,7 +168,7 @@ func (e *Env) startControllerManager(bin string) error {
 		return err
 	}
 	kubeconfig := filepath.Join(e.workDir, "kube-controller-manager.kubeconfig")
-	if err := writeKubeconfig(cfg, kubeconfig); err != nil {
+	if err := WriteKubeconfig(cfg, kubeconfig); err != nil {
 		return err
 	}
 	logPath := filepath.Join(e.workDir, "kube-controller-manager.log")
@@ -224,10 +224,13 @@ func listening(host, port string) bool {
 	return true
 }
 
-func writeKubeconfig(cfg *rest.Config, path string) error {
+// WriteKubeconfig writes a kubeconfig file for cfg (client certificate or
+// bearer token), for the programs tests start: kube-controller-manager, Helm,
+// the Kubeflow training-operator.
+func WriteKubeconfig(cfg *rest.Config, path string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
 	kc.CurrentContext = "test"
 	return clientcmd.WriteToFile(*kc, path)

@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 // The names the Kubeflow training-operator v1.8.1 hard-codes or defaults.
@@ -75,7 +75,7 @@ type Kubeflow struct {
 // and ignores failures, so jobs are admitted without its validation.
 func StartKubeflow(ctx context.Context, admin *rest.Config, c client.Client, binary, workDir string) (*Kubeflow, error) {
 	k := &Kubeflow{binary: binary, kubeconfig: filepath.Join(workDir, "kubeflow.kubeconfig"), logPath: filepath.Join(workDir, "training-operator.log")}
-	if err := writeKubeconfig(admin, k.kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(admin, k.kubeconfig); err != nil {
 		return nil, err
 	}
 	for _, obj := range []client.Object{
@@ -195,13 +195,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func writeKubeconfig(cfg *rest.Config, path string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
-	kc.CurrentContext = "test"
-	return clientcmd.WriteToFile(*kc, path)
 }
