@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -117,4 +118,37 @@ func busyboxNames(images []corev1.ContainerImage) []string {
 		}
 	}
 	return out
+}
+
+// PodLogs returns a pod's logs, or a note saying why there are none, for
+// failure messages.
+func PodLogs(cs kubernetes.Interface, ns, name string) string {
+	rc, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).Stream(context.Background())
+	if err != nil {
+		return fmt.Sprintf("(no logs: %v)", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Sprintf("(logs incomplete: %v)\n%s", err, b)
+	}
+	return string(b)
+}
+
+// DumpNamespace logs the pods (with logs) and events a failed test left:
+// the test output is the artifact a CI run keeps.
+func DumpNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("pod %s/%s: phase %s, conditions %+v, container statuses %+v", ns, p.Name, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+			t.Logf("pod %s/%s logs:\n%s", ns, p.Name, PodLogs(cs, ns, p.Name))
+		}
+	}
+	if events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range events.Items {
+			t.Logf("event %s %s/%s: %s %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
 }

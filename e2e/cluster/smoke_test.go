@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -261,7 +260,7 @@ func namespace(t *testing.T, cs kubernetes.Interface) string {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			dumpNamespace(t, cs, created.Name)
+			DumpNamespace(t, cs, created.Name)
 		}
 		err := cs.CoreV1().Namespaces().Delete(context.Background(), created.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -343,7 +342,7 @@ func runToCompletion(t *testing.T, cs kubernetes.Interface, ns, name, image, scr
 		phase = p.Status.Phase
 		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
 	})
-	logs := podLogs(t, cs, ns, name)
+	logs := PodLogs(cs, ns, name)
 	if phase != corev1.PodSucceeded {
 		t.Fatalf("pod %s %s; logs:\n%s", name, phase, logs)
 	}
@@ -354,37 +353,6 @@ func waitFor(t *testing.T, what string, cond wait.ConditionWithContextFunc) {
 	t.Helper()
 	if err := wait.PollUntilContextTimeout(t.Context(), pollInterval, podTimeout, true, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-func podLogs(t *testing.T, cs kubernetes.Interface, ns, name string) string {
-	t.Helper()
-	rc, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).Stream(context.Background())
-	if err != nil {
-		return fmt.Sprintf("(no logs: %v)", err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		return fmt.Sprintf("(logs incomplete: %v)\n%s", err, b)
-	}
-	return string(b)
-}
-
-// dumpNamespace logs what a failed test left, for the test's own output is
-// the artifact a CI run keeps.
-func dumpNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
-	ctx := context.Background()
-	if pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, p := range pods.Items {
-			t.Logf("pod %s/%s: phase %s, conditions %+v, container statuses %+v", ns, p.Name, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
-			t.Logf("pod %s/%s logs:\n%s", ns, p.Name, podLogs(t, cs, ns, p.Name))
-		}
-	}
-	if events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, e := range events.Items {
-			t.Logf("event %s %s/%s: %s %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
-		}
 	}
 }
 

@@ -3,7 +3,6 @@ package images
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/ml-platform/ml-platform/e2e/cluster"
 )
 
 const (
@@ -61,7 +62,7 @@ func restrictedNamespace(t *testing.T, cs kubernetes.Interface) string {
 			}
 		}
 		if t.Failed() {
-			dumpNamespace(t, cs, created.Name)
+			cluster.DumpNamespace(t, cs, created.Name)
 		}
 		err := cs.CoreV1().Namespaces().Delete(ctx, created.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -181,7 +182,7 @@ func waitFinished(t *testing.T, cs kubernetes.Interface, ns, name string) (bool,
 		phase = p.Status.Phase
 		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
 	})
-	return phase == corev1.PodSucceeded, podLogs(cs, ns, name)
+	return phase == corev1.PodSucceeded, cluster.PodLogs(cs, ns, name)
 }
 
 func waitReady(t *testing.T, cs kubernetes.Interface, ns, name string) {
@@ -192,7 +193,7 @@ func waitReady(t *testing.T, cs kubernetes.Interface, ns, name string) {
 			return false, err
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			return false, fmt.Errorf("pod %s ended %s:\n%s", name, p.Status.Phase, podLogs(cs, ns, name))
+			return false, fmt.Errorf("pod %s ended %s:\n%s", name, p.Status.Phase, cluster.PodLogs(cs, ns, name))
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady {
@@ -207,35 +208,5 @@ func waitFor(t *testing.T, what string, cond wait.ConditionWithContextFunc) {
 	t.Helper()
 	if err := wait.PollUntilContextTimeout(t.Context(), pollInterval, podTimeout, true, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-func podLogs(cs kubernetes.Interface, ns, name string) string {
-	rc, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).Stream(context.Background())
-	if err != nil {
-		return fmt.Sprintf("(no logs: %v)", err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		return fmt.Sprintf("(logs incomplete: %v)\n%s", err, b)
-	}
-	return string(b)
-}
-
-// dumpNamespace logs what a failed test left: the test output is the
-// artifact a CI run keeps.
-func dumpNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
-	ctx := context.Background()
-	if pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, p := range pods.Items {
-			t.Logf("pod %s/%s: phase %s, container statuses %+v", ns, p.Name, p.Status.Phase, p.Status.ContainerStatuses)
-			t.Logf("pod %s/%s logs:\n%s", ns, p.Name, podLogs(cs, ns, p.Name))
-		}
-	}
-	if events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, e := range events.Items {
-			t.Logf("event %s %s/%s: %s %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
-		}
 	}
 }

@@ -96,7 +96,7 @@ func TestPyTorchDDPResumesFromCheckpoint(t *testing.T) {
 	}
 	var run1 string
 	waitFor(t, "run 1 to write its second checkpoint", func(ctx context.Context) (bool, error) {
-		run1 = podLogs(cs, ns, "ddp-0")
+		run1 = cluster.PodLogs(cs, ns, "ddp-0")
 		return strings.Contains(run1, fmt.Sprintf("checkpoint step %d\n", 2*ddpCheckpoint)), nil
 	})
 	if !strings.Contains(run1, "allreduce 3 expected 3") {
