@@ -103,7 +103,9 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) (Result, error) {
 // conflict from a fresh read. It returns the persisted object, or nil when
 // the live object already had the change and nothing was written.
 func (h *Helper) write(ctx context.Context, base *unstructured.Unstructured, change func(*unstructured.Unstructured), status bool) (*unstructured.Unstructured, error) {
+	var replaced []string
 	for attempt := 1; ; attempt++ {
+		replaced = append(replaced, base.GetResourceVersion())
 		desired := base.DeepCopy()
 		change(desired)
 		if reflect.DeepEqual(base.Object, desired.Object) {
@@ -117,6 +119,7 @@ func (h *Helper) write(ctx context.Context, base *unstructured.Unstructured, cha
 			err = h.client.Patch(ctx, desired, p)
 		}
 		if err == nil {
+			ownWrites.record(desired.GetUID(), replaced, desired.GetResourceVersion())
 			return desired, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == maxAttempts {

@@ -23,10 +23,19 @@ func Eventually(t testing.TB, what string, cond func(ctx context.Context) (bool,
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), EventuallyTimeout)
 	defer cancel()
+	start := time.Now()
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
+	// A slow wait that still succeeds is how a missed watch event or a
+	// reconcile that only a periodic requeue rescued shows up: say so.
+	if waited := time.Since(start); waited > slowWait {
+		t.Logf("waited %s for %s", waited.Round(time.Millisecond), what)
+	}
 }
+
+// slowWait is how long an Eventually may take before it is logged as slow.
+const slowWait = 10 * time.Second
 
 // Manager is a manager running in the background of a test.
 type Manager struct {

@@ -33,6 +33,11 @@ type Options struct {
 
 	// APIServerArgs are extra kube-apiserver flags, name to values.
 	APIServerArgs map[string][]string
+
+	// KeepLogger leaves controller-runtime's logger as the TestMain set it
+	// (a benchmark discards the logs); by default Main captures them, see
+	// CaptureLogs.
+	KeepLogger bool
 }
 
 // Env is a running control plane.
@@ -242,6 +247,9 @@ func WriteKubeconfig(cfg *rest.Config, path string) error {
 //	var env *testenv.Env
 //	func TestMain(m *testing.M) { testenv.Main(m, testenv.Options{...}, &env) }
 func Main(m *testing.M, opts Options, out **Env) {
+	if !opts.KeepLogger {
+		CaptureLogs()
+	}
 	env, err := Start(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
@@ -249,6 +257,7 @@ func Main(m *testing.M, opts Options, out **Env) {
 	}
 	*out = env
 	code := m.Run()
+	ReportLogs(code)
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stopping:", err)
 	}

@@ -58,6 +58,7 @@ func TestMain(m *testing.M) {
 	files := filepath.Join("..", "..", "..", "charts", "trainingjob-operator", "files")
 	testenv.Main(m, testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(files, "crds"), filepath.Join(files, "kubeflow-crds")},
+		KeepLogger:        true,
 	}, &env)
 }
 

@@ -61,7 +61,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 // Reconcile converges one Widget.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	w := &samplev1alpha1.Widget{}
-	if err := r.Client.Get(ctx, req.NamespacedName, w); err != nil {
+	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, w); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !w.DeletionTimestamp.IsZero() {

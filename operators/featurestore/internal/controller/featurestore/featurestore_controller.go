@@ -239,7 +239,7 @@ func (r *Reconciler) storesOfAdminSecret(ctx context.Context, s *corev1.Secret) 
 // Reconcile converges one FeatureStore.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	fs := &featuresv1alpha1.FeatureStore{}
-	if err := r.Client.Get(ctx, req.NamespacedName, fs); err != nil {
+	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, fs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Reconciling FeatureStore", "generation", fs.Generation, "deleting", !fs.DeletionTimestamp.IsZero())

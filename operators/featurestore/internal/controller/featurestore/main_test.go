@@ -1,13 +1,10 @@
 package featurestore_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
@@ -44,35 +40,10 @@ var (
 	env *testenv.Env
 	pg  *dbtest.Postgres
 	rs  *dbtest.Redis
-
-	// logs receives every operator log line at debug level, for the
-	// secret scan.
-	logs = &syncBuffer{}
 )
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestMain(m *testing.M) {
-	var out io.Writer = logs
-	if os.Getenv("FEATURESTORE_TEST_LOGS") != "" {
-		out = io.MultiWriter(logs, os.Stderr)
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(out), zap.UseDevMode(true)))
+	testenv.CaptureLogs()
 	var err error
 	if pg, err = dbtest.StartPostgres(); err != nil {
 		fmt.Fprintln(os.Stderr, "starting PostgreSQL:", err)
@@ -87,6 +58,7 @@ func TestMain(m *testing.M) {
 	defer func() {
 		rs.Close()
 		pg.Close()
+		testenv.ReportLogs(code)
 		os.Exit(code)
 	}()
 	env, err = testenv.Start(testenv.Options{

@@ -143,7 +143,7 @@ func planOf(cm *corev1.ConfigMap) (cleanup.Plan, bool) {
 // Reconcile converges one FeatureStoreBackend.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &featuresv1alpha1.FeatureStoreBackend{}
-	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {

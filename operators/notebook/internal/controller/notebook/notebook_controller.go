@@ -234,7 +234,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.metrics = newNotebookMetrics()
 	}
 	nb := &notebooksv1alpha1.Notebook{}
-	if err := r.Client.Get(ctx, req.NamespacedName, nb); err != nil {
+	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, nb); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.metrics.forget(req.NamespacedName, r.Clock.Now())
 		}

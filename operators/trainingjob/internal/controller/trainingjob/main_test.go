@@ -26,7 +26,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
@@ -56,7 +55,6 @@ func TestMain(m *testing.M) {
 	_ = trainingv1alpha1.AddToScheme(scheme)
 	_ = kubeflowv1.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	testenv.Main(m, testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(chartDir(), "files", "kubeflow-crds")},
 		ControllerManager: true,

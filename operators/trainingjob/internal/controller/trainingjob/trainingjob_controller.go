@@ -165,7 +165,7 @@ type phase func(ctx context.Context, s *scope) (ctrl.Result, error)
 // cascades with it.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tj := &trainingv1alpha1.TrainingJob{}
-	if err := r.Client.Get(ctx, req.NamespacedName, tj); err != nil {
+	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, tj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !tj.DeletionTimestamp.IsZero() {
