@@ -6,9 +6,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -112,4 +117,71 @@ func TestWriteCounterCountsWritesOnly(t *testing.T) {
 	if got := counter.Total(); got != 2 {
 		t.Errorf("total writes = %d, want 2 (reads are not writes); all: %s", got, counter)
 	}
+}
+
+func TestRestartControllerManagerCascadesNewCRDsAtOnce(t *testing.T) {
+	ctx := t.Context()
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets.restart.testenv.mlplatform.dev"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "restart.testenv.mlplatform.dev",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}},
+			}},
+		},
+	}
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: "v1", Resource: "gadgets"}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the CRD is served", func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	})
+	if err := env.RestartControllerManager(); err != nil {
+		t.Fatal(err)
+	}
+
+	owner := &unstructured.Unstructured{}
+	owner.SetAPIVersion("restart.testenv.mlplatform.dev/v1")
+	owner.SetKind("Gadget")
+	owner.SetGenerateName("owner-")
+	owner, err = dyn.Resource(gvr).Namespace("default").Create(ctx, owner, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := clientset(t, env.Config)
+	child, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		GenerateName:    "gadget-child-",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: "Gadget", Name: owner.GetName(), UID: owner.GetUID()}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A foreground deletion waits for the garbage collector to see the
+	// owner's deletion through its watch on Gadgets, and to remove the child.
+	foreground := metav1.DeletePropagationForeground
+	if err := dyn.Resource(gvr).Namespace("default").Delete(ctx, owner.GetName(), metav1.DeleteOptions{PropagationPolicy: &foreground}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, child.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("after the restart, the child of a Gadget was not collected within 15 s of its owner's deletion: %v", err)
+	}
+	t.Logf("collected %s after its owner's deletion", time.Since(start).Round(time.Millisecond))
 }

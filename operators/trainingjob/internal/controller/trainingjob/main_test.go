@@ -84,7 +84,13 @@ func operatorConfig(t *testing.T) *rest.Config {
 		if chartErr != nil {
 			return
 		}
-		chartErr = waitCRD(env.Config)
+		if chartErr = waitCRD(env.Config); chartErr != nil {
+			return
+		}
+		// The garbage collector learns of the chart's CRD at once.
+		if chartErr = env.RestartControllerManager(); chartErr != nil {
+			return
+		}
 		chartConfig = charttest.ImpersonateServiceAccount(env.Config, chartNamespace, operatorName)
 	})
 	if chartErr != nil {
