@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
+	"path/filepath"
 	"sync"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,10 +15,6 @@ import (
 // LogsEnv, set to any value, streams the operators' logs to stderr while
 // tests run, besides capturing them.
 const LogsEnv = "MLP_TEST_LOGS"
-
-// failedLogLines is how much of the captured logs a failed test binary
-// prints: enough to show the reconciles around a failure.
-const failedLogLines = 300
 
 // Logs holds every line the controllers under test log, at debug level,
 // for tests that inspect them (a secret scan, say) and for the report
@@ -43,15 +39,6 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
-// tail returns the last n lines.
-func (b *LogBuffer) tail(n int) string {
-	lines := strings.SplitAfter(b.String(), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "")
-}
-
 // CaptureLogs makes controller-runtime log into Logs (and to stderr as
 // well when MLP_TEST_LOGS is set). Main calls it; a TestMain that starts
 // its control plane with Start calls it first.
@@ -63,11 +50,22 @@ func CaptureLogs() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(out), zap.UseDevMode(true)))
 }
 
-// ReportLogs prints the end of the captured logs when the tests failed
-// (code is m.Run's), unless they were streamed already.
+// ReportLogs saves the captured logs to a file when the tests failed (code
+// is m.Run's) and says where, in one line: printed in full they would push
+// the failures themselves out of the end of the output that CI shows.
 func ReportLogs(code int) {
 	if code == 0 || os.Getenv(LogsEnv) != "" || Logs.String() == "" {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "\n== the last %d lines the operators logged (%s=1 streams them all)\n%s", failedLogLines, LogsEnv, Logs.tail(failedLogLines))
+	dir := filepath.Join(os.TempDir(), "mlp-test-logs")
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(os.Args[0]), os.Getpid()))
+	err := os.MkdirAll(dir, 0o700)
+	if err == nil {
+		err = os.WriteFile(path, []byte(Logs.String()), 0o600)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "saving the operators' logs: %v (%s=1 streams them)\n", err, LogsEnv)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "the operators' logs are in %s (%s=1 streams them)\n", path, LogsEnv)
 }

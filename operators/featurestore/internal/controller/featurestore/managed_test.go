@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -119,12 +120,16 @@ func TestManagedVolumesFollowTheDeletionPolicy(t *testing.T) {
 			pvc := actOutVolumeClaim(t, c, ns, fsName+"-redis")
 
 			if tc.deleted != tc.created {
-				latest, err := getStore(ctx, c, fs)
+				// The operator may still be writing status: retry on conflict.
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					latest, err := getStore(ctx, c, fs)
+					if err != nil {
+						return err
+					}
+					latest.Spec.DeletionPolicy = tc.deleted
+					return c.Update(ctx, latest)
+				})
 				if err != nil {
-					t.Fatal(err)
-				}
-				latest.Spec.DeletionPolicy = tc.deleted
-				if err := c.Update(ctx, latest); err != nil {
 					t.Fatal(err)
 				}
 			}

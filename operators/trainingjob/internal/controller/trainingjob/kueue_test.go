@@ -189,10 +189,7 @@ func TestKueueAdmitsEvictsAndTheUserSuspends(t *testing.T) {
 		t.Errorf("Kubeflow jobs (-want +got):\n%s", diff)
 	}
 	// While it waits, the queue may change; the job follows.
-	got.Spec.QueueName = "team-b"
-	if err := c.Update(t.Context(), got); err != nil {
-		t.Fatalf("changing the queue of a waiting job: %v", err)
-	}
+	setSpec(t, c, tj, func(spec *trainingv1alpha1.TrainingJobSpec) { spec.QueueName = "team-b" })
 	testenv.Eventually(t, "the queue label follows", func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(job), job)
 		return job.Labels[trainingv1alpha1.LabelKueueQueueName] == "team-b", err
