@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
-// LogsEnv, set to any value, streams the operators' logs to stderr while
-// tests run, besides capturing them.
+// LogsEnv is the environment variable that, set to any value, streams the
+// operators' logs to stderr while tests run, besides capturing them.
 const LogsEnv = "MLP_TEST_LOGS"
 
 // Logs holds every line the controllers under test log, at debug level,
