@@ -2,19 +2,24 @@ package kubeflowcompat
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -45,7 +50,7 @@ func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kf, err := testharness.StartKubeflow(t.Context(), admin, c, binary, t.TempDir())
+	kf, err := testharness.StartKubeflow(t.Context(), admin, c, binary, t.TempDir(), chartInitContainerArgs(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +100,16 @@ func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
 		if !hasEnv(main.Env, "MASTER_ADDR") || !hasEnv(main.Env, "WORLD_SIZE") {
 			t.Errorf("pod %s lacks the rendezvous environment Kubeflow sets: %v", p.Name, main.Env)
 		}
-		// Kubeflow's own init container on workers (waiting for the
-		// master's DNS name) is not ours to secure; the training
-		// container and the pod are.
-		spec := p.Spec.DeepCopy()
-		spec.InitContainers = nil
-		if err := podsecurity.CheckRestricted(&p.ObjectMeta, spec); err != nil {
+		// The whole pod is restricted, the init container Kubeflow adds
+		// to workers (waiting for the master's DNS name) included: the
+		// chart replaces Kubeflow's built-in one.
+		if err := podsecurity.CheckRestricted(&p.ObjectMeta, &p.Spec); err != nil {
 			t.Errorf("pod %s: %v", p.Name, err)
+		}
+		if p.Labels[kubeflowv1.ReplicaTypeLabel] == "worker" {
+			if ic := p.Spec.InitContainers; len(ic) != 1 || ic[0].Image != "alpine:3.10" || !strings.Contains(strings.Join(ic[0].Command, " "), "nslookup mnist-r1-master-0") {
+				t.Errorf("worker %s init containers %+v, want the chart's init-pytorch waiting for mnist-r1-master-0", p.Name, ic)
+			}
 		}
 	}
 	services := &corev1.ServiceList{}
@@ -143,4 +151,44 @@ func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error
 	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, cond); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// chartInitContainerArgs returns the training-operator flags the chart sets
+// for the PyTorch init container, with its template file, rendered from the
+// chart's ConfigMap, written where this process can read it.
+func chartInitContainerArgs(t *testing.T) []string {
+	t.Helper()
+	manifest, err := charttest.Render(filepath.Join(repoRoot(), "charts", "trainingjob-operator"), "tj", "mlp-system", map[string]any{"kubeflow": map[string]any{"enabled": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	var template string
+	for _, doc := range charttest.Documents(manifest) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || u.Object == nil {
+			continue
+		}
+		switch {
+		case u.GetKind() == "ConfigMap" && strings.HasSuffix(u.GetName(), "-pytorch-init-container"):
+			template, _, _ = unstructured.NestedString(u.Object, "data", "pytorch-init-container.yaml")
+		case u.GetKind() == "Deployment" && strings.HasSuffix(u.GetName(), "-kubeflow"):
+			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			container, _ := containers[0].(map[string]any)
+			flags, _, _ := unstructured.NestedStringSlice(container, "args")
+			for _, f := range flags {
+				if strings.HasPrefix(f, "--pytorch-init-container-") && !strings.HasPrefix(f, "--pytorch-init-container-template-file=") {
+					args = append(args, f)
+				}
+			}
+		}
+	}
+	if template == "" || len(args) != 2 {
+		t.Fatalf("the chart renders no init container template (%d bytes) or not its image and max-tries flags (%v)", len(template), args)
+	}
+	path := filepath.Join(t.TempDir(), "pytorch-init-container.yaml")
+	if err := os.WriteFile(path, []byte(template), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return append(args, "--pytorch-init-container-template-file="+path)
 }

@@ -58,12 +58,14 @@ func trimNewline(b []byte) []byte {
 // any cluster.
 type Kubeflow struct {
 	binary, kubeconfig, logPath string
+	args                        []string // besides those set here
 	cmd                         *exec.Cmd
 	done                        chan struct{}
 }
 
 // StartKubeflow runs the binary against the API server behind admin (a
-// cluster administrator's config) until its controllers run.
+// cluster administrator's config), with args besides the defaults set
+// here, until its controllers run.
 //
 // Out of cluster it needs what its Deployment would have: the kubeflow
 // namespace, its webhook Secret (its certificate rotator fills it), the
@@ -73,8 +75,8 @@ type Kubeflow struct {
 // started twice. Its webhooks are never called: the certificate names the
 // in-cluster Service, and the configuration here matches no kind in use
 // and ignores failures, so jobs are admitted without its validation.
-func StartKubeflow(ctx context.Context, admin *rest.Config, c client.Client, binary, workDir string) (*Kubeflow, error) {
-	k := &Kubeflow{binary: binary, kubeconfig: filepath.Join(workDir, "kubeflow.kubeconfig"), logPath: filepath.Join(workDir, "training-operator.log")}
+func StartKubeflow(ctx context.Context, admin *rest.Config, c client.Client, binary, workDir string, args ...string) (*Kubeflow, error) {
+	k := &Kubeflow{binary: binary, args: args, kubeconfig: filepath.Join(workDir, "kubeflow.kubeconfig"), logPath: filepath.Join(workDir, "training-operator.log")}
 	if err := testenv.WriteKubeconfig(admin, k.kubeconfig); err != nil {
 		return nil, err
 	}
@@ -127,12 +129,12 @@ func (k *Kubeflow) start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(k.binary,
+	cmd := exec.Command(k.binary, append([]string{
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
-		"--webhook-server-port="+strconv.Itoa(port),
+		"--webhook-server-port=" + strconv.Itoa(port),
 		"--enable-scheme=pytorchjob", "--enable-scheme=tfjob", "--enable-scheme=xgboostjob", "--enable-scheme=paddlejob",
-	)
+	}, k.args...)...)
 	// KUBEFLOW_NAMESPACE stays unset: it would restrict the operator to
 	// that one namespace.
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig)
