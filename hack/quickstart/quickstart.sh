@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# make quickstart / make quickstart-down: the ml-platform umbrella chart on
+# the offline kind cluster of `make kind-up`, with the images `make
+# load-images` put on its node (charts/ml-platform/values-kind.yaml).
+# Usage: hack/quickstart/quickstart.sh up|down
+# Environment: KIND_KUBECONFIG (from mk/kind.mk), QUICKSTART_NAMESPACE,
+# QUICKSTART_SAMPLES_NAMESPACE, QUICKSTART_TIMEOUT.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+release=ml-platform
+namespace=${QUICKSTART_NAMESPACE:-mlp-system}
+samples_namespace=${QUICKSTART_SAMPLES_NAMESPACE:-ml-demo}
+timeout=${QUICKSTART_TIMEOUT:-10m}
+kubeconfig=${KIND_KUBECONFIG:?KIND_KUBECONFIG is set by mk/kind.mk}
+export KUBECONFIG=$kubeconfig
+
+helm=$(hack/tool.sh helm)
+# The cluster's own kubectl (hack/kind/binaries.sh, cached): the host may
+# have none, or one too old for the cluster.
+kubectl=$(hack/kind/binaries.sh)/kubectl
+
+# Helm logs every symbolic link it follows; charts/ml-platform/charts holds
+# three on purpose (see charts/ml-platform/README.md).
+quiet_symlinks() { grep -v 'found symbolic link in path' >&2 || true; }
+
+up() {
+  local start=$SECONDS
+  "$helm" upgrade --install "$release" charts/ml-platform \
+    --namespace "$namespace" --create-namespace \
+    --values charts/ml-platform/values-kind.yaml \
+    --wait --timeout "$timeout" 2> >(quiet_symlinks)
+  echo "ml-platform is installed in namespace $namespace ($((SECONDS - start)) s)."
+  cat <<MSG
+
+Try it:
+
+  export KUBECONFIG=$kubeconfig
+  kubectl -n $namespace get deployments
+  kubectl create namespace $samples_namespace
+  kubectl label namespace $samples_namespace pod-security.kubernetes.io/enforce=restricted
+  kubectl -n $samples_namespace apply -f deploy/samples/
+  kubectl -n $samples_namespace get mlplatform          # every ml-platform object
+  kubectl -n $samples_namespace wait --for=condition=Ready featurestore/demo notebook/demo --timeout=10m
+  kubectl -n $samples_namespace wait --for=condition=Succeeded trainingjob/demo --timeout=15m
+  kubectl -n $samples_namespace logs -l training.kubeflow.org/job-role=master --tail=3
+
+The samples are described in deploy/samples/README.md. make e2e-quickstart
+runs the same as a test; make quickstart-down removes the release and the
+samples, make kind-down the whole cluster.
+MSG
+}
+
+down() {
+  # The samples go first, while the operators still run: their finalizers
+  # remove what the FeatureStore provisioned, and would block the namespace
+  # for ever once the operators are gone.
+  "$kubectl" delete namespace "$samples_namespace" --ignore-not-found --wait --timeout "$timeout"
+  if "$helm" status "$release" --namespace "$namespace" >/dev/null 2>&1; then
+    "$helm" uninstall "$release" --namespace "$namespace" --wait --timeout "$timeout"
+  fi
+  "$kubectl" delete namespace "$namespace" --ignore-not-found --wait --timeout "$timeout"
+  echo "ml-platform is uninstalled. Its CRDs stay (crds.keep in every operator chart);" \
+    "make kind-down removes the whole cluster."
+}
+
+case ${1:-} in
+up) up ;;
+down) down ;;
+*)
+  echo "usage: $0 up|down" >&2
+  exit 2
+  ;;
+esac
