@@ -2,6 +2,7 @@ package quickstart
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -152,6 +153,11 @@ func TestQuickstartSamples(t *testing.T) {
 			if err != nil {
 				for _, c := range conditions {
 					t.Logf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+				}
+				// The deadline may end the poll inside a read, whose error
+				// then says only that the client's context expired.
+				if wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded) {
+					err = fmt.Errorf("not within %s: %w", want.timeout, err)
 				}
 				t.Fatalf("%s %s/%s not %s: %v", s.GVK.Kind, ns, s.Name, want.done, err)
 			}
