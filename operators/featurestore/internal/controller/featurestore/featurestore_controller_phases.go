@@ -44,8 +44,12 @@ type event struct{ kind, reason, message string }
 
 // storeResult is what a store phase observed.
 type storeResult struct {
-	outcome     outcome
-	message     string
+	outcome outcome
+	message string
+	// retryAfter asks for another look at a store no watched object will
+	// announce: a managed server whose pod is ready but whose Service
+	// does not take connections yet.
+	retryAfter  time.Duration
 	provisioned *featuresv1alpha1.ProvisionedStore
 	postgres    feastconfig.Postgres
 	redis       feastconfig.Redis
@@ -102,7 +106,7 @@ func (r *Reconciler) ensureOnlineStore(ctx context.Context, s *scope) (ctrl.Resu
 	var err error
 	if s.fs.Spec.OnlineStore.Managed != nil {
 		s.online, err = r.ensureManagedRedis(ctx, s)
-		return ctrl.Result{}, err
+		return ctrl.Result{RequeueAfter: s.online.retryAfter}, err
 	}
 	s.online, err = r.provisionRedis(ctx, s)
 	return ctrl.Result{}, err
@@ -141,13 +145,13 @@ func (r *Reconciler) provisionRedis(ctx context.Context, s *scope) (storeResult,
 func (r *Reconciler) ensureOfflineStore(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var err error
 	s.offline, err = r.ensurePostgresStore(ctx, s, s.fs.Spec.OfflineStore, cleanup.KindOffline, storeOffline, "offline store")
-	return ctrl.Result{}, err
+	return ctrl.Result{RequeueAfter: s.offline.retryAfter}, err
 }
 
 func (r *Reconciler) ensureRegistry(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var err error
 	s.registry, err = r.ensurePostgresStore(ctx, s, s.fs.Spec.Registry, cleanup.KindRegistry, storeRegistry, "registry")
-	return ctrl.Result{}, err
+	return ctrl.Result{RequeueAfter: s.registry.retryAfter}, err
 }
 
 func (r *Reconciler) ensurePostgresStore(ctx context.Context, s *scope, src featuresv1alpha1.StoreSource, kind, key, name string) (storeResult, error) {

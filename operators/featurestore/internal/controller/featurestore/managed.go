@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -121,6 +122,10 @@ type managedServer struct {
 	source    *featuresv1alpha1.ManagedServer
 }
 
+// managedLoginRetry is how soon a ready managed server that refused the
+// store's login is tried again.
+const managedLoginRetry = 5 * time.Second
+
 func (r *Reconciler) ensureManagedServer(ctx context.Context, s *scope, m managedServer,
 	verify func(ctx context.Context, host, password string) error, fill func(host, password string, res *storeResult)) (storeResult, error) {
 	fs := s.fs
@@ -145,7 +150,15 @@ func (r *Reconciler) ensureManagedServer(ctx context.Context, s *scope, m manage
 	}
 	host := fmt.Sprintf("%s.%s.svc", m.name, fs.Namespace)
 	if err := verify(ctx, host, password); err != nil {
-		return storeResult{outcome: outcomeWaiting, message: fmt.Sprintf("%s is ready but refuses the store's user: %v", m.name, err)}, nil
+		// The pod is ready, yet the connection can still fail for a
+		// while (kube-proxy has not programmed the new Service on every
+		// node, say) and no watched object changes when it starts to
+		// work: look again soon.
+		return storeResult{
+			outcome:    outcomeWaiting,
+			message:    fmt.Sprintf("%s is ready but the store cannot log in to it yet: %v", m.name, err),
+			retryAfter: managedLoginRetry,
+		}, nil
 	}
 	res := storeResult{
 		outcome:     outcomeReady,

@@ -4,12 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -22,7 +24,7 @@ import (
 func TestManagedModeCreatesRestrictedServers(t *testing.T) {
 	c := adminClient()
 	ns := testenv.CreateNamespace(t, c, "fs")
-	startOperator(t, nil)
+	op := startOperator(t, nil)
 	fs := newStore(ns, "managed", "managed").obj()
 	fs.Spec.OnlineStore = featuresv1alpha1.StoreSource{Managed: &featuresv1alpha1.ManagedServer{}}
 	fs.Spec.OfflineStore = featuresv1alpha1.StoreSource{Managed: &featuresv1alpha1.ManagedServer{}}
@@ -82,10 +84,17 @@ func TestManagedModeCreatesRestrictedServers(t *testing.T) {
 		}
 		cond := conditions.Get(got, featuresv1alpha1.ConditionOnlineStoreReady)
 		return cond.Status == metav1.ConditionFalse && cond.Reason == featuresv1alpha1.ReasonWaitingForServer &&
-			strings.Contains(cond.Message, "refuses the store's user"), nil
+			strings.Contains(cond.Message, "is ready but the store cannot log in to it yet"), nil
 	})
 	if got.Status.ClientConfig != nil {
 		t.Error("a client configuration was published before the stores work")
+	}
+	// No watched object changes when the server starts taking connections
+	// (kube-proxy programs its Service, say): the reconcile must come back
+	// on its own, soon.
+	res, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fs)})
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > 10*time.Second {
+		t.Errorf("a ready server that refused the login is tried again after %v (error %v), want within 10 s", res.RequeueAfter, err)
 	}
 }
 
