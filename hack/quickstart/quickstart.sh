@@ -25,11 +25,30 @@ kubectl=$(hack/kind/binaries.sh)/kubectl
 # three on purpose (see charts/ml-platform/README.md).
 quiet_symlinks() { grep -v 'found symbolic link in path' >&2 || true; }
 
+# image_ids sets a pod annotation (in the operator's API group) with the ID
+# of the operator image just loaded: the images keep the chart's tag (its
+# appVersion) when the code changes, so without it an upgrade would leave the
+# old build running.
+image_ids() {
+  local op group id
+  for op in trainingjob:training notebook:notebooks featurestore:features; do
+    group=${op#*:} op=${op%%:*}
+    id=$(docker image inspect --format '{{.Id}}' "ml-platform/$op-operator:$(app_version "$op")" 2>/dev/null | cut -c8-19 || true)
+    if [[ -n $id ]]; then
+      echo "--set-string=$op-operator.podAnnotations.$group\\.mlplatform\\.dev/image-id=$id"
+    fi
+  done
+}
+
+app_version() { sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "charts/$1-operator/Chart.yaml"; }
+
 up() {
   local start=$SECONDS
+  local ids
+  mapfile -t ids < <(image_ids)
   "$helm" upgrade --install "$release" charts/ml-platform \
     --namespace "$namespace" --create-namespace \
-    --values charts/ml-platform/values-kind.yaml \
+    --values charts/ml-platform/values-kind.yaml "${ids[@]}" \
     --wait --timeout "$timeout" 2> >(quiet_symlinks)
   echo "ml-platform is installed in namespace $namespace ($((SECONDS - start)) s)."
   cat <<MSG
