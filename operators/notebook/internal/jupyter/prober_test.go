@@ -66,10 +66,21 @@ func TestProbesDoNotCountAsActivity(t *testing.T) {
 // subscription takes effect are lost to it (ZeroMQ's "slow joiner"): on a
 // loaded machine a busy status sent right after the start is never seen,
 // and the server reports the kernel as "starting" while a cell runs. Short
-// cells are run until the server has seen one: its state is then "idle".
+// cells are run until the server has seen one: its state is then "idle",
+// and its last_activity, which the same subscription records, has moved
+// past the cell (an "idle" set otherwise, before the subscription works,
+// once let a later busy cell go unseen for 30 s).
 func waitServerWatches(t *testing.T, kernelID string) {
 	t.Helper()
+	var kernel struct {
+		ExecutionState string    `json:"execution_state"`
+		LastActivity   time.Time `json:"last_activity"`
+	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := server.Get(t.Context(), "api/kernels/"+kernelID+"?no_track_activity=1", &kernel); err != nil {
+			t.Fatal(err)
+		}
+		before := kernel.LastActivity
 		exec, err := server.Execute(t.Context(), kernelID, "pass")
 		if err != nil {
 			t.Fatal(err)
@@ -77,13 +88,10 @@ func waitServerWatches(t *testing.T, kernelID string) {
 		if err := exec.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		var kernel struct {
-			ExecutionState string `json:"execution_state"`
-		}
 		if err := server.Get(t.Context(), "api/kernels/"+kernelID+"?no_track_activity=1", &kernel); err != nil {
 			t.Fatal(err)
 		}
-		if kernel.ExecutionState == "idle" {
+		if kernel.ExecutionState == "idle" && kernel.LastActivity.After(before) {
 			return
 		}
 	}
