@@ -204,6 +204,48 @@ func (s *Server) dial(ctx context.Context, path string) (*websocket.Conn, error)
 	return conn, err
 }
 
+// awaitNudge returns once the kernel has answered the requests the server
+// sends when a websocket connects (its "nudge", on the shell and control
+// channels). Each answer comes with a busy and an idle status, and the
+// server takes the kernel's execution_state from the latest status of any
+// request: an idle from the nudge published after a cell's busy makes a
+// running cell look idle. A kernel_info_request of our own on the control
+// channel is answered after the nudge's, so once its reply is here, every
+// status the nudge causes has been published.
+func awaitNudge(ctx context.Context, conn *websocket.Conn, session string) error {
+	msgID := randomHex(8)
+	msg := map[string]any{
+		"header": map[string]any{
+			"msg_id": msgID, "username": "test", "session": session,
+			"msg_type": "kernel_info_request", "version": "5.3",
+		},
+		"parent_header": map[string]any{},
+		"metadata":      map[string]any{},
+		"content":       map[string]any{},
+		"channel":       "control",
+		"buffers":       []any{},
+	}
+	if err := conn.WriteJSON(msg); err != nil {
+		return err
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetReadDeadline(deadline)
+	}
+	defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
+	for {
+		var m struct {
+			Header       map[string]any `json:"header"`
+			ParentHeader map[string]any `json:"parent_header"`
+		}
+		if err := conn.ReadJSON(&m); err != nil {
+			return fmt.Errorf("waiting for the kernel_info_reply on the control channel: %w", err)
+		}
+		if m.ParentHeader["msg_id"] == msgID && m.Header["msg_type"] == "kernel_info_reply" {
+			return nil
+		}
+	}
+}
+
 // Execution is code running in a kernel, started by Execute.
 type Execution struct {
 	conn *websocket.Conn
@@ -217,6 +259,10 @@ func (s *Server) Execute(ctx context.Context, kernelID, code string) (*Execution
 	session := randomHex(8)
 	conn, err := s.dial(ctx, "api/kernels/"+kernelID+"/channels?session_id="+session)
 	if err != nil {
+		return nil, err
+	}
+	if err := awaitNudge(ctx, conn, session); err != nil {
+		_ = conn.Close()
 		return nil, err
 	}
 	msgID := randomHex(8)
