@@ -213,19 +213,8 @@ func (s *Server) dial(ctx context.Context, path string) (*websocket.Conn, error)
 // channel is answered after the nudge's, so once its reply is here, every
 // status the nudge causes has been published.
 func awaitNudge(ctx context.Context, conn *websocket.Conn, session string) error {
-	msgID := randomHex(8)
-	msg := map[string]any{
-		"header": map[string]any{
-			"msg_id": msgID, "username": "test", "session": session,
-			"msg_type": "kernel_info_request", "version": "5.3",
-		},
-		"parent_header": map[string]any{},
-		"metadata":      map[string]any{},
-		"content":       map[string]any{},
-		"channel":       "control",
-		"buffers":       []any{},
-	}
-	if err := conn.WriteJSON(msg); err != nil {
+	msgID, err := sendRequest(conn, session, "control", "kernel_info_request", map[string]any{})
+	if err != nil {
 		return err
 	}
 	if deadline, ok := ctx.Deadline(); ok {
@@ -244,6 +233,23 @@ func awaitNudge(ctx context.Context, conn *websocket.Conn, session string) error
 			return nil
 		}
 	}
+}
+
+// sendRequest writes a Jupyter messaging request on a kernel channel of the
+// websocket and returns its msg_id, which the replies carry as parent.
+func sendRequest(conn *websocket.Conn, session, channel, msgType string, content map[string]any) (string, error) {
+	msgID := randomHex(8)
+	return msgID, conn.WriteJSON(map[string]any{
+		"header": map[string]any{
+			"msg_id": msgID, "username": "test", "session": session,
+			"msg_type": msgType, "version": "5.3",
+		},
+		"parent_header": map[string]any{},
+		"metadata":      map[string]any{},
+		"content":       content,
+		"channel":       channel,
+		"buffers":       []any{},
+	})
 }
 
 // Execution is code running in a kernel, started by Execute.
@@ -265,22 +271,11 @@ func (s *Server) Execute(ctx context.Context, kernelID, code string) (*Execution
 		_ = conn.Close()
 		return nil, err
 	}
-	msgID := randomHex(8)
-	msg := map[string]any{
-		"header": map[string]any{
-			"msg_id": msgID, "username": "test", "session": session,
-			"msg_type": "execute_request", "version": "5.3",
-		},
-		"parent_header": map[string]any{},
-		"metadata":      map[string]any{},
-		"content": map[string]any{
-			"code": code, "silent": false, "store_history": true,
-			"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true,
-		},
-		"channel": "shell",
-		"buffers": []any{},
-	}
-	if err := conn.WriteJSON(msg); err != nil {
+	msgID, err := sendRequest(conn, session, "shell", "execute_request", map[string]any{
+		"code": code, "silent": false, "store_history": true,
+		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true,
+	})
+	if err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
