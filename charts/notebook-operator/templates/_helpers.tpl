@@ -1,25 +1,15 @@
-{{/* The operator's name: its ServiceAccount, Deployment and ClusterRoles. */}}
+{{/* The operator's name: its ServiceAccount, Deployment and ClusterRoles (mlp-lib). */}}
 {{- define "notebook-operator.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
-{{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
-{{- end -}}
+{{- include "mlp.fullname" . -}}
 {{- end -}}
 
-{{/* Labels on every object. */}}
+{{/* Labels on every object (mlp-lib), including commonLabels. */}}
 {{- define "notebook-operator.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: ml-platform
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- include "mlp.labels" . -}}
 {{- end -}}
 
-{{/* Labels that select the operator's pods. */}}
+{{/* Labels that select the operator's pods (mlp-lib). */}}
 {{- define "notebook-operator.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{- include "mlp.selectorLabels" . -}}
 {{- end -}}
 
