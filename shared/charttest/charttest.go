@@ -42,9 +42,27 @@ func Lint(chartDir string, values map[string]any) error {
 // Render renders the chart client-side, as `helm template` does, and
 // returns the manifests. Schema validation of values happens here too.
 func Render(chartDir, releaseName, namespace string, values map[string]any) (string, error) {
-	chrt, err := loader.Load(chartDir)
+	rel, err := dryRun(chartDir, releaseName, namespace, values)
 	if err != nil {
 		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// Notes renders the chart client-side and returns what `helm install`
+// would print after installing it (the top chart's NOTES.txt).
+func Notes(chartDir, releaseName, namespace string, values map[string]any) (string, error) {
+	rel, err := dryRun(chartDir, releaseName, namespace, values)
+	if err != nil {
+		return "", err
+	}
+	return rel.Info.Notes, nil
+}
+
+func dryRun(chartDir, releaseName, namespace string, values map[string]any) (*release.Release, error) {
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
 	}
 	install := action.NewInstall(&action.Configuration{})
 	install.ReleaseName = releaseName
@@ -54,11 +72,7 @@ func Render(chartDir, releaseName, namespace string, values map[string]any) (str
 	install.Replace = true
 	install.IncludeCRDs = true
 	install.KubeVersion = &KubeVersion
-	rel, err := install.Run(chrt, values)
-	if err != nil {
-		return "", err
-	}
-	return rel.Manifest, nil
+	return install.Run(chrt, values)
 }
 
 // Install installs the chart into the cluster behind cfg, creating the

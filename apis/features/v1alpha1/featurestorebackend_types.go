@@ -177,7 +177,7 @@ type FeatureStoreBackendStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,categories=mlplatform,shortName=fsb
+// +kubebuilder:resource:scope=Cluster,categories=mlplatform,shortName=mlfsb
 // +kubebuilder:printcolumn:name="PostgreSQL",type=string,JSONPath=`.spec.postgresql.host`
 // +kubebuilder:printcolumn:name="Redis",type=string,JSONPath=`.spec.redis.host`
 // +kubebuilder:printcolumn:name="Stores",type=integer,JSONPath=`.status.featureStores`

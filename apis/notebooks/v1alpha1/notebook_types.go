@@ -325,7 +325,7 @@ type NotebookStatus struct {
 // Notebook is a Jupyter server with a persistent workspace.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=mlplatform,shortName=nb
+// +kubebuilder:resource:categories=mlplatform,shortName=mlnb
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`
 // +kubebuilder:printcolumn:name="Last Activity",type=date,JSONPath=`.status.lastActivity`

@@ -602,7 +602,7 @@ type Failure struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=tj,categories=mlplatform
+// +kubebuilder:resource:shortName=mltj,categories=mlplatform
 // +kubebuilder:printcolumn:name="Framework",type=string,JSONPath=`.spec.framework`
 // +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.workers`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`

@@ -1,0 +1,39 @@
+{{/*
+The chart's notes, a named template so that the ml-platform umbrella prints
+them too (Helm prints only the top chart's NOTES.txt).
+*/}}
+{{- define "trainingjob-operator.notes" -}}
+The trainingjob-operator is installed in namespace {{ .Release.Namespace }}.
+{{- if not .Values.kubeflow.enabled }}
+
+It needs the Kubeflow training-operator (v1.8.x) running in the cluster. To
+install it alongside, set kubeflow.enabled=true.
+{{- end }}
+
+Run a training and wait for it:
+
+  cat <<YAML | kubectl apply -f -
+  apiVersion: training.mlplatform.dev/v1alpha1
+  kind: TrainingJob
+  metadata:
+    name: mnist
+  spec:
+    framework: pytorch
+    image: registry.example.com/mnist:1
+    command: ["python", "train.py"]
+    workers: 2
+    resources:
+      accelerators: {count: 1}
+  YAML
+
+  kubectl wait trainingjobs.training.mlplatform.dev/mnist --for=condition=Running --timeout=10m
+  kubectl wait trainingjobs.training.mlplatform.dev/mnist --for=condition=Succeeded --timeout=24h
+  kubectl describe trainingjobs.training.mlplatform.dev/mnist   # events, including pod problems
+
+The TrainingJob CRD {{ if .Values.crds.keep }}stays installed when this release is uninstalled (crds.keep=true); delete it by hand to remove every TrainingJob.{{ else }}is deleted with this release, and with it every TrainingJob.{{ end }}
+
+Another API may also be called trainingjobs (other training operators may install one), and
+then `kubectl get trainingjobs` may reach it: name ours with its group,
+trainingjobs.training.mlplatform.dev, or its short name mltj.
+`kubectl get mlplatform` lists every ml-platform object of a namespace.
+{{- end -}}
