@@ -1,0 +1,166 @@
+package health
+
+import (
+	"embed"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+)
+
+// scripts are the Argo CD health checks, one per kind, named
+// <group>_<Kind>.lua as Argo CD names the resource customization keys.
+//
+//go:embed argocd/*.lua
+var scripts embed.FS
+
+// Argo CD health statuses (argoproj/gitops-engine pkg/health).
+const (
+	Healthy     = "Healthy"
+	Progressing = "Progressing"
+	Degraded    = "Degraded"
+	Suspended   = "Suspended"
+)
+
+// ArgoCDHealth is what an Argo CD health check returns.
+type ArgoCDHealth struct {
+	Status  string
+	Message string
+}
+
+// ArgoCDScripts returns every health check by its resource customization
+// key, <group>_<Kind>.
+func ArgoCDScripts() (map[string]string, error) {
+	entries, err := scripts.ReadDir("argocd")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := scripts.ReadFile(path.Join("argocd", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out[strings.TrimSuffix(e.Name(), ".lua")] = string(b)
+	}
+	return out, nil
+}
+
+// Keys lists the customization keys in order.
+func Keys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// toUnstructured converts a typed object, which must carry its apiVersion
+// and kind, as the API server serves it.
+func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	if u.GetAPIVersion() == "" || u.GetKind() == "" {
+		return nil, fmt.Errorf("%T has no apiVersion and kind: set its TypeMeta", obj)
+	}
+	return u, nil
+}
+
+// Kstatus computes the object's kstatus with the real library.
+func Kstatus(obj runtime.Object) (*status.Result, error) {
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return status.Compute(u)
+}
+
+// ArgoCD runs the kind's health check on the object.
+func ArgoCD(obj runtime.Object) (ArgoCDHealth, error) {
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return ArgoCDHealth{}, err
+	}
+	all, err := ArgoCDScripts()
+	if err != nil {
+		return ArgoCDHealth{}, err
+	}
+	key := u.GroupVersionKind().Group + "_" + u.GetKind()
+	script, ok := all[key]
+	if !ok {
+		return ArgoCDHealth{}, fmt.Errorf("no Argo CD health check for %s", key)
+	}
+	return RunLua(script, u.Object)
+}
+
+// RunLua runs an Argo CD health script on an object as Argo CD does: the
+// object is the global obj, and the script returns a table with status and
+// message. Only the base, table and string libraries are open, as in Argo
+// CD's sandbox.
+func RunLua(script string, obj map[string]any) (ArgoCDHealth, error) {
+	L := lua.NewState(lua.Options{SkipOpenLibs: true})
+	defer L.Close()
+	for _, lib := range []struct {
+		name string
+		fn   lua.LGFunction
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}} {
+		L.Push(L.NewFunction(lib.fn))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	L.SetGlobal("obj", toLua(L, obj))
+	if err := L.DoString(script); err != nil {
+		return ArgoCDHealth{}, err
+	}
+	ret, ok := L.Get(-1).(*lua.LTable)
+	if !ok {
+		return ArgoCDHealth{}, fmt.Errorf("the health check returned %s, not a table", L.Get(-1).Type())
+	}
+	h := ArgoCDHealth{Status: lua.LVAsString(ret.RawGetString("status")), Message: lua.LVAsString(ret.RawGetString("message"))}
+	switch h.Status {
+	case Healthy, Progressing, Degraded, Suspended, "Missing", "Unknown":
+		return h, nil
+	}
+	return h, fmt.Errorf("the health check returned status %q, which Argo CD does not know", h.Status)
+}
+
+// toLua converts decoded JSON (maps, slices, strings, numbers, booleans) to
+// Lua values the way Argo CD does: objects and arrays become tables, arrays
+// indexed from 1.
+func toLua(L *lua.LState, v any) lua.LValue {
+	switch v := v.(type) {
+	case map[string]any:
+		t := L.NewTable()
+		for k, x := range v {
+			t.RawSetString(k, toLua(L, x))
+		}
+		return t
+	case []any:
+		t := L.NewTable()
+		for _, x := range v {
+			t.Append(toLua(L, x))
+		}
+		return t
+	case string:
+		return lua.LString(v)
+	case bool:
+		return lua.LBool(v)
+	case int64:
+		return lua.LNumber(v)
+	case float64:
+		return lua.LNumber(v)
+	case nil:
+		return lua.LNil
+	default:
+		return lua.LString(fmt.Sprint(v))
+	}
+}
