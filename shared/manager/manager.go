@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,9 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -180,6 +183,8 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 
+	registerStalledCollector(mgr, opts.Scheme)
+
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
 	}
@@ -237,4 +242,20 @@ func metricsOptions(cfg Config) metricsserver.Options {
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	return o
+}
+
+// registerStalledCollector exports mlplatform_objects_stalled for the
+// operator's own kinds, counted from the manager's cache. A process that
+// builds several managers (tests) keeps the newest one's.
+func registerStalledCollector(mgr ctrl.Manager, scheme *runtime.Scheme) {
+	c := metrics.NewStalledCollector(mgr.GetCache(), scheme)
+	err := ctrlmetrics.Registry.Register(c)
+	var already prometheus.AlreadyRegisteredError
+	if errors.As(err, &already) {
+		ctrlmetrics.Registry.Unregister(already.ExistingCollector)
+		err = ctrlmetrics.Registry.Register(c)
+	}
+	if err != nil {
+		ctrl.Log.WithName("setup").Error(err, "Registering the Stalled objects metric failed")
+	}
 }
