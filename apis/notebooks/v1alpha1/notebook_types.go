@@ -155,10 +155,14 @@ type NotebookSpec struct {
 
 // PodTemplate holds the pod settings a user may change.
 type PodTemplate struct {
+	// Tolerations of the Jupyter pod, added to those of the accelerator
+	// type it requests.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// NodeSelector of the Jupyter pod, merged with the node labels of the
+	// accelerator type it requests.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// +optional
@@ -169,9 +173,13 @@ type PodTemplate struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// PriorityClassName of the Jupyter pod; empty means the cluster's
+	// default priority.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// ImagePullSecrets name Secrets of the Notebook's namespace that
+	// hold credentials for pulling the notebook image.
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=name
@@ -270,6 +278,8 @@ type CullingStatus struct {
 
 // NotebookStatus is what the operator observed.
 type NotebookStatus struct {
+	// ObservedGeneration is the metadata.generation the status describes;
+	// while it is lower, the operator has not yet acted on the latest spec.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

@@ -53,7 +53,7 @@ An event (ResourcesLeftBehind) lists what is left on the servers to remove by ha
 The CRDs {{ if .Values.crds.keep }}stay installed when this release is uninstalled (crds.keep=true).{{ else }}are deleted with this release, and with them every FeatureStore.{{ end }}
 
 Another API may also be called featurestores (the Feast operator, featurestores.feast.dev), and
-then `kubectl get featurestores` may reach it: name ours with its group,
+then a bare `featurestores` in a kubectl command may reach it: name ours with its group,
 featurestores.features.mlplatform.dev, or its short name mlfs.
 `kubectl get mlplatform` lists every ml-platform object of a namespace.
 {{- end -}}

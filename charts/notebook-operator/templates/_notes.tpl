@@ -29,7 +29,7 @@ Start a culled notebook again with:
 The Notebook CRD {{ if .Values.crds.keep }}stays installed when this release is uninstalled (crds.keep=true); delete it by hand to remove every Notebook.{{ else }}is deleted with this release, and with it every Notebook.{{ end }}
 
 Another API may also be called notebooks (Kubeflow Notebooks, notebooks.kubeflow.org), and
-then `kubectl get notebooks` may reach it: name ours with its group,
+then a bare `notebooks` in a kubectl command may reach it: name ours with its group,
 notebooks.notebooks.mlplatform.dev, or its short name mlnb.
 `kubectl get mlplatform` lists every ml-platform object of a namespace.
 {{- end -}}

@@ -33,7 +33,7 @@ Run a training and wait for it:
 The TrainingJob CRD {{ if .Values.crds.keep }}stays installed when this release is uninstalled (crds.keep=true); delete it by hand to remove every TrainingJob.{{ else }}is deleted with this release, and with it every TrainingJob.{{ end }}
 
 Another API may also be called trainingjobs (other training operators may install one), and
-then `kubectl get trainingjobs` may reach it: name ours with its group,
+then a bare `trainingjobs` in a kubectl command may reach it: name ours with its group,
 trainingjobs.training.mlplatform.dev, or its short name mltj.
 `kubectl get mlplatform` lists every ml-platform object of a namespace.
 {{- end -}}
