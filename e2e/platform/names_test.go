@@ -96,14 +96,14 @@ kind: FeatureStore
 metadata: {name: feasts, namespace: names}
 `)
 	ours := map[string]string{
-		"trainingjobs.training.mlplatform.dev":         "training.mlplatform.dev",
-		"mltj":                                         "training.mlplatform.dev",
-		"notebooks.notebooks.mlplatform.dev":           "notebooks.mlplatform.dev",
-		"mlnb":                                         "notebooks.mlplatform.dev",
-		"featurestores.features.mlplatform.dev":        "features.mlplatform.dev",
-		"mlfs":                                         "features.mlplatform.dev",
+		"trainingjobs.training.mlplatform.dev":  "training.mlplatform.dev",
+		"mltj":                                  "training.mlplatform.dev",
+		"notebooks.notebooks.mlplatform.dev":    "notebooks.mlplatform.dev",
+		"mlnb":                                  "notebooks.mlplatform.dev",
+		"featurestores.features.mlplatform.dev": "features.mlplatform.dev",
+		"mlfs":                                  "features.mlplatform.dev",
 		"featurestorebackends.features.mlplatform.dev": "features.mlplatform.dev",
-		"mlfsb":                                        "features.mlplatform.dev",
+		"mlfsb": "features.mlplatform.dev",
 	}
 	docs := documentedResources(t)
 	if len(docs) == 0 {

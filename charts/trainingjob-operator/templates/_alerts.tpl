@@ -1,0 +1,28 @@
+{{/*
+The TrainingJob operator's own alerts, added to mlp-lib's PrometheusRule.
+Context: root (the chart), sel (the operator's metrics selector), values
+(monitoring.prometheusRule).
+*/}}
+{{- define "trainingjob-operator.alerts" -}}
+- alert: MLPlatformTrainingJobsQueuedLong
+  expr: |-
+    histogram_quantile(0.9, sum by (le, namespace) (rate(mlplatform_trainingjob_queue_wait_seconds_bucket{ {{- .sel -}} }[1h])))
+      > {{ .values.trainingJobQueueWaitSeconds | default 3600 }}
+  for: 15m
+  labels:
+    severity: warning
+    operator: trainingjob-operator
+  annotations:
+    summary: "TrainingJobs in {{ "{{" }} $labels.namespace {{ "}}" }} wait long in the Kueue queue."
+    description: "In the last hour, 1 in 10 TrainingJob runs in {{ "{{" }} $labels.namespace {{ "}}" }} waited more than {{ .values.trainingJobQueueWaitSeconds | default 3600 }} s before Kueue admitted it; the ClusterQueue's quota may be too small."
+- alert: MLPlatformTrainingJobsFailAfterRestarts
+  expr: |-
+    sum by (namespace) (increase(mlplatform_trainingjob_restarted_total{ {{- .sel -}} }[1h])) > 0
+      and on (namespace) sum by (namespace) (increase(mlplatform_trainingjob_failed_total{ {{- .sel -}} }[1h])) > 0
+  labels:
+    severity: warning
+    operator: trainingjob-operator
+  annotations:
+    summary: "TrainingJobs in {{ "{{" }} $labels.namespace {{ "}}" }} failed after restarts."
+    description: "TrainingJobs in {{ "{{" }} $labels.namespace {{ "}}" }} were restarted after failures and failed in the last hour: their restarts ran out (reason RestartsExhausted) or the failure was not retryable. kubectl get trainingjobs.training.mlplatform.dev -n {{ "{{" }} $labels.namespace {{ "}}" }}."
+{{- end -}}
