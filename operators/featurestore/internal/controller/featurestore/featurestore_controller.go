@@ -26,6 +26,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
@@ -182,7 +183,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 			handler.TypedEnqueueRequestsFromMapFunc(r.storesOfAdminSecret))).
 		WithOptions(opts).
 		Named("featurestore").
-		Complete(tracing.Reconciler("featurestore", r))
+		Complete(tracing.Reconciler("featurestore", panics.Reconciler(mgr, "featurestore", &featuresv1alpha1.FeatureStore{}, r)))
 }
 
 // FinalizersChanged passes updates that changed the finalizers: the
