@@ -179,6 +179,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		// condition flips: stores waiting for the server retry at once.
 		Watches(&featuresv1alpha1.FeatureStoreBackend{}, handler.EnqueueRequestsFromMapFunc(r.storesOfBackend),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, readyChanged))).
+		// A store that lost a Redis claim waits for the claimant to go:
+		// the claimant's deletion, or the end of its handed-off cleanup,
+		// wakes the stores whose projects collide with it.
+		Watches(&featuresv1alpha1.FeatureStore{}, handler.EnqueueRequestsFromMapFunc(r.waitingForClaim),
+			builder.WithPredicates(deletedOnly)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.waitingForClaim),
+			builder.WithPredicates(deletedOnly)).
 		WatchesRawSource(source.Kind(r.adminSecrets, &corev1.Secret{},
 			handler.TypedEnqueueRequestsFromMapFunc(r.storesOfAdminSecret))).
 		WithOptions(opts).

@@ -121,6 +121,17 @@ func (r *Reconciler) provisionRedis(ctx context.Context, s *scope) (storeResult,
 	}
 	plan := cleanup.PlanFor(s.fs)
 	st := plan.RedisStore()
+	if err := r.checkRedisClaim(ctx, s.fs); err != nil {
+		// No grant for a store that lost the claim, including one it may
+		// hold from before the claim was taken (its own user only; the
+		// keys are the claimant's).
+		if redis.IsConflict(err) {
+			if revokeErr := redis.Delete(ctx, srv, st, false); revokeErr != nil {
+				return failed(revokeErr, what)
+			}
+		}
+		return failed(err, what)
+	}
 	passwords := []string{s.creds.active[storeOnline]}
 	if p, ok := s.creds.previous[storeOnline]; ok {
 		passwords = append(passwords, p)
