@@ -280,6 +280,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, err)
 		}
 		result = requeue.Shortest(result, res)
+		if s.creds == nil {
+			break
+		}
 	}
 
 	computeStatus(fs, s.observations())

@@ -203,7 +203,9 @@ func TestTerminatingNamespaceReleasesTheStoreOnlyAfterTheHandoff(t *testing.T) {
 	if err := c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: handoffNS}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: handoffNS}}) })
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: handoffNS}})
+	})
 	testenv.Eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
 		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})), nil
 	})
