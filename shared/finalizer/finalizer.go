@@ -28,8 +28,11 @@ type Object interface {
 
 // CleanupFunc removes what obj provisioned outside its owner references. It
 // must be idempotent: it runs again after every failure and after operator
-// restarts, and something already gone counts as removed. A Kubernetes
-// NotFound error it returns counts as success.
+// restarts. It returns nil only when the external resource is gone (removed
+// now or already absent, which it decides itself where it looked for the
+// resource). Any error keeps the finalizer, a Kubernetes NotFound included:
+// wrap a missing dependency (an admin Secret, a backend object) with
+// MissingDependency so the condition says what to restore.
 type CleanupFunc func(ctx context.Context, obj Object) error
 
 // HandoffFunc records cleanup that could not finish before the object must
@@ -141,7 +144,7 @@ func (f *Finalizer) Finalize(ctx context.Context, obj Object) (ctrl.Result, erro
 	}
 
 	cleanupErr := f.Cleanup(ctx, obj)
-	if cleanupErr == nil || apierrors.IsNotFound(cleanupErr) {
+	if cleanupErr == nil {
 		if err := f.release(ctx, h, obj); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -168,7 +171,11 @@ func (f *Finalizer) Finalize(ctx context.Context, obj Object) (ctrl.Result, erro
 
 	logger.Error(cleanupErr, "Cleanup failed; keeping the finalizer", "finalizer", f.Name, "retryAfter", retry)
 	message := fmt.Sprintf("Cleanup of external resources failed and is retried: %v", cleanupErr)
-	conditions.MarkTrue(obj, commonv1alpha1.ConditionCleanupFailed, commonv1alpha1.ReasonCleanupError, message)
+	reason := commonv1alpha1.ReasonCleanupError
+	if IsMissingDependency(cleanupErr) {
+		reason = commonv1alpha1.ReasonCleanupDependencyMissing
+	}
+	conditions.MarkTrue(obj, commonv1alpha1.ConditionCleanupFailed, reason, message)
 	deadline := orDefault(f.Deadline, DefaultDeadline)
 	if elapsed >= deadline {
 		conditions.MarkStalled(obj, commonv1alpha1.ReasonCleanupDeadlineExceeded, fmt.Sprintf(

@@ -37,6 +37,17 @@ const (
 	ReasonCleanupAbandoned        = "CleanupAbandoned"
 	ReasonDependencyNotReady      = "DependencyNotReady"
 	ReasonDependencyNotFound      = "DependencyNotFound"
+	// ReasonCleanupDependencyMissing: cleanup cannot run because something
+	// it needs (an admin Secret, a backend object) is missing; the external
+	// resources are still there.
+	ReasonCleanupDependencyMissing = "CleanupDependencyMissing"
+	// ReasonInternalError: the operator hit an unforeseen error (a
+	// recovered panic) reconciling the object; it retries with backoff.
+	ReasonInternalError = "InternalError"
+	// ReasonChildRejected: the API server refused a child the operator
+	// derived from the spec; the message is the API server's own. Only a
+	// change of the spec can fix it.
+	ReasonChildRejected = "ChildRejected"
 )
 
 // Annotation suffixes shared by every ml-platform kind. The full key carries

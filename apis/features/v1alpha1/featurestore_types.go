@@ -90,6 +90,8 @@ type StoreSource struct {
 }
 
 // ManagedServer sizes a dedicated server.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.storage) || quantity(string(self.storage)).isGreaterThan(quantity('0'))",message="storage must be a positive quantity, such as 1Gi"
 type ManagedServer struct {
 	// Storage is the size of the server's volume.
 	// +kubebuilder:default="1Gi"
@@ -154,9 +156,17 @@ type ProvisionedStore struct {
 // and a registry, provisioned for the tenant, with a client configuration
 // that Notebooks and TrainingJobs mount.
 //
+// The name is checked here because the operator derives its children's
+// names and labels from it: every child carries it as a label value (at
+// most 63 characters), and managed servers are StatefulSets and Services
+// named <name>-postgres and <name>-redis, which must be DNS-1035 labels
+// and leave the StatefulSet controller room for its revision label (52).
+//
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=mlplatform,shortName=mlfs
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it is the value of the label features.mlplatform.dev/featurestore on every object the operator creates for the FeatureStore"
+// +kubebuilder:validation:XValidation:rule="!(has(self.spec.onlineStore.managed) || has(self.spec.offlineStore.managed) || has(self.spec.registry.managed)) || (size(self.metadata.name) <= 43 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))",message="a FeatureStore with a managed server needs a name of at most 43 characters made of lowercase letters, digits and '-', starting with a letter: its servers are StatefulSets and Services named <name>-postgres and <name>-redis"
 // +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.project`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`

@@ -59,9 +59,13 @@ type FeatureStoreBackendSpec struct {
 // the operator needs no more than these privileges, and a tenant's
 // credentials are never derived from the admin's.
 type PostgreSQLBackend struct {
-	// Host name or IP address of the server, as stores reach it.
+	// Host name or IP address of the server, as stores reach it. Only
+	// letters, digits and . : [ ] - are accepted: the host goes into
+	// connection strings, where a comma, a space or an equals sign would
+	// add options.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.:\[\]-]+$`
 	Host string `json:"host"`
 
 	// Port of the server.
@@ -94,9 +98,13 @@ type PostgreSQLBackend struct {
 // The admin user needs the ACL commands (ACL SETUSER, DELUSER, GETUSER,
 // LIST, SAVE), SCAN, TYPE and UNLINK on every key: in practice +@all ~*.
 type RedisBackend struct {
-	// Host name or IP address of the server, as stores reach it.
+	// Host name or IP address of the server, as stores reach it. Only
+	// letters, digits and . : [ ] - are accepted: the host goes into
+	// connection strings, where a comma, a space or an equals sign would
+	// add options.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.:\[\]-]+$`
 	Host string `json:"host"`
 
 	// Port of the server.

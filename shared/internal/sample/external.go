@@ -11,7 +11,8 @@ import (
 type External struct {
 	mu        sync.Mutex
 	records   map[string]string
-	failing   bool
+	failure   error
+	panicking string
 	deletions int
 }
 
@@ -21,19 +22,39 @@ var ErrUnavailable = errors.New("external system unavailable")
 // NewExternal returns an empty, working External.
 func NewExternal() *External { return &External{records: map[string]string{}} }
 
-// SetFailing makes every call fail until switched back.
+// SetFailing makes every call fail with ErrUnavailable until switched back.
 func (e *External) SetFailing(failing bool) {
+	if failing {
+		e.FailWith(ErrUnavailable)
+		return
+	}
+	e.FailWith(nil)
+}
+
+// FailWith makes every call fail with err until called with nil.
+func (e *External) FailWith(err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.failing = failing
+	e.failure = err
+}
+
+// SetPanicking makes Put panic with value until called with "", standing in
+// for a bug in a reconciler.
+func (e *External) SetPanicking(value string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.panicking = value
 }
 
 // Put stores value under key.
 func (e *External) Put(key, value string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.failing {
-		return ErrUnavailable
+	if e.panicking != "" {
+		panic(e.panicking)
+	}
+	if e.failure != nil {
+		return e.failure
 	}
 	e.records[key] = value
 	return nil
@@ -52,8 +73,8 @@ func (e *External) Get(key string) (string, bool) {
 func (e *External) Delete(key string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.failing {
-		return ErrUnavailable
+	if e.failure != nil {
+		return e.failure
 	}
 	e.deletions++
 	delete(e.records, key)

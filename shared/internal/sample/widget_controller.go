@@ -13,6 +13,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	samplev1alpha1 "github.com/ml-platform/ml-platform/shared/internal/sample/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
@@ -55,7 +56,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		For(&samplev1alpha1.Widget{}).
 		WithOptions(opts).
 		Named("widget").
-		Complete(tracing.Reconciler("widget", r))
+		Complete(tracing.Reconciler("widget", panics.Reconciler(mgr, "widget", &samplev1alpha1.Widget{}, r)))
 }
 
 // Reconcile converges one Widget.

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+	"github.com/ml-platform/ml-platform/shared/finalizer"
 )
 
 // Store kinds, as they appear in PostgreSQL names.
@@ -25,6 +28,10 @@ type Plan struct {
 	Name      string `json:"name"`
 	UID       string `json:"uid"`
 	Project   string `json:"project"`
+	// Created is the FeatureStore's creation time: it orders the claims
+	// on a Redis backend's key spaces (ClaimedAhead). Records written
+	// before it existed have none and count as the oldest.
+	Created *metav1.Time `json:"created,omitempty"`
 	// Redis is the online store's backend, empty when managed.
 	Redis string `json:"redis,omitempty"`
 	// Postgres maps store kinds to their backends.
@@ -34,6 +41,9 @@ type Plan struct {
 // PlanFor returns the plan for a FeatureStore's backend stores.
 func PlanFor(fs *featuresv1alpha1.FeatureStore) Plan {
 	p := Plan{Namespace: fs.Namespace, Name: fs.Name, UID: string(fs.UID), Project: fs.Spec.Project, Redis: fs.Spec.OnlineStore.Backend, Postgres: map[string]string{}}
+	if !fs.CreationTimestamp.IsZero() {
+		p.Created = fs.CreationTimestamp.DeepCopy()
+	}
 	if b := fs.Spec.OfflineStore.Backend; b != "" {
 		p.Postgres[KindOffline] = b
 	}
@@ -80,15 +90,18 @@ type Outcome struct {
 // Run removes everything in the plan. Something already gone counts as
 // removed; an object without the store's marker is left alone and
 // reported in the outcome, not as an error, because nothing of ours
-// remains to retry. Unreachable servers and missing backends are errors.
-func Run(ctx context.Context, r *backends.Resolver, p Plan) (Outcome, error) {
+// remains to retry. Unreachable servers and missing backends are errors
+// (missing dependencies). The online store's keys are deleted only when
+// ownsKeys: a store whose project collides with an older claim never
+// owned them, and they are the other store's data.
+func Run(ctx context.Context, r *backends.Resolver, p Plan, ownsKeys bool) (Outcome, error) {
 	var out Outcome
 	var errs []error
 	if p.Redis != "" {
 		srv, err := r.Redis(ctx, p.Redis)
 		if err == nil {
 			st := p.RedisStore()
-			err = redis.Delete(ctx, srv, st, true)
+			err = redis.Delete(ctx, srv, st, ownsKeys)
 			switch {
 			case redis.IsConflict(err):
 				out.Untouched = append(out.Untouched, err.Error())
@@ -97,7 +110,7 @@ func Run(ctx context.Context, r *backends.Resolver, p Plan) (Outcome, error) {
 			}
 		}
 		if err != nil && !redis.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("online store on backend %s: %w", p.Redis, err))
+			errs = append(errs, fmt.Errorf("online store on backend %s: %w", p.Redis, dependency(p.Redis, err)))
 		}
 	}
 	for _, kind := range []string{KindOffline, KindRegistry} {
@@ -117,10 +130,23 @@ func Run(ctx context.Context, r *backends.Resolver, p Plan) (Outcome, error) {
 			}
 		}
 		if err != nil && !postgres.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("%s on backend %s: %w", storeName(kind), backend, err))
+			errs = append(errs, fmt.Errorf("%s on backend %s: %w", storeName(kind), backend, dependency(backend, err)))
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// dependency marks the resolver's failures (no such backend, a missing or
+// incomplete admin Secret) as missing dependencies of the cleanup: the
+// store is still on the server, and only restoring them lets it go.
+func dependency(backend string, err error) error {
+	switch s, ok := backends.AsAdminSecretError(err); {
+	case ok:
+		return finalizer.MissingDependency(fmt.Sprintf("admin Secret %s/%s of backend %s", s.Namespace, s.Name, backend), err)
+	case backends.IsNotFound(err):
+		return finalizer.MissingDependency("FeatureStoreBackend "+backend, err)
+	}
+	return err
 }
 
 // Retained describes what the plan would remove, for the events of a

@@ -65,7 +65,7 @@ func TestAbandonCleanupNeedsTheVerbAndSaysWhatIsLeft(t *testing.T) {
 	t.Cleanup(func() {
 		_ = pg.Start()
 		// What the test abandoned is removed by hand, as the event asks.
-		_, _ = cleanup.Run(context.Background(), testResolver(), plan)
+		_, _ = cleanup.Run(context.Background(), testResolver(), plan, true)
 	})
 	if err := c.Delete(ctx, fs); err != nil {
 		t.Fatal(err)

@@ -48,7 +48,11 @@ func (r *Reconciler) cleanup(ctx context.Context, obj finalizer.Object) error {
 	if plan.Empty() {
 		return nil
 	}
-	out, err := cleanup.Run(ctx, r.Backends, plan)
+	ownsKeys, err := OwnsRedisKeys(ctx, r.Client, r.APIReader, r.Namespace, plan, false)
+	if err != nil {
+		return err
+	}
+	out, err := cleanup.Run(ctx, r.Backends, plan, ownsKeys)
 	if len(out.Untouched) > 0 {
 		r.Recorder.Event(fs, corev1.EventTypeWarning, "CleanupConflict", "Left untouched: "+strings.Join(out.Untouched, "; "))
 	}

@@ -93,24 +93,13 @@ func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Resu
 	rotateFor := fs.Annotations[featuresv1alpha1.AnnotationRotateCredentials]
 	fingerprint := r.Backends.AdminFingerprint(ctx, BackendNames(fs))
 
-	secret := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: CredentialsSecretName(fs.Name)}, secret)
-	if apierrors.IsNotFound(err) {
-		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-			Namespace: fs.Namespace, Name: CredentialsSecretName(fs.Name), Labels: childLabels(fs),
-			Annotations: map[string]string{annotationActiveSlot: "0", annotationRotatedFor: rotateFor, annotationAdminFingerprint: fingerprint},
-		}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{}}
-		for _, k := range storeKeys {
-			secret.Data[k] = []byte(newPassword())
-		}
-		if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := r.Client.Create(ctx, secret); err != nil {
-			return ctrl.Result{}, fmt.Errorf("creating the credentials Secret: %w", err)
-		}
-	} else if err != nil {
-		return ctrl.Result{}, err
+	secret, err := r.loadCredentials(ctx, s, rotateFor, fingerprint)
+	if err != nil {
+		// Every store needs the credentials: the reconcile stops here
+		// with the reason on the status.
+		res, retryErr := failed(err, "credentials Secret "+CredentialsSecretName(fs.Name))
+		s.credentialsFailure = &res
+		return ctrl.Result{}, retryErr
 	}
 	s.creds = parseCredentials(secret)
 
@@ -143,6 +132,35 @@ func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: max(s.creds.graceUntil.Sub(s.now), time.Second)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// loadCredentials reads the credentials Secret, creating it on first use.
+// A Secret of that name that is not the FeatureStore's is never read: its
+// keys would become the stores' passwords.
+func (r *Reconciler) loadCredentials(ctx context.Context, s *scope, rotateFor, fingerprint string) (*corev1.Secret, error) {
+	fs := s.fs
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: CredentialsSecretName(fs.Name)}, secret)
+	switch {
+	case err == nil:
+		return secret, checkControlled(fs, secret, "Secret")
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Namespace: fs.Namespace, Name: CredentialsSecretName(fs.Name), Labels: childLabels(fs),
+		Annotations: map[string]string{annotationActiveSlot: "0", annotationRotatedFor: rotateFor, annotationAdminFingerprint: fingerprint},
+	}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{}}
+	for _, k := range storeKeys {
+		secret.Data[k] = []byte(newPassword())
+	}
+	if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return nil, fmt.Errorf("creating the credentials Secret: %w", r.created(ctx, fs, secret, "Secret", err))
+	}
+	return secret, nil
 }
 
 func parseCredentials(secret *corev1.Secret) *credentials {

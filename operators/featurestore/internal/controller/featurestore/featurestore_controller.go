@@ -26,6 +26,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
@@ -178,11 +179,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		// condition flips: stores waiting for the server retry at once.
 		Watches(&featuresv1alpha1.FeatureStoreBackend{}, handler.EnqueueRequestsFromMapFunc(r.storesOfBackend),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, readyChanged))).
+		// A store that lost a Redis claim waits for the claimant to go:
+		// the claimant's deletion, or the end of its handed-off cleanup,
+		// wakes the stores whose projects collide with it.
+		Watches(&featuresv1alpha1.FeatureStore{}, handler.EnqueueRequestsFromMapFunc(r.waitingForClaim),
+			builder.WithPredicates(deletedOnly)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.waitingForClaim),
+			builder.WithPredicates(deletedOnly)).
 		WatchesRawSource(source.Kind(r.adminSecrets, &corev1.Secret{},
 			handler.TypedEnqueueRequestsFromMapFunc(r.storesOfAdminSecret))).
 		WithOptions(opts).
 		Named("featurestore").
-		Complete(tracing.Reconciler("featurestore", r))
+		Complete(tracing.Reconciler("featurestore", panics.Reconciler(mgr, "featurestore", &featuresv1alpha1.FeatureStore{}, r)))
 }
 
 // FinalizersChanged passes updates that changed the finalizers: the
@@ -272,6 +280,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, err)
 		}
 		result = requeue.Shortest(result, res)
+		if s.creds == nil {
+			break
+		}
 	}
 
 	computeStatus(fs, s.observations())

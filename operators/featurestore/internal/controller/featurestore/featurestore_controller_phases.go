@@ -21,6 +21,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/feastconfig"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+	"github.com/ml-platform/ml-platform/shared/apireject"
 )
 
 // scope carries one reconcile's observations from the phases to the
@@ -31,12 +32,18 @@ type scope struct {
 
 	creds             *credentials
 	credentialsSecret *corev1.Secret
-	rotationDeferred  bool
+	// credentialsFailure is why the credentials could not be loaded;
+	// no store phase runs without them.
+	credentialsFailure *storeResult
+	rotationDeferred   bool
 
 	online, offline, registry storeResult
 	managedPostgres           *storeResult
 
 	clientSecretCurrent bool
+	// clientConfigFailure is a foreign Secret in the place of the client
+	// configuration.
+	clientConfigFailure error
 	events              []event
 }
 
@@ -66,12 +73,15 @@ const (
 	outcomeNotFound    // no such backend; a watch brings it back
 	outcomeMismatch    // a backend of the wrong kind; needs a person
 	outcomeConflict    // a name or key space is taken; needs a person
+	outcomeRejected    // the API server refused a child; needs a spec change
 )
 
 func (s *scope) observations() observations {
 	return observations{
 		online: s.online, offline: s.offline, registry: s.registry,
+		credentials:      s.credentialsFailure,
 		clientConfig:     s.clientSecretCurrent,
+		clientConfigErr:  s.clientConfigFailure,
 		rotationDeferred: s.rotationDeferred,
 	}
 }
@@ -82,8 +92,10 @@ func classify(err error) (outcome, bool) {
 	switch {
 	case err == nil:
 		return outcomeReady, false
-	case postgres.IsConflict(err), redis.IsConflict(err):
+	case postgres.IsConflict(err), redis.IsConflict(err), IsForeign(err):
 		return outcomeConflict, false
+	case apireject.Is(err):
+		return outcomeRejected, false
 	case backends.IsMismatch(err):
 		return outcomeMismatch, false
 	case backends.IsNotFound(err):
@@ -96,6 +108,10 @@ func classify(err error) (outcome, bool) {
 func failed(err error, what string) (storeResult, error) {
 	o, retry := classify(err)
 	res := storeResult{outcome: o, message: fmt.Sprintf("%s: %v", what, err)}
+	if o == outcomeRejected {
+		// The API server's own words name the field and the rule.
+		res.message = fmt.Sprintf("%s: the API server rejected it: %s", what, apireject.Message(err))
+	}
 	if retry {
 		return res, fmt.Errorf("%s: %w", what, err)
 	}
@@ -121,6 +137,17 @@ func (r *Reconciler) provisionRedis(ctx context.Context, s *scope) (storeResult,
 	}
 	plan := cleanup.PlanFor(s.fs)
 	st := plan.RedisStore()
+	if err := r.checkRedisClaim(ctx, s.fs); err != nil {
+		// No grant for a store that lost the claim, including one it may
+		// hold from before the claim was taken (its own user only; the
+		// keys are the claimant's).
+		if redis.IsConflict(err) {
+			if revokeErr := redis.Delete(ctx, srv, st, false); revokeErr != nil {
+				return failed(revokeErr, what)
+			}
+		}
+		return failed(err, what)
+	}
 	passwords := []string{s.creds.active[storeOnline]}
 	if p, ok := s.creds.previous[storeOnline]; ok {
 		passwords = append(passwords, p)
@@ -204,7 +231,13 @@ func (r *Reconciler) ensureClientConfig(ctx context.Context, s *scope) (ctrl.Res
 	key := client.ObjectKey{Namespace: fs.Namespace, Name: ClientSecretName(fs.Name)}
 	secret := &corev1.Secret{}
 	err = r.Client.Get(ctx, key, secret)
+	if err == nil {
+		err = checkControlled(fs, secret, "Secret")
+	}
 	switch {
+	case IsForeign(err):
+		s.clientConfigFailure = err
+		return ctrl.Result{}, nil
 	case apierrors.IsNotFound(err):
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: childLabels(fs)},
@@ -215,6 +248,10 @@ func (r *Reconciler) ensureClientConfig(ctx context.Context, s *scope) (ctrl.Res
 			return ctrl.Result{}, err
 		}
 		if err := r.Client.Create(ctx, secret); err != nil {
+			if err = r.created(ctx, fs, secret, "Secret", err); IsForeign(err) {
+				s.clientConfigFailure = err
+				return ctrl.Result{}, nil
+			}
 			return ctrl.Result{}, fmt.Errorf("creating the client configuration Secret: %w", err)
 		}
 	case err != nil:

@@ -14,7 +14,13 @@ import (
 type observations struct {
 	online, offline, registry storeResult
 	clientConfig              bool
-	rotationDeferred          bool
+	// clientConfigErr is a foreign object in the client configuration's
+	// place.
+	clientConfigErr  error
+	rotationDeferred bool
+	// credentials is why the credentials could not be loaded; every
+	// store shares that state then.
+	credentials *storeResult
 }
 
 // computeStatus sets every condition and the published fields from the
@@ -22,6 +28,9 @@ type observations struct {
 // is merely unreachable, because the names do not change.
 func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
 	fs.Status.ObservedGeneration = fs.Generation
+	if obs.credentials != nil {
+		obs.online, obs.offline, obs.registry = *obs.credentials, *obs.credentials, *obs.credentials
+	}
 	stores := []struct {
 		condition string
 		res       storeResult
@@ -42,7 +51,7 @@ func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
 		}
 		conditions.MarkFalse(fs, st.condition, reason, st.res.message)
 		switch st.res.outcome {
-		case outcomeConflict, outcomeMismatch:
+		case outcomeConflict, outcomeMismatch, outcomeRejected:
 			if stalled == nil {
 				stalled = &st.res
 			}
@@ -61,6 +70,8 @@ func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
 	switch {
 	case stalled != nil:
 		conditions.MarkStalled(fs, reasonFor(stalled.outcome), stalled.message)
+	case obs.clientConfigErr != nil:
+		conditions.MarkStalled(fs, featuresv1alpha1.ReasonConflict, "Client configuration: "+obs.clientConfigErr.Error())
 	case waiting != nil:
 		conditions.MarkReconciling(fs, reasonFor(waiting.outcome), waiting.message)
 	case !obs.clientConfig:
@@ -88,6 +99,8 @@ func reasonFor(o outcome) string {
 		return featuresv1alpha1.ReasonBackendMismatch
 	case outcomeConflict:
 		return featuresv1alpha1.ReasonConflict
+	case outcomeRejected:
+		return commonv1alpha1.ReasonChildRejected
 	default:
 		return commonv1alpha1.ReasonProgressing
 	}

@@ -38,6 +38,22 @@ func TestComputeStatus(t *testing.T) {
 			obs:  observations{online: ready, offline: ready, registry: storeResult{outcome: outcomeMismatch}},
 			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonBackendMismatch},
 		},
+		"a child the API rejected": {
+			obs:  observations{online: storeResult{outcome: outcomeRejected, message: "spec.replicas: Invalid"}, offline: ready, registry: ready},
+			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: commonv1alpha1.ReasonChildRejected},
+		},
+		"credentials Secret taken by somebody else": {
+			obs:  observations{credentials: &storeResult{outcome: outcomeConflict, message: "foreign"}},
+			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonConflict},
+		},
+		"credentials not written yet (API unavailable)": {
+			obs:  observations{credentials: &storeResult{outcome: outcomeUnavailable, message: "timeout"}},
+			want: want{ready: metav1.ConditionFalse, reconciling: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonServerUnavailable},
+		},
+		"client configuration Secret taken by somebody else": {
+			obs:  observations{online: ready, offline: ready, registry: ready, clientConfigErr: &ForeignObjectError{Kind: "Secret", Name: "x"}},
+			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonConflict},
+		},
 		"stores ready, configuration not yet written": {
 			obs:  observations{online: ready, offline: ready, registry: ready},
 			want: want{ready: metav1.ConditionFalse, reconciling: metav1.ConditionTrue, reason: commonv1alpha1.ReasonProgressing},

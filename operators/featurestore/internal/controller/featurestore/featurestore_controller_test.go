@@ -287,7 +287,7 @@ func TestDeleteRemovesAndRetainKeeps(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		plan := cleanup.PlanFor(kept)
-		_, _ = cleanup.Run(context.Background(), testResolver(), plan)
+		_, _ = cleanup.Run(context.Background(), testResolver(), plan, true)
 	})
 }
 

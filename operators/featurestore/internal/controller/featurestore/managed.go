@@ -132,14 +132,14 @@ func (r *Reconciler) ensureManagedServer(ctx context.Context, s *scope, m manage
 	what := "managed server " + m.name
 	password, err := r.ensureServerSecret(ctx, fs, m)
 	if err != nil {
-		return storeResult{outcome: outcomeUnavailable, message: what + ": " + err.Error()}, err
+		return failed(err, what)
 	}
 	if err := r.applyChild(ctx, fs, serverService(fs, m)); err != nil {
-		return storeResult{outcome: outcomeUnavailable, message: what + ": " + err.Error()}, err
+		return failed(err, what)
 	}
 	sts := serverStatefulSet(fs, m)
 	if err := r.applyChild(ctx, fs, sts); err != nil {
-		return storeResult{outcome: outcomeUnavailable, message: what + ": " + err.Error()}, err
+		return failed(err, what)
 	}
 	live := &appsv1.StatefulSet{}
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(sts), live); err != nil {
@@ -175,6 +175,11 @@ func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha
 	secret := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: m.name}, secret)
 	if err == nil {
+		// A Secret of that name that is not ours would set the server's
+		// password: never read it.
+		if err := checkControlled(fs, secret, "Secret"); err != nil {
+			return "", err
+		}
 		return string(secret.Data["server-password"]), nil
 	}
 	if !apierrors.IsNotFound(err) {
@@ -192,7 +197,7 @@ func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha
 		return "", err
 	}
 	if err := r.Client.Create(ctx, secret); err != nil {
-		return "", fmt.Errorf("creating Secret %s: %w", m.name, err)
+		return "", fmt.Errorf("creating Secret %s: %w", m.name, r.created(ctx, fs, secret, "Secret", err))
 	}
 	return password, nil
 }
@@ -326,10 +331,24 @@ func (r *Reconciler) applyChild(ctx context.Context, fs *featuresv1alpha1.Featur
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(gvk)
 	err = r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live)
-	if err == nil && live.GetAnnotations()[annotationAppliedHash] == hash {
-		return nil
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case err == nil:
+		// Server-side apply with ForceOwnership would take a foreign
+		// object over: never apply to one that is not ours.
+		if err := checkControlled(fs, live, gvk.Kind); err != nil {
+			return err
+		}
+		if live.GetAnnotations()[annotationAppliedHash] == hash {
+			return nil
+		}
+	case apierrors.IsNotFound(err):
+		// The cache holds only labelled objects.
+		live.SetNamespace(obj.GetNamespace())
+		live.SetName(obj.GetName())
+		if err := r.checkLive(ctx, fs, live, gvk.Kind); err != nil {
+			return err
+		}
+	default:
 		return err
 	}
 	desired := &unstructured.Unstructured{Object: u}

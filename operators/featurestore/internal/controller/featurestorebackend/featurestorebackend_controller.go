@@ -26,6 +26,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
@@ -94,7 +95,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 			handler.TypedEnqueueRequestsFromMapFunc(r.backendsOfAdminSecret))).
 		WithOptions(opts).
 		Named("featurestorebackend").
-		Complete(tracing.Reconciler("featurestorebackend", r))
+		Complete(tracing.Reconciler("featurestorebackend", panics.Reconciler(mgr, "featurestorebackend", &featuresv1alpha1.FeatureStoreBackend{}, r)))
 }
 
 func requests(names []string) []reconcile.Request {

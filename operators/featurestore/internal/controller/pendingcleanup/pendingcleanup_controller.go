@@ -60,7 +60,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil //nolint:nilerr // retrying cannot fix the record; the event asks a person to look
 
 	}
-	out, err := cleanup.Run(ctx, r.Backends, plan)
+	ownsKeys, err := featurestore.OwnsRedisKeys(ctx, r.Client, r.Client, r.Namespace, plan, true)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	out, err := cleanup.Run(ctx, r.Backends, plan, ownsKeys)
 	if err != nil {
 		featurestore.CountCleanupFailure("pending_cleanup")
 		r.Recorder.Event(cm, corev1.EventTypeWarning, "CleanupFailed", fmt.Sprintf("Cleanup of FeatureStore %s/%s is retried: %v", plan.Namespace, plan.Name, err))

@@ -29,6 +29,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
@@ -167,7 +168,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	} else {
 		log.FromContext(ctx).Info("FeatureStore API not served; FeatureStore changes are picked up at the next reconcile", "reason", err.Error())
 	}
-	return b.Complete(tracing.Reconciler("notebook", r))
+	return b.Complete(tracing.Reconciler("notebook", panics.Reconciler(mgr, "notebook", &notebooksv1alpha1.Notebook{}, r)))
 }
 
 // indexInvolvedUID indexes the FailedCreate events by the UID of their

@@ -19,6 +19,7 @@ import (
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
@@ -131,7 +132,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		fs.SetGroupVersionKind(featureref.GVK)
 		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(r.featureStoreToTrainingJobs))
 	}
-	return b.Complete(tracing.Reconciler(Name, do))
+	return b.Complete(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
 }
 
 // podToTrainingJob maps a pod of a run to its TrainingJob through the label
