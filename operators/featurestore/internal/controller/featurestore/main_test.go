@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,8 +24,8 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestorebackend"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
-	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
 // operatorNamespace holds the admin Secrets and handed-off cleanups.
@@ -111,10 +112,9 @@ func setupBackends() error {
 
 // operator is a running featurestore-operator.
 type operator struct {
+	*operatortest.Operator
 	reconciler *featurestore.Reconciler
 	backends   *featurestorebackend.Reconciler
-	writes     *testenv.WriteCounter
-	manager    *testenv.Manager
 }
 
 func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator {
@@ -126,18 +126,11 @@ func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator 
 // chart's ServiceAccount.
 func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurestore.Reconciler)) *operator {
 	t.Helper()
-	op := &operator{writes: testenv.NewWriteCounter()}
-	cfg := manager.DefaultConfig()
-	cfg.RESTConfig = op.writes.Wrap(restConfig)
-	cfg.LeaderElect = false
-	cfg.MetricsBindAddress = "0"
-	cfg.HealthProbeBindAddress = "0"
-	cfg.MaxBackoff = 2 * time.Second
+	op := &operator{}
 	opts := &fscontroller.Options{
 		Options: featurestore.Options{Namespace: operatorNamespace, GracePeriod: time.Hour, DriftInterval: time.Minute,
 			Images: featurestore.Images{Postgres: "postgres:15", Redis: "redis:7.0"}},
-		Tune: func(r *featurestore.Reconciler, o *controller.Options) {
-			o.SkipNameValidation = ptr.To(true)
+		Tune: func(r *featurestore.Reconciler, _ *controller.Options) {
 			op.reconciler = r
 			r.Finalizer.Deadline = 20 * time.Second
 			if tune != nil {
@@ -146,18 +139,35 @@ func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurest
 		},
 		TuneBackend: func(r *featurestorebackend.Reconciler) { op.backends = r },
 	}
-	mgr, err := manager.New(cfg, fscontroller.ManagerOptions(opts))
-	if err != nil {
-		t.Fatal(err)
-	}
-	op.manager = testenv.StartManager(t, mgr)
+	op.Operator = operatortest.Start(t, operatortest.Options{Manager: fscontroller.ManagerOptions(opts), RESTConfig: restConfig})
 	return op
+}
+
+// writesFor is the view of the operator's writes that concern one test:
+// everything in its namespace ns, and its cluster-scoped backends with
+// their events (which land in the default namespace, named after the
+// backend). Other tests' objects, which the operator also reconciles,
+// stay out of it.
+func (op *operator) writesFor(ns string, backendPrefix string) *testenv.WriteView {
+	return op.Writes.Matching(func(w testenv.Write) bool {
+		switch {
+		case ns != "" && w.Namespace == ns:
+			return true
+		case backendPrefix == "":
+			return false
+		case strings.HasPrefix(w.Resource, "featurestorebackends"):
+			return strings.HasPrefix(w.Name, backendPrefix)
+		case w.Resource == "events":
+			return strings.HasPrefix(w.Name, backendPrefix)
+		}
+		return false
+	})
 }
 
 // stop stops the operator before the test ends, to start another.
 func (op *operator) stop(t *testing.T) {
 	t.Helper()
-	op.manager.Stop(t)
+	op.Stop(t)
 }
 
 func getStore(ctx context.Context, c client.Client, fs *featuresv1alpha1.FeatureStore) (*featuresv1alpha1.FeatureStore, error) {
