@@ -22,6 +22,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	featurestesting "github.com/ml-platform/ml-platform/apis/features/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/feastconfig"
@@ -31,25 +32,20 @@ import (
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
-// storeBuilder builds FeatureStores for tests.
+// storeBuilder builds FeatureStores on the shared test backends; fs is
+// the object built, for fields the wrapper has no setter for.
 type storeBuilder struct {
+	*featurestesting.FeatureStoreWrapper
 	fs *featuresv1alpha1.FeatureStore
 }
 
 func newStore(ns, name, project string) *storeBuilder {
-	return &storeBuilder{fs: &featuresv1alpha1.FeatureStore{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: featuresv1alpha1.FeatureStoreSpec{
-			Project:      project,
-			OnlineStore:  featuresv1alpha1.StoreSource{Backend: redisBackend},
-			OfflineStore: featuresv1alpha1.StoreSource{Backend: pgBackend},
-			Registry:     featuresv1alpha1.StoreSource{Backend: pgBackend},
-		},
-	}}
+	w := featurestesting.MakeFeatureStore(ns, name, project).Backends(redisBackend, pgBackend)
+	return &storeBuilder{FeatureStoreWrapper: w, fs: w.Obj()}
 }
 
 func (b *storeBuilder) retain() *storeBuilder {
-	b.fs.Spec.DeletionPolicy = commonv1alpha1.DeletionPolicyRetain
+	b.Retain()
 	return b
 }
 

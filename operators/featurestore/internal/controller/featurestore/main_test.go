@@ -13,12 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	featurestesting "github.com/ml-platform/ml-platform/apis/features/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
 	fscontroller "github.com/ml-platform/ml-platform/operators/featurestore/internal/controller"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
@@ -95,12 +95,8 @@ func setupBackends() error {
 			StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "redis-admin"},
 			StringData: map[string]string{"username": rs.AdminUser, "password": rs.AdminPassword}},
-		&featuresv1alpha1.FeatureStoreBackend{ObjectMeta: metav1.ObjectMeta{Name: pgBackend}, Spec: featuresv1alpha1.FeatureStoreBackendSpec{
-			PostgreSQL: &featuresv1alpha1.PostgreSQLBackend{Host: pg.Host, Port: int32(pg.Port), SSLMode: "disable",
-				AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "pg-admin"}}}},
-		&featuresv1alpha1.FeatureStoreBackend{ObjectMeta: metav1.ObjectMeta{Name: redisBackend}, Spec: featuresv1alpha1.FeatureStoreBackendSpec{
-			Redis: &featuresv1alpha1.RedisBackend{Host: rs.Host, Port: int32(rs.Port), ACLFile: ptr.To(true),
-				AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "redis-admin"}}}},
+		featurestesting.MakeBackend(pgBackend).PostgreSQL(pg.Host, int32(pg.Port), "pg-admin").Obj(),
+		featurestesting.MakeBackend(redisBackend).Redis(rs.Host, int32(rs.Port), "redis-admin").Obj(),
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	notebookstesting "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
@@ -176,7 +176,7 @@ func (op *operator) reconcile(t *testing.T, nb *notebooksv1alpha1.Notebook) ctrl
 }
 
 func newNotebook(ns, name string) *notebooksv1alpha1.Notebook {
-	return &notebooksv1alpha1.Notebook{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	return notebookstesting.MakeNotebook(ns, name).Obj()
 }
 
 func getNotebook(ctx context.Context, c client.Client, nb *notebooksv1alpha1.Notebook) (*notebooksv1alpha1.Notebook, error) {

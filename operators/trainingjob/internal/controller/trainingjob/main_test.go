@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	trainingtesting "github.com/ml-platform/ml-platform/apis/training/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/charttest"
@@ -223,15 +224,7 @@ func (op *operator) stop(t *testing.T) {
 }
 
 func newTrainingJob(ns, name string, workers int32) *trainingv1alpha1.TrainingJob {
-	return &trainingv1alpha1.TrainingJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: trainingv1alpha1.TrainingJobSpec{
-			Framework: trainingv1alpha1.FrameworkPyTorch,
-			Image:     "registry.example.com/mnist:1",
-			Command:   []string{"python", "train.py"},
-			Workers:   workers,
-		},
-	}
+	return trainingtesting.MakeTrainingJob(ns, name, workers).Obj()
 }
 
 func getTJ(ctx context.Context, c client.Client, tj *trainingv1alpha1.TrainingJob) (*trainingv1alpha1.TrainingJob, error) {
