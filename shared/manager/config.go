@@ -55,6 +55,12 @@ type Config struct {
 
 	Zap zap.Options
 
+	// SkipControllerNameValidation lets several managers register
+	// controllers of the same name in one process, as tests that start an
+	// operator per test do. It is not a flag: a real operator runs one
+	// manager.
+	SkipControllerNameValidation bool
+
 	// RESTConfig is the cluster to manage. It is not a flag: nil means the
 	// --kubeconfig flag, the in-cluster config or ~/.kube/config, and tests
 	// set it to their test API server.

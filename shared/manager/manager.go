@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -168,6 +169,7 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 			}
 			return client.WithFieldOwner(c, opts.Name), nil
 		},
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &cfg.SkipControllerNameValidation},
 		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
 		LeaderElection:                cfg.LeaderElect,

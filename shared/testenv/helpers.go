@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,6 +39,42 @@ func Eventually(t testing.TB, what string, cond func(ctx context.Context) (bool,
 // slowWait is how long an Eventually may take before it is logged as slow.
 const slowWait = 10 * time.Second
 
+// Consistently checks that check holds (returns nil) for the whole of
+// window, polling every 100ms, and fails the test with the first violation
+// check reports and when it came. It is the way to assert that something
+// does NOT happen: a bare sleep followed by one look passes whenever the
+// wrong action comes after the look, and wastes the window when it comes
+// early. The window should cover what could cause the violation, such as a
+// watch event reaching the reconciler; check is called at least twice, at
+// the start and after the window, however slow each call is.
+func Consistently(t testing.TB, what string, window time.Duration, check func(ctx context.Context) error) {
+	t.Helper()
+	if err := consistently(window, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func consistently(window time.Duration, check func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), window+EventuallyTimeout)
+	defer cancel()
+	start := time.Now()
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	for polls := 1; ; polls++ {
+		if err := check(ctx); err != nil {
+			return fmt.Errorf("violated %s into a %s window (observation %d): %w", time.Since(start).Round(time.Millisecond), window, polls, err)
+		}
+		if polls >= 2 && time.Since(start) >= window {
+			return nil
+		}
+		select {
+		case <-ticker.C:
+		case <-ctx.Done():
+			return fmt.Errorf("checks took longer than %s: %w", window+EventuallyTimeout, ctx.Err())
+		}
+	}
+}
+
 // Manager is a manager running in the background of a test.
 type Manager struct {
 	ctrl.Manager
@@ -49,6 +87,18 @@ type Manager struct {
 // with an error.
 func StartManager(t testing.TB, mgr ctrl.Manager) *Manager {
 	t.Helper()
+	m, err := RunManager(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop(t) })
+	return m
+}
+
+// RunManager starts mgr and waits for its caches to sync, for callers
+// without a test, such as a harness shared with benchmarks; Shutdown stops
+// it.
+func RunManager(mgr ctrl.Manager) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{Manager: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- mgr.Start(ctx) }()
@@ -56,27 +106,36 @@ func StartManager(t testing.TB, mgr ctrl.Manager) *Manager {
 	defer syncCancel()
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		cancel()
-		t.Fatal("manager caches did not sync")
+		return nil, errors.New("manager caches did not sync")
 	}
-	t.Cleanup(func() { m.Stop(t) })
-	return m
+	return m, nil
 }
 
-// Stop stops the manager and waits for it; calling it again does nothing.
+// Stop stops the manager and waits for it, failing the test if it stopped
+// with an error; calling it again does nothing.
 func (m *Manager) Stop(t testing.TB) {
 	t.Helper()
+	if err := m.Shutdown(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Shutdown stops the manager and waits for it; calling it again does
+// nothing.
+func (m *Manager) Shutdown() error {
 	if m.cancel == nil {
-		return
+		return nil
 	}
 	m.cancel()
 	m.cancel = nil
 	select {
 	case err := <-m.done:
 		if err != nil {
-			t.Errorf("manager stopped with error: %v", err)
+			return fmt.Errorf("manager stopped with error: %w", err)
 		}
+		return nil
 	case <-time.After(30 * time.Second):
-		t.Error("manager did not stop within 30s")
+		return errors.New("manager did not stop within 30s")
 	}
 }
 

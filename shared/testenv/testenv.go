@@ -133,7 +133,7 @@ func (e *Env) RestartAPIServer() error {
 	// StopTimeout; an abrupt stop is a restart too, so only a port that
 	// stays bound is an error.
 	_ = apiServer.Stop()
-	if err := waitPortClosed(apiServer.SecureServing.Address, apiServer.SecureServing.Port, 30*time.Second); err != nil {
+	if err := waitClosed(net.JoinHostPort(apiServer.SecureServing.Address, apiServer.SecureServing.Port), 30*time.Second); err != nil {
 		return err
 	}
 	if err := apiServer.Start(); err != nil {
@@ -226,26 +226,6 @@ func (e *Env) startControllerManager(bin string) error {
 		close(e.kcmDone)
 	}()
 	return nil
-}
-
-func waitPortClosed(host, port string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if !listening(host, port) {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("kube-apiserver still listens on %s:%s %s after it was stopped", host, port, timeout)
-}
-
-func listening(host, port string) bool {
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, port), time.Second)
-	if err != nil {
-		return false
-	}
-	_ = conn.Close()
-	return true
 }
 
 // WriteKubeconfig writes a kubeconfig file for cfg (client certificate or

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -16,11 +17,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 var env *Env
 
 func TestMain(m *testing.M) {
+	// The test binary doubles as the helper process of the process tests.
+	if mode := os.Getenv(helperModeEnv); mode != "" {
+		os.Exit(helperProcess(mode))
+	}
 	Main(m, Options{ControllerManager: true}, &env)
 }
 
@@ -31,6 +37,15 @@ func clientset(t *testing.T, cfg *rest.Config) *kubernetes.Clientset {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+func clientFor(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
 const notebooks = 250
@@ -101,34 +101,27 @@ func BenchmarkCullingChecks(b *testing.B) {
 
 	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(start)
-	writes := testenv.NewWriteCounter()
 	cfg := config.Default()
 	cfg.NetworkPolicy.OperatorNamespace = "mlp-system"
 	prober := jupyter.NewProber(cfg.Probe.Timeout.Duration, cfg.Probe.Concurrency, nil)
 
-	mcfg := manager.DefaultConfig()
-	mcfg.RESTConfig = writes.Wrap(env.Config)
-	mcfg.LeaderElect = false
-	mcfg.MetricsBindAddress = "0"
-	mcfg.HealthProbeBindAddress = "0"
-	mcfg.KubeAPIQPS, mcfg.KubeAPIBurst = 500, 1000
 	var r *notebook.Reconciler
-	mgr, err := manager.New(mcfg, manager.Options{
-		Name: render.OperatorName, Scheme: scheme, OwnedObjects: notebook.OwnedObjects(),
-		Setup: func(mgr ctrl.Manager, mc manager.Config) error {
-			r = notebook.NewReconciler(mgr, cfg, accelerator.Default())
-			r.Prober, r.Clock = prober, clk
-			r.Endpoint = func(nb *notebooksv1alpha1.Notebook) string { return srv.URL + render.BasePath(nb) }
-			opts := mc.ControllerOptions()
-			opts.SkipNameValidation = ptr.To(true)
-			opts.MaxConcurrentReconciles = 8
-			return r.SetupWithManager(ctx, mgr, opts)
+	op := operatortest.Start(b, operatortest.Options{
+		RESTConfig: env.Config,
+		Tune:       func(mc *manager.Config) { mc.KubeAPIQPS, mc.KubeAPIBurst = 500, 1000 },
+		Manager: manager.Options{
+			Name: render.OperatorName, Scheme: scheme, OwnedObjects: notebook.OwnedObjects(),
+			Setup: func(mgr ctrl.Manager, mc manager.Config) error {
+				r = notebook.NewReconciler(mgr, cfg, accelerator.Default())
+				r.Prober, r.Clock = prober, clk
+				r.Endpoint = func(nb *notebooksv1alpha1.Notebook) string { return srv.URL + render.BasePath(nb) }
+				opts := mc.ControllerOptions()
+				opts.MaxConcurrentReconciles = 8
+				return r.SetupWithManager(ctx, mgr, opts)
+			},
 		},
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	testenv.StartManager(b, mgr)
+	writes := op.Writes
 
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,13 +15,13 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	samplev1alpha1 "github.com/ml-platform/ml-platform/shared/internal/sample/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
 var (
@@ -56,38 +55,27 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 // operator is a running manager with the Widget reconciler, talking to the
 // test API server through a write counter.
 type operator struct {
-	*testenv.Manager
+	*operatortest.Operator
 	reconciler *Reconciler
-	writes     *testenv.WriteCounter
 }
 
 func startOperator(t *testing.T, ext *External, tune func(*Reconciler)) *operator {
 	t.Helper()
-	op := &operator{writes: testenv.NewWriteCounter()}
-	cfg := manager.DefaultConfig()
-	cfg.RESTConfig = op.writes.Wrap(env.Config)
-	cfg.LeaderElect = false
-	cfg.MetricsBindAddress = "0"
-	cfg.HealthProbeBindAddress = "0"
-	cfg.MaxBackoff = 2 * time.Second
-	mgr, err := manager.New(cfg, manager.Options{
-		Name:   "sample-operator",
-		Scheme: scheme,
-		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-			op.reconciler = NewReconciler(mgr, ext)
-			if tune != nil {
-				tune(op.reconciler)
-			}
-			opts := cfg.ControllerOptions()
-			// Each test starts its own manager in this one process.
-			opts.SkipNameValidation = ptr.To(true)
-			return op.reconciler.SetupWithManager(mgr, opts)
+	op := &operator{}
+	op.Operator = operatortest.Start(t, operatortest.Options{
+		RESTConfig: env.Config,
+		Manager: manager.Options{
+			Name:   "sample-operator",
+			Scheme: scheme,
+			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
+				op.reconciler = NewReconciler(mgr, ext)
+				if tune != nil {
+					tune(op.reconciler)
+				}
+				return op.reconciler.SetupWithManager(mgr, cfg.ControllerOptions())
+			},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	op.Manager = testenv.StartManager(t, mgr)
 	return op
 }
 

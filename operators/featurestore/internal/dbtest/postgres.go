@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-
+	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 // PostgresBin is where Debian's postgresql-15 installs its server binaries.
@@ -27,18 +29,19 @@ type Postgres struct {
 
 	superPassword string
 	dir           string
-	mu            sync.Mutex
-	running       bool
+	server        *testenv.Process
 }
 
 // StartPostgres initialises a cluster in a temporary folder and starts it.
 func StartPostgres() (*Postgres, error) {
-	port, err := freePort()
+	dir, err := os.MkdirTemp("", "fs-postgres-")
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "fs-postgres-")
+	// The port is chosen first: Ready connects to it during the start.
+	port, err := testenv.FreePort()
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	p := &Postgres{Host: "127.0.0.1", Port: port, AdminUser: "mlp_admin", AdminPassword: password(), superPassword: password(), dir: dir}
@@ -46,24 +49,58 @@ func StartPostgres() (*Postgres, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := p.Start(); err != nil {
+	p.server, err = testenv.StartProcess(testenv.ProcessOptions{
+		Name:    "PostgreSQL",
+		Port:    port,
+		Command: p.command,
+		// Accepting connections is not serving: after an immediate stop the
+		// server recovers first and refuses logins meanwhile.
+		Ready: func(ctx context.Context) error {
+			conn, err := p.Superuser(ctx, "postgres")
+			if err != nil {
+				return err
+			}
+			return conn.Close(ctx)
+		},
+		// SIGQUIT is PostgreSQL's immediate shutdown: clients are cut off
+		// as by a crash.
+		StopSignal: syscall.SIGQUIT,
+	})
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
+	if err := p.createAdmin(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// command runs the server in the foreground, so that testenv.Process
+// stops it by a signal to its process group.
+func (p *Postgres) command(port int) (*exec.Cmd, error) {
+	cmd := exec.Command(filepath.Join(PostgresBin, "postgres"), "-D", filepath.Join(p.dir, "data"),
+		"-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", p.dir, "-c", "fsync=off", "-c", "full_page_writes=off")
+	if _, _, err := unprivileged(cmd); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+func (p *Postgres) createAdmin() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := p.Superuser(ctx, "postgres")
 	if err != nil {
-		p.Close()
-		return nil, err
+		return err
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	sql := fmt.Sprintf("CREATE ROLE %s LOGIN CREATEDB CREATEROLE PASSWORD '%s'", p.AdminUser, p.AdminPassword)
 	if _, err := conn.Exec(ctx, sql); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("creating the admin role: %w", err)
+		return fmt.Errorf("creating the admin role: %w", err)
 	}
-	return p, nil
+	return nil
 }
 
 func (p *Postgres) init() error {
@@ -74,9 +111,10 @@ func (p *Postgres) init() error {
 	if err := os.WriteFile(pwfile, []byte(p.superPassword+"\n"), 0o600); err != nil {
 		return err
 	}
-	cmd, uid, gid, err := unprivileged(filepath.Join(PostgresBin, "initdb"),
+	cmd := exec.Command(filepath.Join(PostgresBin, "initdb"),
 		"-D", filepath.Join(p.dir, "data"), "-U", "postgres", "--pwfile", pwfile,
 		"--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync")
+	uid, gid, err := unprivileged(cmd)
 	if err != nil {
 		return err
 	}
@@ -95,47 +133,16 @@ func (p *Postgres) init() error {
 }
 
 // Start starts the server (again) on its port.
-func (p *Postgres) Start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.running {
-		return nil
-	}
-	opts := fmt.Sprintf("-p %d -h 127.0.0.1 -k %s -c fsync=off -c full_page_writes=off", p.Port, p.dir)
-	cmd, _, _, err := unprivileged(filepath.Join(PostgresBin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"),
-		"-l", filepath.Join(p.dir, "server.log"), "-o", opts, "-w", "-t", "60", "start")
-	if err != nil {
-		return err
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		log, _ := os.ReadFile(filepath.Join(p.dir, "server.log"))
-		return fmt.Errorf("pg_ctl start: %w: %s\n%s", err, out, log)
-	}
-	p.running = true
-	return waitListening(p.Port, 30*time.Second)
-}
+func (p *Postgres) Start() error { return p.server.Start() }
 
-// Stop stops the server, disconnecting every client.
-func (p *Postgres) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.running {
-		return nil
-	}
-	cmd, _, _, err := unprivileged(filepath.Join(PostgresBin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-m", "immediate", "-w", "stop")
-	if err != nil {
-		return err
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
-	}
-	p.running = false
-	return waitClosed(p.Port, 30*time.Second)
-}
+// Stop stops the server at once, disconnecting every client.
+func (p *Postgres) Stop() error { return p.server.Stop() }
 
 // Close stops the server and removes its files.
 func (p *Postgres) Close() {
-	_ = p.Stop()
+	if p.server != nil {
+		_ = p.server.Stop()
+	}
 	_ = os.RemoveAll(p.dir)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter/jupytertest"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 func target() Target { return Target{BaseURL: server.BaseURL, Token: server.Token} }
@@ -40,15 +41,15 @@ func lastServerActivity(t *testing.T, s *jupytertest.Server) time.Time {
 func TestProbesDoNotCountAsActivity(t *testing.T) {
 	p := NewProber(5*time.Second, 4, nil)
 	before := lastServerActivity(t, server)
-	for range 5 {
-		time.Sleep(20 * time.Millisecond)
-		if obs := p.Probe(t.Context(), target()); !obs.OK() {
-			t.Fatalf("probe failed: %v", obs.Err)
+	testenv.Consistently(t, "probes leave the server's last_activity alone", time.Second, func(ctx context.Context) error {
+		if obs := p.Probe(ctx, target()); !obs.OK() {
+			return fmt.Errorf("probe failed: %w", obs.Err)
 		}
-	}
-	if after := lastServerActivity(t, server); !after.Equal(before) {
-		t.Fatalf("probing moved the server's last_activity from %v to %v", before, after)
-	}
+		if after := lastServerActivity(t, server); !after.Equal(before) {
+			return fmt.Errorf("probing moved the server's last_activity from %v to %v", before, after)
+		}
+		return nil
+	})
 
 	// The control: an ordinary authenticated request does count.
 	var kernels []any
@@ -179,11 +180,12 @@ func TestProbeReadsKernelAndTerminalActivity(t *testing.T) {
 	}
 
 	// Probing again changes nothing: the probes are not activity.
-	time.Sleep(50 * time.Millisecond)
-	again := p.Probe(ctx, target())
-	if !again.LastActivity.Equal(withTerm.LastActivity) {
-		t.Fatalf("probing moved kernel or terminal activity from %v to %v", withTerm.LastActivity, again.LastActivity)
-	}
+	testenv.Consistently(t, "probes leave kernel and terminal activity alone", time.Second, func(ctx context.Context) error {
+		if again := p.Probe(ctx, target()); !again.LastActivity.Equal(withTerm.LastActivity) {
+			return fmt.Errorf("probing moved kernel or terminal activity from %v to %v", withTerm.LastActivity, again.LastActivity)
+		}
+		return nil
+	})
 }
 
 func TestProbeWithWrongTokenFails(t *testing.T) {

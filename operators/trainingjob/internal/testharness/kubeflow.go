@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -59,8 +59,8 @@ func trimNewline(b []byte) []byte {
 type Kubeflow struct {
 	binary, kubeconfig, logPath string
 	args                        []string // besides those set here
-	cmd                         *exec.Cmd
-	done                        chan struct{}
+	process                     *testenv.Process
+	logFile                     *os.File
 }
 
 // StartKubeflow runs the binary against the API server behind admin (a
@@ -121,51 +121,47 @@ func StartKubeflow(ctx context.Context, admin *rest.Config, c client.Client, bin
 }
 
 func (k *Kubeflow) start() error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
 	logFile, err := os.OpenFile(k.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(k.binary, append([]string{
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-		"--webhook-server-port=" + strconv.Itoa(port),
-		"--enable-scheme=pytorchjob", "--enable-scheme=tfjob", "--enable-scheme=xgboostjob", "--enable-scheme=paddlejob",
-	}, k.args...)...)
-	// KUBEFLOW_NAMESPACE stays unset: it would restrict the operator to
-	// that one namespace.
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	k.process, err = testenv.StartProcess(testenv.ProcessOptions{
+		Name: "the Kubeflow training-operator",
+		Command: func(port int) (*exec.Cmd, error) {
+			cmd := exec.Command(k.binary, append([]string{
+				"--metrics-bind-address=0",
+				"--health-probe-bind-address=0",
+				"--webhook-server-port=" + strconv.Itoa(port),
+				"--enable-scheme=pytorchjob", "--enable-scheme=tfjob", "--enable-scheme=xgboostjob", "--enable-scheme=paddlejob",
+			}, k.args...)...)
+			// KUBEFLOW_NAMESPACE stays unset: it would restrict the operator
+			// to that one namespace.
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig)
+			return cmd, nil
+		},
+		// Its webhook server listens only once it has its certificate,
+		// which the first of its two starts is for.
+		NoWait:     true,
+		StopSignal: syscall.SIGINT,
+		Log:        logFile,
+	})
+	if err != nil {
 		_ = logFile.Close()
 		return err
 	}
-	k.cmd, k.done = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		close(k.done)
-	}()
+	k.logFile = logFile
 	return nil
 }
 
 // Stop ends the process.
 func (k *Kubeflow) Stop() error {
-	if k.cmd == nil {
+	if k.process == nil {
 		return nil
 	}
-	_ = k.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-k.done:
-	case <-time.After(15 * time.Second):
-		_ = k.cmd.Process.Kill()
-		<-k.done
-	}
-	k.cmd = nil
-	return nil
+	err := k.process.Stop()
+	_ = k.logFile.Close()
+	k.process = nil
+	return err
 }
 
 // LogPath is the process's log file.
@@ -188,13 +184,4 @@ func webhookConfiguration() *admissionregistrationv1.ValidatingWebhookConfigurat
 			AdmissionReviewVersions: []string{"v1"},
 		}},
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

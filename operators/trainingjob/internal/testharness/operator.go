@@ -1,18 +1,12 @@
 package testharness
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -23,6 +17,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
 // OperatorName is the operator's name, as in cmd/main.go.
@@ -51,8 +46,7 @@ func Settings() kubeflowjob.Settings {
 type Operator struct {
 	Reconciler *trainingjob.Reconciler
 	Writes     *testenv.WriteCounter
-	cancel     context.CancelFunc
-	done       chan error
+	op         *operatortest.Operator
 }
 
 // Options tune a started operator.
@@ -68,74 +62,40 @@ type Options struct {
 
 // StartOperator starts the operator against cfg, counting its writes.
 func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Operator, error) {
-	op := &Operator{Writes: testenv.NewWriteCounter(), done: make(chan error, 1)}
-	mc := manager.DefaultConfig()
-	mc.RESTConfig = op.Writes.Wrap(cfg)
-	mc.LeaderElect = false
-	mc.MetricsBindAddress = "0"
-	mc.HealthProbeBindAddress = "0"
-	mc.MaxBackoff = 2 * time.Second
-	if opts.QPS > 0 {
-		mc.KubeAPIQPS, mc.KubeAPIBurst = opts.QPS, opts.Burst
-	}
-	// Right after CRDs are installed the API server's discovery may not list
-	// them yet, and the manager's label-restricted caches need their REST
-	// mappings: retry for a while.
-	var mgr ctrl.Manager
-	var lastErr error
-	_ = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		mgr, lastErr = newManager(op, mc, scheme, opts)
-		return lastErr == nil, nil
-	})
-	if lastErr != nil {
-		return nil, lastErr
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	op.cancel = cancel
-	go func() { op.done <- mgr.Start(ctx) }()
-	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
-	defer syncCancel()
-	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-		cancel()
-		return nil, fmt.Errorf("operator cache did not sync")
-	}
-	return op, nil
-}
-
-func newManager(op *Operator, mc manager.Config, scheme *runtime.Scheme, opts Options) (ctrl.Manager, error) {
+	op := &Operator{}
 	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}}
 	for _, fw := range kubeflowjob.Frameworks() {
 		owned = append(owned, fw.Empty())
 	}
-	return manager.New(mc, manager.Options{
-		Name:         OperatorName,
-		Scheme:       scheme,
-		OwnedObjects: owned,
-		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-			op.Reconciler = trainingjob.NewReconciler(mgr, Settings())
-			co := cfg.ControllerOptions()
-			co.SkipNameValidation = ptr.To(true)
-			co.MaxConcurrentReconciles = max(opts.Concurrency, 1)
-			var r reconcile.Reconciler = op.Reconciler
-			if opts.Wrap != nil {
-				r = opts.Wrap(r)
+	started, err := operatortest.Run(operatortest.Options{
+		RESTConfig: cfg,
+		Tune: func(mc *manager.Config) {
+			if opts.QPS > 0 {
+				mc.KubeAPIQPS, mc.KubeAPIBurst = opts.QPS, opts.Burst
 			}
-			return op.Reconciler.SetupWithManagerAs(mgr, co, r)
+		},
+		Manager: manager.Options{
+			Name:         OperatorName,
+			Scheme:       scheme,
+			OwnedObjects: owned,
+			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
+				op.Reconciler = trainingjob.NewReconciler(mgr, Settings())
+				co := cfg.ControllerOptions()
+				co.MaxConcurrentReconciles = max(opts.Concurrency, 1)
+				var r reconcile.Reconciler = op.Reconciler
+				if opts.Wrap != nil {
+					r = opts.Wrap(r)
+				}
+				return op.Reconciler.SetupWithManagerAs(mgr, co, r)
+			},
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	op.op, op.Writes = started, started.Writes
+	return op, nil
 }
 
 // Stop stops the operator and waits for it.
-func (op *Operator) Stop() error {
-	if op.cancel == nil {
-		return nil
-	}
-	op.cancel()
-	op.cancel = nil
-	select {
-	case err := <-op.done:
-		return err
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("operator did not stop")
-	}
-}
+func (op *Operator) Stop() error { return op.op.Shutdown() }

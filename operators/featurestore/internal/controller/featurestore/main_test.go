@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,19 +13,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	featurestesting "github.com/ml-platform/ml-platform/apis/features/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
 	fscontroller "github.com/ml-platform/ml-platform/operators/featurestore/internal/controller"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestorebackend"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
-	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
 // operatorNamespace holds the admin Secrets and handed-off cleanups.
@@ -94,12 +95,8 @@ func setupBackends() error {
 			StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "redis-admin"},
 			StringData: map[string]string{"username": rs.AdminUser, "password": rs.AdminPassword}},
-		&featuresv1alpha1.FeatureStoreBackend{ObjectMeta: metav1.ObjectMeta{Name: pgBackend}, Spec: featuresv1alpha1.FeatureStoreBackendSpec{
-			PostgreSQL: &featuresv1alpha1.PostgreSQLBackend{Host: pg.Host, Port: int32(pg.Port), SSLMode: "disable",
-				AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "pg-admin"}}}},
-		&featuresv1alpha1.FeatureStoreBackend{ObjectMeta: metav1.ObjectMeta{Name: redisBackend}, Spec: featuresv1alpha1.FeatureStoreBackendSpec{
-			Redis: &featuresv1alpha1.RedisBackend{Host: rs.Host, Port: int32(rs.Port), ACLFile: ptr.To(true),
-				AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "redis-admin"}}}},
+		featurestesting.MakeBackend(pgBackend).PostgreSQL(pg.Host, int32(pg.Port), "pg-admin").Obj(),
+		featurestesting.MakeBackend(redisBackend).Redis(rs.Host, int32(rs.Port), "redis-admin").Obj(),
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
@@ -111,10 +108,9 @@ func setupBackends() error {
 
 // operator is a running featurestore-operator.
 type operator struct {
+	*operatortest.Operator
 	reconciler *featurestore.Reconciler
 	backends   *featurestorebackend.Reconciler
-	writes     *testenv.WriteCounter
-	manager    *testenv.Manager
 }
 
 func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator {
@@ -126,18 +122,11 @@ func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator 
 // chart's ServiceAccount.
 func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurestore.Reconciler)) *operator {
 	t.Helper()
-	op := &operator{writes: testenv.NewWriteCounter()}
-	cfg := manager.DefaultConfig()
-	cfg.RESTConfig = op.writes.Wrap(restConfig)
-	cfg.LeaderElect = false
-	cfg.MetricsBindAddress = "0"
-	cfg.HealthProbeBindAddress = "0"
-	cfg.MaxBackoff = 2 * time.Second
+	op := &operator{}
 	opts := &fscontroller.Options{
 		Options: featurestore.Options{Namespace: operatorNamespace, GracePeriod: time.Hour, DriftInterval: time.Minute,
 			Images: featurestore.Images{Postgres: "postgres:15", Redis: "redis:7.0"}},
-		Tune: func(r *featurestore.Reconciler, o *controller.Options) {
-			o.SkipNameValidation = ptr.To(true)
+		Tune: func(r *featurestore.Reconciler, _ *controller.Options) {
 			op.reconciler = r
 			r.Finalizer.Deadline = 20 * time.Second
 			if tune != nil {
@@ -146,18 +135,35 @@ func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurest
 		},
 		TuneBackend: func(r *featurestorebackend.Reconciler) { op.backends = r },
 	}
-	mgr, err := manager.New(cfg, fscontroller.ManagerOptions(opts))
-	if err != nil {
-		t.Fatal(err)
-	}
-	op.manager = testenv.StartManager(t, mgr)
+	op.Operator = operatortest.Start(t, operatortest.Options{Manager: fscontroller.ManagerOptions(opts), RESTConfig: restConfig})
 	return op
+}
+
+// writesFor is the view of the operator's writes that concern one test:
+// everything in its namespace ns, and its cluster-scoped backends with
+// their events (which land in the default namespace, named after the
+// backend). Other tests' objects, which the operator also reconciles,
+// stay out of it.
+func (op *operator) writesFor(ns string, backendPrefix string) *testenv.WriteView {
+	return op.Writes.Matching(func(w testenv.Write) bool {
+		switch {
+		case ns != "" && w.Namespace == ns:
+			return true
+		case backendPrefix == "":
+			return false
+		case strings.HasPrefix(w.Resource, "featurestorebackends"):
+			return strings.HasPrefix(w.Name, backendPrefix)
+		case w.Resource == "events":
+			return strings.HasPrefix(w.Name, backendPrefix)
+		}
+		return false
+	})
 }
 
 // stop stops the operator before the test ends, to start another.
 func (op *operator) stop(t *testing.T) {
 	t.Helper()
-	op.manager.Stop(t)
+	op.Stop(t)
 }
 
 func getStore(ctx context.Context, c client.Client, fs *featuresv1alpha1.FeatureStore) (*featuresv1alpha1.FeatureStore, error) {

@@ -88,7 +88,8 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 
 	// The platform team rotates the admin password: on the server first,
 	// then in the Secret.
-	op.writes.Reset()
+	own := op.writesFor(ns, backend)
+	op.Writes.Reset()
 	if _, err := super.Exec(ctx, fmt.Sprintf("ALTER ROLE %s PASSWORD '%s'", adminRole, second)); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 	if livePod.UID != pod.UID || livePod.ResourceVersion != pod.ResourceVersion {
 		t.Error("the pod mounting the configuration was changed")
 	}
-	for key, n := range op.writes.Snapshot() {
+	for key, n := range own.Snapshot() {
 		verb, resource, _ := strings.Cut(key, " ")
 		switch {
 		case resource == "secrets" && verb == "update",
@@ -149,8 +150,8 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 			t.Errorf("the rotation wrote %d× %q; only Secret updates, the status and events are expected", n, key)
 		}
 	}
-	if n := op.writes.Count("update", "secrets"); n != 2 {
-		t.Errorf("%d Secret updates, want 2 (credentials, client configuration): %s", n, op.writes)
+	if n := own.Count("update", "secrets"); n != 2 {
+		t.Errorf("%d Secret updates, want 2 (credentials, client configuration): %s", n, own)
 	}
 
 	// Past the grace period on the operator's clock, the previous

@@ -160,14 +160,14 @@ func TestChartIngressValuesCreateIngresses(t *testing.T) {
 
 	// Settled with an Ingress: checks cost no writes.
 	waitCached(t, op, nb, func(got *notebooksv1alpha1.Notebook) bool { return got.Status.IngressURL != "" })
-	op.writes.Reset()
+	op.Writes.Reset()
 	op.reconcile(t, nb)
-	if n := op.writes.Total(); n != 0 {
-		t.Fatalf("a settled Notebook with an Ingress wrote: %s", op.writes)
+	if n := op.writesIn(nb.Namespace).Total(); n != 0 {
+		t.Fatalf("a settled Notebook with an Ingress wrote: %s", op.writesIn(nb.Namespace))
 	}
 
 	// The platform team turns the Ingress off.
-	op.manager.Stop(t)
+	op.Stop(t)
 	op = startOperator(t, operatorOptions{})
 	op.prober.set(nb, idleAt(t0))
 	op.reconcile(t, nb)

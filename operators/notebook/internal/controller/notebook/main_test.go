@@ -10,23 +10,23 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	notebookstesting "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
 var (
@@ -111,11 +111,10 @@ func (f *fakeProber) token(nb *notebooksv1alpha1.Notebook) string {
 // operator is a running manager with the Notebook reconciler, talking to
 // the test API server through a write counter.
 type operator struct {
+	*operatortest.Operator
 	reconciler *Reconciler
 	prober     *fakeProber
 	clock      *clocktesting.FakeClock
-	writes     *testenv.WriteCounter
-	manager    *testenv.Manager
 }
 
 func testConfig() config.Config {
@@ -133,10 +132,7 @@ type operatorOptions struct {
 
 func startOperator(t *testing.T, o operatorOptions) *operator {
 	t.Helper()
-	op := &operator{
-		writes: testenv.NewWriteCounter(),
-		prober: newFakeProber(), clock: clocktesting.NewFakeClock(t0),
-	}
+	op := &operator{prober: newFakeProber(), clock: clocktesting.NewFakeClock(t0)}
 	base := o.restConfig
 	if base == nil {
 		base = operatorConfig
@@ -144,37 +140,28 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	if base == nil {
 		base = env.Config
 	}
-	mcfg := manager.DefaultConfig()
-	mcfg.RESTConfig = op.writes.Wrap(base)
-	mcfg.LeaderElect = false
-	mcfg.MetricsBindAddress = "0"
-	mcfg.HealthProbeBindAddress = "0"
-	mcfg.MaxBackoff = 2 * time.Second
 	cfg := testConfig()
 	if o.config != nil {
 		cfg = *o.config
 	}
-	mgr, err := manager.New(mcfg, manager.Options{
-		Name:         render.OperatorName,
-		Scheme:       scheme,
-		OwnedObjects: OwnedObjects(),
-		Setup: func(mgr ctrl.Manager, mc manager.Config) error {
-			op.reconciler = NewReconciler(mgr, cfg, accelerator.Default())
-			op.reconciler.Prober = op.prober
-			if o.prober != nil {
-				op.reconciler.Prober = o.prober
-			}
-			op.reconciler.Clock = op.clock
-			op.reconciler.Endpoint = fakeEndpoint
-			opts := mc.ControllerOptions()
-			opts.SkipNameValidation = ptr.To(true)
-			return op.reconciler.SetupWithManager(t.Context(), mgr, opts)
+	op.Operator = operatortest.Start(t, operatortest.Options{
+		RESTConfig: base,
+		Manager: manager.Options{
+			Name:         render.OperatorName,
+			Scheme:       scheme,
+			OwnedObjects: OwnedObjects(),
+			Setup: func(mgr ctrl.Manager, mc manager.Config) error {
+				op.reconciler = NewReconciler(mgr, cfg, accelerator.Default())
+				op.reconciler.Prober = op.prober
+				if o.prober != nil {
+					op.reconciler.Prober = o.prober
+				}
+				op.reconciler.Clock = op.clock
+				op.reconciler.Endpoint = fakeEndpoint
+				return op.reconciler.SetupWithManager(t.Context(), mgr, mc.ControllerOptions())
+			},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	op.manager = testenv.StartManager(t, mgr)
 	return op
 }
 
@@ -189,7 +176,7 @@ func (op *operator) reconcile(t *testing.T, nb *notebooksv1alpha1.Notebook) ctrl
 }
 
 func newNotebook(ns, name string) *notebooksv1alpha1.Notebook {
-	return &notebooksv1alpha1.Notebook{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	return notebookstesting.MakeNotebook(ns, name).Obj()
 }
 
 func getNotebook(ctx context.Context, c client.Client, nb *notebooksv1alpha1.Notebook) (*notebooksv1alpha1.Notebook, error) {
@@ -275,3 +262,34 @@ func updateNotebook(t *testing.T, c client.Client, nb *notebooksv1alpha1.Noteboo
 	}
 	return got
 }
+
+// waitCacheCurrent waits until the operator's cache holds the Notebook and
+// its StatefulSet as the API server does, so that the operator's own
+// writes so far have come back through its watches and the next reconcile
+// starts from them: what a test counts after it is the reconcile's doing.
+func waitCacheCurrent(t *testing.T, c client.Client, op *operator, nb *notebooksv1alpha1.Notebook) {
+	t.Helper()
+	testenv.Eventually(t, "the operator's cache is current", func(ctx context.Context) (bool, error) {
+		live, err := getNotebook(ctx, c, nb)
+		if err != nil {
+			return false, err
+		}
+		cached, err := getNotebook(ctx, op.reconciler.Client, nb)
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		liveSts, err := getStatefulSet(ctx, c, nb)
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		cachedSts, err := getStatefulSet(ctx, op.reconciler.Client, nb)
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cached.ResourceVersion == live.ResourceVersion && cachedSts.ResourceVersion == liveSts.ResourceVersion, nil
+	})
+}
+
+// writesIn is the view of the operator's writes into namespace ns: the
+// operator also reconciles what earlier tests left in theirs.
+func (op *operator) writesIn(ns string) *testenv.WriteView { return op.Writes.Namespace(ns) }

@@ -127,18 +127,18 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "settled")
 	nb = runningNotebook(t, c, op, nb, t0)
-	time.Sleep(time.Second)
+	waitCacheCurrent(t, c, op, nb)
 
 	// An hour of idle culling checks within the idle timeout, minute by
 	// minute: the prober runs every time, nothing is written.
-	op.writes.Reset()
+	op.Writes.Reset()
 	before := op.prober.count(nb)
 	for range 40 {
 		op.clock.Step(time.Minute)
 		op.reconcile(t, nb)
 	}
-	if n := op.writes.Total(); n != 0 {
-		t.Fatalf("40 idle checks wrote %d times: %s", n, op.writes)
+	if n := op.writesIn(nb.Namespace).Total(); n != 0 {
+		t.Fatalf("40 idle checks wrote %d times: %s", n, op.writesIn(nb.Namespace))
 	}
 	if op.prober.count(nb)-before < 40 {
 		t.Fatalf("the prober ran %d times in 40 checks", op.prober.count(nb)-before)
@@ -148,8 +148,8 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 	// report costs one status write.
 	op.prober.set(nb, idleAt(op.clock.Now().Add(-30*time.Second)))
 	op.reconcile(t, nb)
-	if n := op.writes.Count("patch", "notebooks/status"); n != 1 {
-		t.Fatalf("new activity: %s, want one status patch", op.writes)
+	if n := op.writesIn(nb.Namespace).Count("patch", "notebooks/status"); n != 1 {
+		t.Fatalf("new activity: %s, want one status patch", op.writesIn(nb.Namespace))
 	}
 	// The next check reads the operator's cache, as timed checks do a
 	// minute apart; let it see the write first.
@@ -158,11 +158,11 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 		got, err := getNotebook(ctx, op.reconciler.Client, nb)
 		return err == nil && got.Status.LastActivity != nil && got.Status.LastActivity.Time.Equal(reported), err
 	})
-	op.writes.Reset()
+	op.Writes.Reset()
 	op.prober.set(nb, idleAt(op.clock.Now()))
 	op.reconcile(t, nb)
-	if n := op.writes.Total(); n != 0 {
-		t.Fatalf("activity within the report interval wrote: %s", op.writes)
+	if n := op.writesIn(nb.Namespace).Total(); n != 0 {
+		t.Fatalf("activity within the report interval wrote: %s", op.writesIn(nb.Namespace))
 	}
 }
 
@@ -257,15 +257,15 @@ func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 
 	// A culled notebook costs no probes and no writes; the decision lives
 	// on the StatefulSet, so a restarted operator does not re-infer it.
-	time.Sleep(500 * time.Millisecond)
-	op.writes.Reset()
+	waitCacheCurrent(t, c, op, nb)
+	op.Writes.Reset()
 	probes := op.prober.count(nb)
 	for range 10 {
 		op.clock.Step(time.Hour)
 		op.reconcile(t, nb)
 	}
-	if op.writes.Total() != 0 || op.prober.count(nb) != probes {
-		t.Fatalf("culled checks: writes %s, probes %d", op.writes, op.prober.count(nb)-probes)
+	if op.writesIn(nb.Namespace).Total() != 0 || op.prober.count(nb) != probes {
+		t.Fatalf("culled checks: writes %s, probes %d", op.writesIn(nb.Namespace), op.prober.count(nb)-probes)
 	}
 
 	// The documented user action starts it again.
@@ -590,10 +590,10 @@ func TestQuotaRejectionIsReported(t *testing.T) {
 	// The controller retrying into the same full quota changes nothing.
 	waitCachedEvents(t, op, sts, 2)
 	waitCached(t, op, nb, func(nb *notebooksv1alpha1.Notebook) bool { return nb.Status.Phase == notebooksv1alpha1.PhaseFailed })
-	op.writes.Reset()
+	op.Writes.Reset()
 	op.reconcile(t, nb)
-	if n := op.writes.Total(); n != 0 {
-		t.Fatalf("an unchanged quota rejection wrote: %s", op.writes)
+	if n := op.writesIn(nb.Namespace).Total(); n != 0 {
+		t.Fatalf("an unchanged quota rejection wrote: %s", op.writesIn(nb.Namespace))
 	}
 
 	// Quota raised: the pod is created, and the report goes away.
@@ -687,20 +687,20 @@ func TestDriftOfOwnedFieldsIsRevertedOthersAreKept(t *testing.T) {
 	// operator never sets. They stay, and cost the operator no write.
 	// (The template change rolls the pod: the test acts that out.)
 	toleration := corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
-	op.writes.Reset()
+	op.Writes.Reset()
 	updateStatefulSet(t, c, nb, func(sts *appsv1.StatefulSet) {
 		sts.Spec.Template.Spec.Tolerations = append(sts.Spec.Template.Spec.Tolerations, toleration)
 		sts.Spec.Template.Spec.NodeSelector = map[string]string{"cloud.example.com/pool": "gpu"}
 	})
 	actOutStatefulSet(t, c, nb)
 	settle(t, c, op, nb)
-	if n := op.writes.Count("patch", "statefulsets"); n != 0 {
-		t.Fatalf("another actor's toleration made the operator write its StatefulSet: %s", op.writes)
+	if n := op.writesIn(nb.Namespace).Count("patch", "statefulsets"); n != 0 {
+		t.Fatalf("another actor's toleration made the operator write its StatefulSet: %s", op.writesIn(nb.Namespace))
 	}
-	op.writes.Reset()
+	op.Writes.Reset()
 	op.reconcile(t, nb)
-	if n := op.writes.Total(); n != 0 {
-		t.Fatalf("a settled Notebook with Kueue's fields wrote: %s", op.writes)
+	if n := op.writesIn(nb.Namespace).Total(); n != 0 {
+		t.Fatalf("a settled Notebook with Kueue's fields wrote: %s", op.writesIn(nb.Namespace))
 	}
 
 	// Somebody changes fields the operator owns: the image of its
@@ -736,10 +736,10 @@ func TestDriftOfOwnedFieldsIsRevertedOthersAreKept(t *testing.T) {
 	// Reverted and settled: checks cost no writes again.
 	actOutStatefulSet(t, c, nb)
 	settle(t, c, op, nb)
-	op.writes.Reset()
+	op.Writes.Reset()
 	op.reconcile(t, nb)
-	if n := op.writes.Total(); n != 0 {
-		t.Fatalf("a settled Notebook wrote after the revert: %s", op.writes)
+	if n := op.writesIn(nb.Namespace).Total(); n != 0 {
+		t.Fatalf("a settled Notebook wrote after the revert: %s", op.writesIn(nb.Namespace))
 	}
 }
 

@@ -128,10 +128,10 @@ func TestFeatureStoreMountedOnceReady(t *testing.T) {
 	waitCached(t, op, got, func(nb *notebooksv1alpha1.Notebook) bool {
 		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionFeatureStoresReady) && isReady(nb)
 	})
-	op.writes.Reset()
+	op.Writes.Reset()
 	op.reconcile(t, nb)
-	if n := op.writes.Total(); n != 0 {
-		t.Fatalf("a settled Notebook with a mounted FeatureStore wrote: %s", op.writes)
+	if n := op.writesIn(nb.Namespace).Total(); n != 0 {
+		t.Fatalf("a settled Notebook with a mounted FeatureStore wrote: %s", op.writesIn(nb.Namespace))
 	}
 }
 

@@ -6,10 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,10 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 // Python is Debian's interpreter, which has the jupyter-server package; the
@@ -33,10 +32,8 @@ type Server struct {
 	BaseURL string
 	Token   string
 
-	cmd  *exec.Cmd
-	dir  string
-	done chan struct{}
-	log  *bytes.Buffer
+	dir     string
+	process *testenv.Process
 }
 
 // Start runs `python3 -m jupyter_server` on a free loopback port with a
@@ -46,7 +43,7 @@ func Start(basePath string) (*Server, error) {
 	if _, err := os.Stat(Python); err != nil {
 		return nil, fmt.Errorf("%s missing: install the test dependencies (operators/notebook/hack/test-deps.sh): %w", Python, err)
 	}
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -54,13 +51,34 @@ func Start(basePath string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	token := randomHex(16)
+	s := &Server{
+		BaseURL: fmt.Sprintf("http://127.0.0.1:%d%s", port, basePath),
+		Token:   randomHex(16),
+		dir:     dir,
+	}
+	s.process, err = testenv.StartProcess(testenv.ProcessOptions{
+		Name:    "jupyter_server",
+		Port:    port,
+		Command: func(port int) (*exec.Cmd, error) { return s.command(port, basePath), nil },
+		Ready: func(ctx context.Context) error {
+			var st map[string]any
+			return s.Get(ctx, "api/status?no_track_activity=1", &st)
+		},
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) command(port int, basePath string) *exec.Cmd {
 	args := []string{"-m", "jupyter_server",
 		"--ServerApp.ip=127.0.0.1",
 		"--ServerApp.port=" + strconv.Itoa(port),
 		"--ServerApp.port_retries=0",
 		"--ServerApp.base_url=" + basePath,
-		"--ServerApp.root_dir=" + dir,
+		"--ServerApp.root_dir=" + s.dir,
 		"--no-browser",
 	}
 	if os.Getuid() == 0 {
@@ -69,45 +87,9 @@ func Start(basePath string) (*Server, error) {
 	cmd := exec.Command(Python, args...)
 	// The token comes from the environment, as in the operator's pods, so
 	// it never shows in the process list.
-	cmd.Env = append(os.Environ(), "JUPYTER_TOKEN="+token, "HOME="+dir, "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"))
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logBuf := &bytes.Buffer{}
-	cmd.Stdout = &lockedWriter{w: logBuf}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("starting jupyter_server: %w", err)
-	}
-	s := &Server{
-		BaseURL: fmt.Sprintf("http://127.0.0.1:%d%s", port, basePath),
-		Token:   token,
-		cmd:     cmd,
-		dir:     dir,
-		done:    make(chan struct{}),
-		log:     logBuf,
-	}
-	go func() {
-		_ = cmd.Wait()
-		close(s.done)
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var st map[string]any
-		if err := s.Get(context.Background(), "api/status?no_track_activity=1", &st); err == nil {
-			return s, nil
-		}
-		select {
-		case <-s.done:
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("jupyter_server exited: %s", s.Log())
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("jupyter_server did not answer within a minute: %s", s.Log())
-		}
-	}
+	cmd.Env = append(os.Environ(), "JUPYTER_TOKEN="+s.Token, "HOME="+s.dir, "JUPYTER_RUNTIME_DIR="+filepath.Join(s.dir, "runtime"))
+	cmd.Dir = s.dir
+	return cmd
 }
 
 // Dir is the server's root folder, which is also its kernels' working
@@ -115,24 +97,11 @@ func Start(basePath string) (*Server, error) {
 func (s *Server) Dir() string { return s.dir }
 
 // Log returns the server's output so far.
-func (s *Server) Log() string {
-	w := s.cmd.Stdout.(*lockedWriter)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return s.log.String()
-}
+func (s *Server) Log() string { return s.process.Log() }
 
 // Stop terminates the server and its kernels (its process group).
 func (s *Server) Stop() {
-	if s.cmd.Process != nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.done
-		}
-	}
+	_ = s.process.Stop()
 	_ = os.RemoveAll(s.dir)
 }
 
@@ -364,32 +333,8 @@ func (s *Server) TypeInTerminal(ctx context.Context, name, line string) error {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("not a TCP address")
-	}
-	return addr.Port, nil
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -140,15 +139,15 @@ func TestKueueAdmitsEvictsAndTheUserSuspends(t *testing.T) {
 
 	// Reconciling again never reverts what Kueue injected, and never
 	// writes the job at all.
-	time.Sleep(time.Second)
+	settle(t, c, op, ns, tj, job)
 	op.writes.Reset()
 	for range 5 {
 		if _, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := op.writes.Count("patch", "pytorchjobs") + op.writes.Count("update", "pytorchjobs"); n != 0 {
-		t.Errorf("the operator wrote the admitted job %d times: %s", n, op.writes)
+	if w := op.writes.Namespace(ns); w.Count("patch", "pytorchjobs")+w.Count("update", "pytorchjobs") != 0 {
+		t.Errorf("the operator wrote the admitted job: %s", w)
 	}
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), job); err != nil {
 		t.Fatal(err)
@@ -215,10 +214,8 @@ func TestKueueAdmitsEvictsAndTheUserSuspends(t *testing.T) {
 		t.Errorf("run %d restarts %d history %+v, want run 1 ended as Suspended", got.Status.Run, got.Status.RestartCount, got.Status.Runs)
 	}
 	waitGone(t, c, job)
-	time.Sleep(time.Second)
-	if diff := cmp.Diff([]string(nil), jobsOf(t, c, tj)); diff != "" {
-		t.Errorf("no job may exist while a queued job is suspended (-want +got):\n%s", diff)
-	}
+	// No job may exist while a queued job is suspended.
+	consistentlyJobs(t, c, tj, nil)
 
 	// Resumed: the next run queues again and resumes from the checkpoint.
 	setSpec(t, c, tj, func(s *trainingv1alpha1.TrainingJobSpec) { s.Suspend = false })
@@ -250,10 +247,8 @@ func TestQueuedJobCreatedSuspendedWaitsWithoutAJob(t *testing.T) {
 	waitTJ(t, c, tj, "Suspended", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, commonv1alpha1.ConditionSuspended) && tj.Status.Phase == trainingv1alpha1.PhaseSuspended
 	})
-	time.Sleep(time.Second)
-	if names := jobsOf(t, c, tj); len(names) != 0 {
-		t.Fatalf("jobs %v exist for a suspended queued TrainingJob", names)
-	}
+	// No job may exist for a suspended queued TrainingJob.
+	consistentlyJobs(t, c, tj, nil)
 	setSpec(t, c, tj, func(s *trainingv1alpha1.TrainingJobSpec) { s.Suspend = false })
 	job := waitPyTorchJob(t, c, ns, "later-r1")
 	if !ptr.Deref(job.Spec.RunPolicy.Suspend, false) {

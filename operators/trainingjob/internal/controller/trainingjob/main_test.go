@@ -3,15 +3,13 @@ package trainingjob
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,16 +21,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	trainingtesting "github.com/ml-platform/ml-platform/apis/training/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
 const operatorName = "trainingjob-operator"
@@ -145,118 +144,87 @@ var testSettings = kubeflowjob.Settings{
 // to the test API server as the chart's ServiceAccount, through a write
 // counter.
 type operator struct {
+	*operatortest.Operator
 	reconciler *Reconciler
 	writes     *testenv.WriteCounter
 	// nsWrites counts writes per namespace, for assertions that must not
 	// see the operator finishing work in namespaces that earlier tests
 	// left behind and that are still being deleted.
-	nsWrites *namespaceWrites
-	mgr      *testenv.Manager
+	nsWrites namespaceWrites
 }
 
 func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	t.Helper()
-	op := &operator{writes: testenv.NewWriteCounter(), nsWrites: &namespaceWrites{}}
-	cfg := manager.DefaultConfig()
-	cfg.RESTConfig = op.nsWrites.wrap(op.writes.Wrap(operatorConfig(t)))
-	cfg.LeaderElect = false
-	cfg.MetricsBindAddress = "0"
-	cfg.HealthProbeBindAddress = "0"
-	cfg.MaxBackoff = 2 * time.Second
+	op := &operator{}
 	var owned []client.Object
 	owned = append(owned, &corev1.Pod{}, &corev1.PersistentVolumeClaim{})
 	for _, fw := range kubeflowjob.Frameworks() {
 		owned = append(owned, fw.Empty())
 	}
-	mgr, err := manager.New(cfg, manager.Options{
-		Name:         operatorName,
-		Scheme:       scheme,
-		OwnedObjects: owned,
-		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-			op.reconciler = NewReconciler(mgr, testSettings)
-			if tune != nil {
-				tune(op.reconciler)
-			}
-			opts := cfg.ControllerOptions()
-			// Each test starts its own manager in this one process.
-			opts.SkipNameValidation = ptr.To(true)
-			return op.reconciler.SetupWithManager(mgr, opts)
+	op.Operator = operatortest.Start(t, operatortest.Options{
+		RESTConfig: operatorConfig(t),
+		Manager: manager.Options{
+			Name:         operatorName,
+			Scheme:       scheme,
+			OwnedObjects: owned,
+			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
+				op.reconciler = NewReconciler(mgr, testSettings)
+				if tune != nil {
+					tune(op.reconciler)
+				}
+				return op.reconciler.SetupWithManager(mgr, cfg.ControllerOptions())
+			},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	op.mgr = testenv.StartManager(t, mgr)
+	op.writes = op.Writes
+	op.nsWrites = namespaceWrites{op.Writes}
 	return op
 }
 
-// namespaceWrites records the operator's writes by namespace, at the HTTP
-// transport as testenv.WriteCounter does.
-type namespaceWrites struct {
-	mu     sync.Mutex
-	writes map[string][]string
-}
-
-func (w *namespaceWrites) wrap(cfg *rest.Config) *rest.Config {
-	out := rest.CopyConfig(cfg)
-	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			if req.Method != http.MethodGet {
-				parts := strings.Split(req.URL.Path, "/")
-				for i := range len(parts) - 1 {
-					if parts[i] == "namespaces" {
-						w.add(parts[i+1], req.Method+" "+req.URL.Path)
-						break
-					}
-				}
-			}
-			return rt.RoundTrip(req)
-		})
-	})
-	return out
-}
-
-func (w *namespaceWrites) add(ns, what string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.writes == nil {
-		w.writes = map[string][]string{}
-	}
-	w.writes[ns] = append(w.writes[ns], what)
-}
+// namespaceWrites reads the operator's writes by namespace.
+type namespaceWrites struct{ counter *testenv.WriteCounter }
 
 // in returns the writes into namespace ns since the last reset.
-func (w *namespaceWrites) in(ns string) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.writes[ns])
+func (w namespaceWrites) in(ns string) []testenv.Write { return w.counter.Namespace(ns).Writes() }
+
+func (w namespaceWrites) reset() { w.counter.Reset() }
+
+// settle waits until the operator is done with what the test did so far:
+// its cache holds objs as the API server does (so its own writes have come
+// back through its watches) and it has not written into ns for a second,
+// events included. Counting writes after it counts only what comes next.
+func settle(t *testing.T, c client.Client, op *operator, ns string, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		testenv.Eventually(t, "the operator's cache holds "+obj.GetName(), func(ctx context.Context) (bool, error) {
+			live := obj.DeepCopyObject().(client.Object)
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+				return false, err
+			}
+			cached := obj.DeepCopyObject().(client.Object)
+			if err := op.reconciler.Client.Get(ctx, client.ObjectKeyFromObject(obj), cached); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			return cached.GetResourceVersion() == live.GetResourceVersion(), nil
+		})
+	}
+	view := op.Writes.Namespace(ns)
+	last, since := view.Total(), time.Now()
+	testenv.Eventually(t, "the operator stops writing into "+ns, func(context.Context) (bool, error) {
+		if n := view.Total(); n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= time.Second, nil
+	})
 }
-
-func (w *namespaceWrites) reset() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writes = nil
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func (op *operator) stop(t *testing.T) {
 	t.Helper()
-	op.mgr.Stop(t)
+	op.Stop(t)
 }
 
 func newTrainingJob(ns, name string, workers int32) *trainingv1alpha1.TrainingJob {
-	return &trainingv1alpha1.TrainingJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: trainingv1alpha1.TrainingJobSpec{
-			Framework: trainingv1alpha1.FrameworkPyTorch,
-			Image:     "registry.example.com/mnist:1",
-			Command:   []string{"python", "train.py"},
-			Workers:   workers,
-		},
-	}
+	return trainingtesting.MakeTrainingJob(ns, name, workers).Obj()
 }
 
 func getTJ(ctx context.Context, c client.Client, tj *trainingv1alpha1.TrainingJob) (*trainingv1alpha1.TrainingJob, error) {
@@ -346,4 +314,30 @@ func poke(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) {
 	if err := c.Patch(t.Context(), tj.DeepCopy(), p); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// consistentlyJobs checks that tj's Kubeflow jobs stay exactly want for a
+// window: a wrong restart or a job created behind a suspension shows up
+// whenever it comes within it.
+func consistentlyJobs(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob, want []string) {
+	t.Helper()
+	testenv.Consistently(t, "the Kubeflow jobs of "+tj.Name+" stay "+fmt.Sprint(want), 3*time.Second, func(context.Context) error {
+		if diff := cmp.Diff(want, jobsOf(t, c, tj)); diff != "" {
+			return fmt.Errorf("Kubeflow jobs (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+}
+
+// consistentlyNoWrites checks that the operator writes nothing into ns for
+// a window, whatever its own reconciles (a restarted operator's initial
+// ones, say) do meanwhile.
+func consistentlyNoWrites(t *testing.T, op *operator, ns, what string) {
+	t.Helper()
+	testenv.Consistently(t, what, 3*time.Second, func(context.Context) error {
+		if w := op.nsWrites.in(ns); len(w) != 0 {
+			return fmt.Errorf("%d writes: %+v", len(w), w)
+		}
+		return nil
+	})
 }

@@ -277,10 +277,7 @@ func TestUserErrorFailsWithoutANewRun(t *testing.T) {
 	}
 	// Give a wrong restart every chance to happen before checking.
 	testenv.WaitForEvent(t, c, tj, "Failed")
-	time.Sleep(time.Second)
-	if diff := cmp.Diff([]string{"usererr-r1"}, jobsOf(t, c, tj)); diff != "" {
-		t.Errorf("Kubeflow jobs (-want +got):\n%s", diff)
-	}
+	consistentlyJobs(t, c, tj, []string{"usererr-r1"})
 }
 
 func TestMaxRestartsExhaustedFailsWithTheHistory(t *testing.T) {
@@ -312,10 +309,7 @@ func TestMaxRestartsExhaustedFailsWithTheHistory(t *testing.T) {
 		t.Errorf("restarts %d failure %+v", got.Status.RestartCount, got.Status.Failure)
 	}
 	testenv.WaitForEvent(t, c, tj, "Failed")
-	time.Sleep(time.Second)
-	if diff := cmp.Diff([]string{"exhaust-r1", "exhaust-r2"}, jobsOf(t, c, tj)); diff != "" {
-		t.Errorf("Kubeflow jobs (-want +got):\n%s", diff)
-	}
+	consistentlyJobs(t, c, tj, []string{"exhaust-r1", "exhaust-r2"})
 }
 
 // TestOperatorKilledBetweenDecidingAndCreatingTheNextRun stops the
@@ -360,17 +354,17 @@ func TestOperatorKilledBetweenDecidingAndCreatingTheNextRun(t *testing.T) {
 	waitTJ(t, c, tj, "run 2 started", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, trainingv1alpha1.ConditionCreated) && tj.Status.Job != nil && tj.Status.Job.Name == "killed-r2"
 	})
-	time.Sleep(2 * time.Second)
-	got, err := getTJ(t.Context(), c, tj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.Run != 2 || got.Status.RestartCount != 1 || len(got.Status.Runs) != 1 {
-		t.Errorf("run %d restarts %d history %+v, want exactly one restart", got.Status.Run, got.Status.RestartCount, got.Status.Runs)
-	}
-	if diff := cmp.Diff([]string{"killed-r1", "killed-r2"}, jobsOf(t, c, tj)); diff != "" {
-		t.Errorf("Kubeflow jobs (-want +got):\n%s", diff)
-	}
+	testenv.Consistently(t, "exactly one restart", 3*time.Second, func(ctx context.Context) error {
+		got, err := getTJ(ctx, c, tj)
+		if err != nil {
+			return err
+		}
+		if got.Status.Run != 2 || got.Status.RestartCount != 1 || len(got.Status.Runs) != 1 {
+			return fmt.Errorf("run %d restarts %d history %+v", got.Status.Run, got.Status.RestartCount, got.Status.Runs)
+		}
+		return nil
+	})
+	consistentlyJobs(t, c, tj, []string{"killed-r1", "killed-r2"})
 }
 
 // TestAStaleCacheNeverDecidesTwice runs the phases on a copy of the
@@ -396,7 +390,7 @@ func TestAStaleCacheNeverDecidesTwice(t *testing.T) {
 	waitTJ(t, c, tj, "restart decided", func(tj *trainingv1alpha1.TrainingJob) bool { return tj.Status.Run == 2 })
 	// The events of the decision are emitted asynchronously; let them out.
 	testenv.WaitForEvent(t, c, tj, "Restarting")
-	time.Sleep(time.Second)
+	settle(t, c, op, ns, tj)
 
 	op.nsWrites.reset()
 	s := newScope(stale, time.Now())
@@ -456,7 +450,9 @@ func TestSettledPart2JobsCostNoWrites(t *testing.T) {
 	}
 	testenv.WaitForEvent(t, c, backoff, "Restarting")
 	// Let the reconciles triggered by our own writes run out.
-	time.Sleep(2 * time.Second)
+	for _, tj := range all {
+		settle(t, c, op, ns, tj)
+	}
 
 	reconcileAll := func(op *operator, times int) {
 		for range times {
@@ -475,8 +471,5 @@ func TestSettledPart2JobsCostNoWrites(t *testing.T) {
 	op.stop(t)
 	op2 := startOperator(t, nil)
 	reconcileAll(op2, 5)
-	time.Sleep(2 * time.Second)
-	if w := op2.nsWrites.in(ns); len(w) != 0 {
-		t.Fatalf("a restarted operator wrote %d times for settled TrainingJobs: %v", len(w), w)
-	}
+	consistentlyNoWrites(t, op2, ns, "a restarted operator leaves settled TrainingJobs alone")
 }

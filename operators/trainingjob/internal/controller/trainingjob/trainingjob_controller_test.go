@@ -556,7 +556,7 @@ func TestSettledJobsCostNoWrites(t *testing.T) {
 	testenv.WaitForEvent(t, c, running, "Created")
 	testenv.WaitForEvent(t, c, done, "Succeeded")
 	// Let the reconciles triggered by our own writes run out.
-	time.Sleep(2 * time.Second)
+	settle(t, c, op, ns, running, done)
 
 	op.nsWrites.reset()
 	for range 20 {
@@ -580,12 +580,9 @@ func TestSettledJobsCostNoWrites(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(2 * time.Second)
 	// Only this test's namespace counts: the restarted operator also
 	// finishes work in namespaces of earlier tests that are being deleted.
-	if w := op2.nsWrites.in(ns); len(w) != 0 {
-		t.Fatalf("a restarted operator wrote %d times for settled TrainingJobs: %v", len(w), w)
-	}
+	consistentlyNoWrites(t, op2, ns, "a restarted operator leaves settled TrainingJobs alone")
 }
 
 // featureStoreCRD is a stand-in for the FeatureStore operator's CRD, with
