@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -49,6 +51,8 @@ type Env struct {
 	workDir string
 	kcm     *exec.Cmd
 	kcmDone chan struct{}
+	// stopRecording ends the watch that records Secrets for VerifyLogs.
+	stopRecording context.CancelFunc
 }
 
 // BinaryDir is where the control-plane binaries are: KUBEBUILDER_ASSETS when
@@ -106,6 +110,14 @@ func Start(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", bin, err)
 	}
 	e.Config = cfg
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	var recordCtx context.Context
+	recordCtx, e.stopRecording = context.WithCancel(context.Background())
+	recordSecrets(recordCtx, cs)
 	if opts.ControllerManager {
 		if err := e.startControllerManager(bin); err != nil {
 			_ = e.Stop()
@@ -172,6 +184,9 @@ func (e *Env) stopControllerManager() {
 // Stop stops every process and removes their files.
 func (e *Env) Stop() error {
 	var errs []error
+	if e.stopRecording != nil {
+		e.stopRecording()
+	}
 	e.stopControllerManager()
 	if err := e.env.Stop(); err != nil {
 		errs = append(errs, err)
@@ -276,6 +291,12 @@ func Main(m *testing.M, opts Options, out **Env) {
 	}
 	*out = env
 	code := m.Run()
+	if !opts.KeepLogger {
+		if err := env.VerifyLogs(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv:", err)
+			code = 1
+		}
+	}
 	ReportLogs(code)
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stopping:", err)
