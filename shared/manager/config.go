@@ -59,6 +59,10 @@ type Config struct {
 	// --kubeconfig flag, the in-cluster config or ~/.kube/config, and tests
 	// set it to their test API server.
 	RESTConfig *rest.Config
+
+	// apiServer is set by New before Options.Setup runs, for the rate
+	// limiters of ControllerOptions.
+	apiServer *apiServerHealth
 }
 
 // DefaultConfig returns the defaults of every flag.
@@ -161,10 +165,16 @@ func (c Config) Validate() error {
 }
 
 // ControllerOptions returns controller options whose workqueue backs off up
-// to MaxBackoff. Call it once per controller: the rate limiter remembers
-// each object's failures, so controllers must not share one.
+// to MaxBackoff, and retries about every second without backing off while
+// the API server is unreachable (in the Config that Options.Setup gets).
+// Call it once per controller: the rate limiter remembers each object's
+// failures, so controllers must not share one.
 func (c Config) ControllerOptions() controller.Options {
-	return controller.Options{RateLimiter: NewRateLimiter[reconcile.Request](c.MaxBackoff)}
+	limiter := NewRateLimiter[reconcile.Request](c.MaxBackoff)
+	if c.apiServer != nil {
+		limiter = &outageAwareRateLimiter[reconcile.Request]{TypedRateLimiter: limiter, health: c.apiServer}
+	}
+	return controller.Options{RateLimiter: limiter}
 }
 
 // NewRateLimiter is controller-runtime's default workqueue rate limiter with

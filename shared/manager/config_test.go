@@ -14,7 +14,7 @@ import (
 
 // ignoreZap leaves the logger options out of comparisons: they hold
 // functions, and their flags belong to controller-runtime.
-var ignoreZap = cmpopts.IgnoreFields(Config{}, "Zap")
+var ignoreZap = cmp.Options{cmpopts.IgnoreFields(Config{}, "Zap"), cmpopts.IgnoreUnexported(Config{})}
 
 func TestFlags(t *testing.T) {
 	testCases := map[string]struct {

@@ -140,6 +140,10 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every client of the manager reports through its transport whether
+	// the API server is reachable; the controllers' rate limiters use it.
+	cfg.apiServer = &apiServerHealth{}
+	cfg.apiServer.wrap(restConfig)
 
 	managedBy := labels.SelectorFromSet(ManagedByLabels(opts.Name))
 	byObject := make(map[client.Object]cache.ByObject, len(opts.OwnedObjects))
@@ -154,6 +158,7 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 			// often the largest part of a cached object.
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject:         byObject,
+			NewInformer:      newInformer,
 		},
 		NewClient: func(config *rest.Config, o client.Options) (client.Client, error) {
 			// Objects read as unstructured, such as FeatureStores that an

@@ -140,15 +140,27 @@ func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
 // RestartAPIServer stops kube-apiserver and starts it again on the same port
 // with the same certificates, keeping etcd and so every object.
 func (e *Env) RestartAPIServer() error {
+	if err := e.StopAPIServer(); err != nil {
+		return err
+	}
+	return e.StartAPIServer()
+}
+
+// StopAPIServer stops kube-apiserver (etcd keeps running) until
+// StartAPIServer, for tests of an outage that lasts.
+func (e *Env) StopAPIServer() error {
 	apiServer := e.env.ControlPlane.APIServer
 	// Stop kills the apiserver when it has not drained its watches within
 	// StopTimeout; an abrupt stop is a restart too, so only a port that
 	// stays bound is an error.
 	_ = apiServer.Stop()
-	if err := waitPortClosed(apiServer.SecureServing.Address, apiServer.SecureServing.Port, 30*time.Second); err != nil {
-		return err
-	}
-	if err := apiServer.Start(); err != nil {
+	return waitPortClosed(apiServer.SecureServing.Address, apiServer.SecureServing.Port, 30*time.Second)
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the same
+// port with the same certificates, and returns once it serves.
+func (e *Env) StartAPIServer() error {
+	if err := e.env.ControlPlane.APIServer.Start(); err != nil {
 		return fmt.Errorf("starting kube-apiserver again: %w", err)
 	}
 	return nil
