@@ -142,4 +142,3 @@ func TestKlogGlobalLoggerIsBounded(t *testing.T) {
 		t.Error("klog's global logger does not write to the capped logger")
 	}
 }
-
