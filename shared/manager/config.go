@@ -73,9 +73,17 @@ func DefaultConfig() Config {
 		HealthProbeBindAddress:  ":8081",
 		LeaderElect:             true,
 		LeaderElectionNamespace: defaultLeaderElectionNamespace(),
-		LeaseDuration:           15 * time.Second,
-		RenewDeadline:           10 * time.Second,
-		RetryPeriod:             2 * time.Second,
+		// A standby takes over about LeaseDuration plus one or two retry
+		// periods after the leader crashed (7 to 9 s measured), and within
+		// a retry period after a graceful shutdown, which releases the
+		// lease. The leader renews once per RetryPeriod (one write) and
+		// each standby reads the lease once per 1 to 2.2 RetryPeriods: at
+		// most one request per second per replica. A leader that cannot
+		// renew for RenewDeadline (an API server outage) gives up and the
+		// process exits, to be restarted by the kubelet.
+		LeaseDuration: 6 * time.Second,
+		RenewDeadline: 4 * time.Second,
+		RetryPeriod:   time.Second,
 		// client-go's own defaults (5 QPS, burst 10) throttle an operator
 		// that lists and patches many children during a resync.
 		KubeAPIQPS:   50,
