@@ -65,6 +65,10 @@ type Config struct {
 	// --kubeconfig flag, the in-cluster config or ~/.kube/config, and tests
 	// set it to their test API server.
 	RESTConfig *rest.Config
+
+	// apiServer is set by New before Options.Setup runs, for the rate
+	// limiters of ControllerOptions.
+	apiServer *apiServerHealth
 }
 
 // DefaultConfig returns the defaults of every flag.
@@ -75,9 +79,17 @@ func DefaultConfig() Config {
 		HealthProbeBindAddress:  ":8081",
 		LeaderElect:             true,
 		LeaderElectionNamespace: defaultLeaderElectionNamespace(),
-		LeaseDuration:           15 * time.Second,
-		RenewDeadline:           10 * time.Second,
-		RetryPeriod:             2 * time.Second,
+		// A standby takes over about LeaseDuration plus one or two retry
+		// periods after the leader crashed (7 to 9 s measured), and within
+		// a retry period after a graceful shutdown, which releases the
+		// lease. The leader renews once per RetryPeriod (one write) and
+		// each standby reads the lease once per 1 to 2.2 RetryPeriods: at
+		// most one request per second per replica. A leader that cannot
+		// renew for RenewDeadline (an API server outage) gives up and the
+		// process exits, to be restarted by the kubelet.
+		LeaseDuration: 6 * time.Second,
+		RenewDeadline: 4 * time.Second,
+		RetryPeriod:   time.Second,
 		// client-go's own defaults (5 QPS, burst 10) throttle an operator
 		// that lists and patches many children during a resync.
 		KubeAPIQPS:   50,
@@ -167,10 +179,16 @@ func (c Config) Validate() error {
 }
 
 // ControllerOptions returns controller options whose workqueue backs off up
-// to MaxBackoff. Call it once per controller: the rate limiter remembers
-// each object's failures, so controllers must not share one.
+// to MaxBackoff, and retries about every second without backing off while
+// the API server is unreachable (in the Config that Options.Setup gets).
+// Call it once per controller: the rate limiter remembers each object's
+// failures, so controllers must not share one.
 func (c Config) ControllerOptions() controller.Options {
-	return controller.Options{RateLimiter: NewRateLimiter[reconcile.Request](c.MaxBackoff)}
+	limiter := NewRateLimiter[reconcile.Request](c.MaxBackoff)
+	if c.apiServer != nil {
+		limiter = &outageAwareRateLimiter[reconcile.Request]{TypedRateLimiter: limiter, health: c.apiServer}
+	}
+	return controller.Options{RateLimiter: limiter}
 }
 
 // NewRateLimiter is controller-runtime's default workqueue rate limiter with

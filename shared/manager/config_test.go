@@ -14,7 +14,7 @@ import (
 
 // ignoreZap leaves the logger options out of comparisons: they hold
 // functions, and their flags belong to controller-runtime.
-var ignoreZap = cmpopts.IgnoreFields(Config{}, "Zap")
+var ignoreZap = cmp.Options{cmpopts.IgnoreFields(Config{}, "Zap"), cmpopts.IgnoreUnexported(Config{})}
 
 func TestFlags(t *testing.T) {
 	testCases := map[string]struct {
@@ -72,9 +72,9 @@ func TestFlags(t *testing.T) {
 				HealthProbeBindAddress:  ":8081",
 				LeaderElect:             true,
 				LeaderElectionNamespace: "default",
-				LeaseDuration:           15 * time.Second,
-				RenewDeadline:           10 * time.Second,
-				RetryPeriod:             2 * time.Second,
+				LeaseDuration:           6 * time.Second,
+				RenewDeadline:           4 * time.Second,
+				RetryPeriod:             time.Second,
 				KubeAPIQPS:              50,
 				KubeAPIBurst:            100,
 				MaxBackoff:              5 * time.Minute,
@@ -138,7 +138,7 @@ func TestValidate(t *testing.T) {
 			wantErr: "--leader-election-lease-duration",
 		},
 		"renew deadline too close to retry period": {
-			change:  func(c *Config) { c.RetryPeriod = 9 * time.Second },
+			change:  func(c *Config) { c.RetryPeriod = c.RenewDeadline },
 			wantErr: "--leader-election-renew-deadline",
 		},
 		"bad lease timings are fine without leader election": {

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,10 @@ type candidate struct {
 	// leaseReads counts the replica's reads of the lease, which it makes
 	// once per acquisition attempt.
 	leaseReads atomic.Int32
-	run        *running
+	// crashed cuts the replica off the API server, as a crash or a network
+	// partition would: it can neither renew nor release its lease.
+	crashed atomic.Bool
+	run     *running
 }
 
 func newCandidate(t *testing.T, cfg Config, name string) *candidate {
@@ -31,6 +35,9 @@ func newCandidate(t *testing.T, cfg Config, name string) *candidate {
 	restConfig := rest.CopyConfig(env.Config)
 	restConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if c.crashed.Load() {
+				return nil, errors.New("replica crashed")
+			}
 			if r.Method == http.MethodGet && r.URL.Path == leasePath {
 				c.leaseReads.Add(1)
 			}
@@ -112,10 +119,6 @@ func TestLeaderElectionHandsOverOnCancel(t *testing.T) {
 	}
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 func TestRunReleasesLeaseOnCancel(t *testing.T) {
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
 		t.Setenv(name, "")
@@ -160,4 +163,70 @@ func TestRunReleasesLeaseOnCancel(t *testing.T) {
 	if holder := lease.Spec.HolderIdentity; holder != nil && *holder != "" {
 		t.Errorf("lease still held by %q after Run returned", *holder)
 	}
+}
+
+// TestStandbyTakesOverAfterTheLeaderStops runs two replicas with the
+// default lease timings and stops the leader, gracefully (it releases the
+// lease) or by cutting it off the API server (a crash: the lease must
+// expire). The standby must become leader either way; how long it took is
+// logged, not asserted: these are the figures the chart documents.
+func TestStandbyTakesOverAfterTheLeaderStops(t *testing.T) {
+	testCases := map[string]struct {
+		// stop stops the leader without waiting for it.
+		stop func(leader *candidate)
+		// wantErr is whether the leader's manager returns an error.
+		wantErr bool
+	}{
+		"graceful shutdown": {
+			stop: func(leader *candidate) { leader.run.cancel() },
+		},
+		// Cut off, the leader gives up after the renew deadline, and the
+		// operator's process exits as its manager returns the error.
+		"crash": {
+			stop:    func(leader *candidate) { leader.crashed.Store(true) },
+			wantErr: true,
+		},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			cs := adminClientset(t)
+			const operator = "failover-test-operator"
+			cfg := testConfig(t)
+			cfg.LeaderElect = true
+			cfg.LeaderElectionNamespace = createNamespace(t, cs, "failover")
+			defaults := DefaultConfig()
+			cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = defaults.LeaseDuration, defaults.RenewDeadline, defaults.RetryPeriod
+
+			leader := newCandidate(t, cfg, operator)
+			leader.run = startUnchecked(t, leader.mgr)
+			waitClosed(t, "first replica elected", leader.mgr.Elected(), timeout)
+			standby := newCandidate(t, cfg, operator)
+			standby.run = start(t, standby.mgr)
+			eventually(t, "standby tries the held lease", func(context.Context) (bool, error) {
+				return standby.leaseReads.Load() >= 2, nil
+			})
+
+			stopped := time.Now()
+			tc.stop(leader)
+			waitClosed(t, "standby elected after the leader stopped", standby.mgr.Elected(), timeout)
+			took := time.Since(stopped)
+			if err := leader.run.stop(t); (err != nil) != tc.wantErr {
+				t.Errorf("leader's manager returned %v, want an error: %v", err, tc.wantErr)
+			}
+			waitClosed(t, "standby's leader-only runnable started", standby.leading, timeout)
+			t.Logf("%s: standby led %v after the leader stopped (lease %v, renew deadline %v, retry period %v)",
+				name, took.Round(time.Millisecond), cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
+		})
+	}
+}
+
+// startUnchecked starts mgr and stops it when the test ends, whatever its
+// Start returns (a replica whose lease was lost returns an error).
+func startUnchecked(t *testing.T, mgr ctrl.Manager) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { _ = r.stop(t) })
+	return r
 }

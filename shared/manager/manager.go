@@ -11,11 +11,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ml-platform/ml-platform/shared/logging"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
@@ -85,11 +86,14 @@ func Main(opts Options) {
 	cfg.BindFlags(flag.CommandLine)
 	flag.Parse()
 
-	logger := zap.New(zap.UseFlagOptions(&cfg.Zap))
-	ctrl.SetLogger(logger)
+	// The logger never enables levels above logging.MaxLevel, where
+	// client-go would dump Secrets from request and response bodies.
 	// client-go's leader election and warnings log through klog; routing
 	// them to the same logger keeps one format in the operator's output.
-	klog.SetLogger(logger)
+	logging.SetGlobal(logging.New(zap.UseFlagOptions(&cfg.Zap)))
+	if cfg.Zap.Level != nil && cfg.Zap.Level.Enabled(zapcore.Level(-logging.MaxLevel-1)) {
+		ctrl.Log.WithName("setup").Info("Log level capped: levels above the cap would log credentials", "maxLevel", logging.MaxLevel)
+	}
 
 	if err := Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Operator failed", "operator", opts.Name)
@@ -140,6 +144,10 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every client of the manager reports through its transport whether
+	// the API server is reachable; the controllers' rate limiters use it.
+	cfg.apiServer = &apiServerHealth{}
+	cfg.apiServer.wrap(restConfig)
 
 	managedBy := labels.SelectorFromSet(ManagedByLabels(opts.Name))
 	byObject := make(map[client.Object]cache.ByObject, len(opts.OwnedObjects))
@@ -154,6 +162,7 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 			// often the largest part of a cached object.
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject:         byObject,
+			NewInformer:      newInformer,
 		},
 		NewClient: func(config *rest.Config, o client.Options) (client.Client, error) {
 			// Objects read as unstructured, such as FeatureStores that an

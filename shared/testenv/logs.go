@@ -8,17 +8,20 @@ import (
 	"path/filepath"
 	"sync"
 
-	ctrl "sigs.k8s.io/controller-runtime"
+	"go.uber.org/zap/zapcore"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/ml-platform/ml-platform/shared/logging"
 )
 
 // LogsEnv is the environment variable that, set to any value, streams the
 // operators' logs to stderr while tests run, besides capturing them.
 const LogsEnv = "MLP_TEST_LOGS"
 
-// Logs holds every line the controllers under test log, at debug level,
-// for tests that inspect them (a secret scan, say) and for the report
-// of a failed run.
+// Logs holds every line the controllers under test log, at the highest
+// level a logger allows (logging.MaxLevel), for the credential scan of
+// VerifyLogs, for tests that inspect them and for the report of a failed
+// run.
 var Logs = &LogBuffer{}
 
 // LogBuffer is a log sink safe for concurrent writers.
@@ -39,15 +42,18 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
-// CaptureLogs makes controller-runtime log into Logs (and to stderr as
-// well when MLP_TEST_LOGS is set). Main calls it; a TestMain that starts
-// its control plane with Start calls it first.
+// CaptureLogs makes controller-runtime and klog log into Logs (and to
+// stderr as well when MLP_TEST_LOGS is set), through the same capped logger
+// as the operators' main, asked for a level above the cap: the scan then
+// proves that the most verbose logs an operator can write hold no
+// credential. Main calls it; a TestMain that starts its control plane with
+// Start calls it first.
 func CaptureLogs() {
 	var out io.Writer = Logs
 	if os.Getenv(LogsEnv) != "" {
 		out = io.MultiWriter(Logs, os.Stderr)
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(out), zap.UseDevMode(true)))
+	logging.SetGlobal(logging.New(zap.WriteTo(out), zap.UseDevMode(true), zap.Level(zapcore.Level(-10))))
 }
 
 // ReportLogs saves the captured logs to a file when the tests failed (code

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -49,6 +51,8 @@ type Env struct {
 	workDir string
 	kcm     *exec.Cmd
 	kcmDone chan struct{}
+	// stopRecording ends the watch that records Secrets for VerifyLogs.
+	stopRecording context.CancelFunc
 }
 
 // BinaryDir is where the control-plane binaries are: KUBEBUILDER_ASSETS when
@@ -106,6 +110,14 @@ func Start(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", bin, err)
 	}
 	e.Config = cfg
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	var recordCtx context.Context
+	recordCtx, e.stopRecording = context.WithCancel(context.Background())
+	recordSecrets(recordCtx, cs)
 	if opts.ControllerManager {
 		if err := e.startControllerManager(bin); err != nil {
 			_ = e.Stop()
@@ -128,15 +140,27 @@ func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
 // RestartAPIServer stops kube-apiserver and starts it again on the same port
 // with the same certificates, keeping etcd and so every object.
 func (e *Env) RestartAPIServer() error {
+	if err := e.StopAPIServer(); err != nil {
+		return err
+	}
+	return e.StartAPIServer()
+}
+
+// StopAPIServer stops kube-apiserver (etcd keeps running) until
+// StartAPIServer, for tests of an outage that lasts.
+func (e *Env) StopAPIServer() error {
 	apiServer := e.env.ControlPlane.APIServer
 	// Stop kills the apiserver when it has not drained its watches within
 	// StopTimeout; an abrupt stop is a restart too, so only a port that
 	// stays bound is an error.
 	_ = apiServer.Stop()
-	if err := waitClosed(net.JoinHostPort(apiServer.SecureServing.Address, apiServer.SecureServing.Port), 30*time.Second); err != nil {
-		return err
-	}
-	if err := apiServer.Start(); err != nil {
+	return waitClosed(net.JoinHostPort(apiServer.SecureServing.Address, apiServer.SecureServing.Port), 30*time.Second)
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the same
+// port with the same certificates, and returns once it serves.
+func (e *Env) StartAPIServer() error {
+	if err := e.env.ControlPlane.APIServer.Start(); err != nil {
 		return fmt.Errorf("starting kube-apiserver again: %w", err)
 	}
 	return nil
@@ -172,6 +196,9 @@ func (e *Env) stopControllerManager() {
 // Stop stops every process and removes their files.
 func (e *Env) Stop() error {
 	var errs []error
+	if e.stopRecording != nil {
+		e.stopRecording()
+	}
 	e.stopControllerManager()
 	if err := e.env.Stop(); err != nil {
 		errs = append(errs, err)
@@ -256,6 +283,12 @@ func Main(m *testing.M, opts Options, out **Env) {
 	}
 	*out = env
 	code := m.Run()
+	if !opts.KeepLogger {
+		if err := env.VerifyLogs(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv:", err)
+			code = 1
+		}
+	}
 	ReportLogs(code)
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stopping:", err)

@@ -76,6 +76,11 @@ func TestMain(m *testing.M) {
 		return
 	}
 	code = m.Run()
+	// Whichever tests ran, no credential they created may be in the logs.
+	if err := env.VerifyLogs(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 }
 
 func adminClient() client.Client {
