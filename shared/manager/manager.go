@@ -150,6 +150,9 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 			// often the largest part of a cached object.
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject:         byObject,
+			// A namespace-scoped install may list and watch only in its
+			// namespaces: a cluster-wide informer would be forbidden.
+			DefaultNamespaces: cfg.CacheNamespaces(),
 		},
 		NewClient: func(config *rest.Config, o client.Options) (client.Client, error) {
 			// Objects read as unstructured, such as FeatureStores that an
