@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -93,5 +94,62 @@ func TestChartPolicyConfinesTheServiceAccountToItsObjects(t *testing.T) {
 	}
 	if err := admin.Delete(t.Context(), systemSecret); err != nil {
 		t.Errorf("the policy binds users other than the operator: %v", err)
+	}
+}
+
+// TestChartNamespaceScopedInstall installs the chart for one tenant
+// namespace: the ServiceAccount may work on namespaced kinds there and in
+// the release namespace (admin Secrets, handed-off cleanups) only, keeps
+// cluster-wide access to the cluster-scoped kinds alone, and the operator
+// is told to watch exactly those namespaces.
+func TestChartNamespaceScopedInstall(t *testing.T) {
+	const release, ns = "fs-scoped", "mlp-fs-scoped"
+	admin := adminClient()
+	team := testenv.CreateNamespace(t, admin, "team")
+	other := testenv.CreateNamespace(t, admin, "other")
+	values := map[string]any{
+		"crds":           map[string]any{"enabled": false},
+		"abandonCleanup": map[string]any{"policy": false}, // the package's other release has it
+		"rbac":           map[string]any{"namespaces": []any{team}},
+	}
+	manifest, err := charttest.Render(chartDir, release, ns, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(manifest, "- --watch-namespaces="+team+","+ns+"\n") {
+		t.Error("the operator is not told to watch the tenant's and its own namespace")
+	}
+	if _, err := charttest.Install(env.Config, chartDir, release, ns, values, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = charttest.Uninstall(env.Config, release, ns, t.Logf) })
+	sa, err := client.New(charttest.ImpersonateServiceAccount(env.Config, ns, release+"-featurestore-operator"), client.Options{Scheme: admin.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		"create Secrets in its tenant's namespace": {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create", Namespace: team}, true},
+		"read admin Secrets in its own namespace":  {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list", Namespace: ns}, true},
+		"watch FeatureStoreBackends":               {authorizationv1.ResourceAttributes{Group: "features.mlplatform.dev", Resource: "featurestorebackends", Verb: "watch"}, true},
+		"watch Namespaces":                         {authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "watch"}, true},
+		"update Secrets elsewhere":                 {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "update", Namespace: other}, false},
+		"update Secrets in kube-system":            {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "update", Namespace: "kube-system"}, false},
+		"read Secrets cluster-wide":                {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list"}, false},
+		"delete claims elsewhere":                  {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete", Namespace: other}, false},
+		"delete StatefulSets elsewhere":            {authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "delete", Namespace: other}, false},
+		"write ConfigMaps in kube-system":          {authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "create", Namespace: "kube-system"}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			testenv.Eventually(t, "RBAC answers as the chart grants", func(ctx context.Context) (bool, error) {
+				review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &tc.attrs}}
+				if err := sa.Create(ctx, review); err != nil {
+					return false, err
+				}
+				return review.Status.Allowed == tc.want, nil
+			})
+		})
 	}
 }

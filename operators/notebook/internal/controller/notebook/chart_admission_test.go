@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +16,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
+	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
@@ -64,10 +67,10 @@ func refusesForeignWrites(t *testing.T, admin, op client.Client) {
 		"scale a tenant's StatefulSet": func(ctx context.Context) error {
 			return op.Patch(ctx, sts.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`)))
 		},
-		"patch a tenant's Service":               func(ctx context.Context) error { return op.Patch(ctx, svc.DeepCopy(), adopt) },
-		"patch a tenant's claim":                 func(ctx context.Context) error { return op.Patch(ctx, pvc.DeepCopy(), adopt) },
-		"delete a tenant's NetworkPolicy":        func(ctx context.Context) error { return op.Delete(ctx, np.DeepCopy()) },
-		"create an unlabelled Service":           func(ctx context.Context) error { return op.Create(ctx, unlabelled(svc, "new"), client.DryRunAll) },
+		"patch a tenant's Service":        func(ctx context.Context) error { return op.Patch(ctx, svc.DeepCopy(), adopt) },
+		"patch a tenant's claim":          func(ctx context.Context) error { return op.Patch(ctx, pvc.DeepCopy(), adopt) },
+		"delete a tenant's NetworkPolicy": func(ctx context.Context) error { return op.Delete(ctx, np.DeepCopy()) },
+		"create an unlabelled Service":    func(ctx context.Context) error { return op.Create(ctx, unlabelled(svc, "new"), client.DryRunAll) },
 		"create an unlabelled Secret in kube-system": func(ctx context.Context) error {
 			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "planted"}}, client.DryRunAll)
 		},
@@ -101,4 +104,55 @@ func refusesForeignWrites(t *testing.T, admin, op client.Client) {
 func unlabelled(svc *corev1.Service, name string) *corev1.Service {
 	// Only the ports: the tenant's Service holds an allocated cluster IP.
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: name}, Spec: corev1.ServiceSpec{Ports: svc.Spec.Ports}}
+}
+
+// TestChartNamespaceScopedInstall installs the chart for one namespace:
+// the ServiceAccount gets its permissions there only (a RoleBinding, no
+// ClusterRoleBinding), the operator started as in the chart
+// (--watch-namespaces) serves a Notebook there, and it neither may nor
+// tries to work anywhere else.
+func TestChartNamespaceScopedInstall(t *testing.T) {
+	const release, ns = "nb-scoped", "mlp-nb-scoped"
+	c := adminClient(t)
+	team := testenv.CreateNamespace(t, c, "team")
+	other := testenv.CreateNamespace(t, c, "other")
+	values := map[string]any{"crds": map[string]any{"enabled": false}, "rbac": map[string]any{"namespaces": []any{team}}}
+	if _, err := charttest.Install(env.Config, chartDir(), release, ns, values, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = charttest.Uninstall(env.Config, release, ns, t.Logf) })
+	saConfig := charttest.ImpersonateServiceAccount(env.Config, ns, release+"-notebook-operator")
+	sa := newClient(t, saConfig)
+
+	for name, tc := range map[string]struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		"create Secrets in its namespace":        {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create", Namespace: team}, true},
+		"patch StatefulSets in its namespace":    {authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "patch", Namespace: team}, true},
+		"create Secrets elsewhere":               {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create", Namespace: other}, false},
+		"read Secrets in kube-system":            {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: "kube-system"}, false},
+		"watch Secrets cluster-wide":             {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "watch"}, false},
+		"patch StatefulSets elsewhere":           {authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "patch", Namespace: other}, false},
+		"list Notebooks cluster-wide":            {authorizationv1.ResourceAttributes{Group: "notebooks.mlplatform.dev", Resource: "notebooks", Verb: "list"}, false},
+		"patch Notebook status in its namespace": {authorizationv1.ResourceAttributes{Group: "notebooks.mlplatform.dev", Resource: "notebooks", Subresource: "status", Verb: "patch", Namespace: team}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			testenv.Eventually(t, "RBAC answers as the chart grants", func(ctx context.Context) (bool, error) {
+				review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &tc.attrs}}
+				if err := sa.Create(ctx, review); err != nil {
+					return false, err
+				}
+				return review.Status.Allowed == tc.want, nil
+			})
+		})
+	}
+
+	op := startOperator(t, operatorOptions{restConfig: saConfig, namespaces: []string{team}})
+	runningNotebook(t, c, op, newNotebook(team, "scoped"), t0)
+	// The operator's caches do not cover other namespaces at all, so a
+	// Notebook there never reaches a reconcile.
+	if err := op.reconciler.Client.List(t.Context(), &notebooksv1alpha1.NotebookList{}, client.InNamespace(other)); err == nil {
+		t.Error("the namespace-scoped operator's cache lists Notebooks of another namespace")
+	}
 }

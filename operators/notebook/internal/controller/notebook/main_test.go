@@ -129,6 +129,8 @@ type operatorOptions struct {
 	restConfig *rest.Config
 	config     *config.Config
 	prober     Prober
+	// namespaces makes a namespace-scoped operator (--watch-namespaces).
+	namespaces []string
 }
 
 func startOperator(t *testing.T, o operatorOptions) *operator {
@@ -150,6 +152,7 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	mcfg.MetricsBindAddress = "0"
 	mcfg.HealthProbeBindAddress = "0"
 	mcfg.MaxBackoff = 2 * time.Second
+	mcfg.WatchNamespaces = o.namespaces
 	cfg := testConfig()
 	if o.config != nil {
 		cfg = *o.config
@@ -166,6 +169,7 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 			}
 			op.reconciler.Clock = op.clock
 			op.reconciler.Endpoint = fakeEndpoint
+			op.reconciler.Namespaces = mc.CacheNamespaces()
 			opts := mc.ControllerOptions()
 			opts.SkipNameValidation = ptr.To(true)
 			return op.reconciler.SetupWithManager(t.Context(), mgr, opts)
