@@ -5,12 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -60,6 +63,11 @@ type Config struct {
 	// operator per test do. It is not a flag: a real operator runs one
 	// manager.
 	SkipControllerNameValidation bool
+
+	// WatchNamespaces limits the caches of namespaced kinds to these
+	// namespaces, for an install whose RBAC is Roles in those namespaces
+	// only; empty means every namespace.
+	WatchNamespaces []string
 
 	// RESTConfig is the cluster to manage. It is not a flag: nil means the
 	// --kubeconfig flag, the in-cluster config or ~/.kube/config, and tests
@@ -148,7 +156,32 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		"The longest delay before an object whose reconcile failed is retried.")
 	fs.DurationVar(&c.GracefulShutdownTimeout, "graceful-shutdown-timeout", c.GracefulShutdownTimeout,
 		"How long reconcilers and servers get to stop after a termination signal.")
+	fs.Func("watch-namespaces",
+		"Comma-separated namespaces the operator watches and works in; empty means every namespace. Cluster-scoped kinds are watched regardless.",
+		func(v string) error {
+			c.WatchNamespaces = nil
+			for _, ns := range strings.Split(v, ",") {
+				if ns = strings.TrimSpace(ns); ns != "" {
+					c.WatchNamespaces = append(c.WatchNamespaces, ns)
+				}
+			}
+			return nil
+		})
 	c.Zap.BindFlags(fs)
+}
+
+// CacheNamespaces returns the cache configuration WatchNamespaces asks for,
+// for caches an operator builds besides the manager's; nil means every
+// namespace.
+func (c Config) CacheNamespaces() map[string]cache.Config {
+	if len(c.WatchNamespaces) == 0 {
+		return nil
+	}
+	out := make(map[string]cache.Config, len(c.WatchNamespaces))
+	for _, ns := range c.WatchNamespaces {
+		out[ns] = cache.Config{}
+	}
+	return out
 }
 
 // Validate reports flag combinations that would only fail later, such as
@@ -171,6 +204,11 @@ func (c Config) Validate() error {
 	}
 	if c.KubeAPIQPS <= 0 || c.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps (%v) and --kube-api-burst (%v) must be positive", c.KubeAPIQPS, c.KubeAPIBurst))
+	}
+	for _, ns := range c.WatchNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--watch-namespaces: %q: %s", ns, strings.Join(msgs, "; ")))
+		}
 	}
 	if c.MaxBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("--max-backoff (%v) must be positive", c.MaxBackoff))

@@ -163,6 +163,9 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject:         byObject,
 			NewInformer:      newInformer,
+			// A namespace-scoped install may list and watch only in its
+			// namespaces: a cluster-wide informer would be forbidden.
+			DefaultNamespaces: cfg.CacheNamespaces(),
 		},
 		NewClient: func(config *rest.Config, o client.Options) (client.Client, error) {
 			// Objects read as unstructured, such as FeatureStores that an

@@ -52,6 +52,13 @@ const (
 	ReasonJupyterNotReady    = "JupyterNotAnswering"
 	ReasonPodStartFailed     = "PodStartFailed"
 	ReasonInvalidAccelerator = "InvalidAccelerator"
+	// ReasonChildRejected: the API server refused an object the operator
+	// derives from the spec (400, 422 or too large); Stalled carries the
+	// API server's message, and the next spec change tries again.
+	ReasonChildRejected = "ChildRejected"
+	// ReasonNameTaken: an object of a name the Notebook needs exists and
+	// is not the operator's; it is never adopted or overwritten.
+	ReasonNameTaken = "NameTaken"
 )
 
 // Phase is a one-word summary of a Notebook for people and printer columns.
@@ -79,7 +86,13 @@ type NotebookSpec struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// Resources of the Jupyter container, with accelerators.
+	// Resources of the Jupyter container, with accelerators. CPU and
+	// memory requests may not exceed their limits and none may be
+	// negative: the API server would refuse the StatefulSet's pod template,
+	// so the Notebook is refused at once instead.
+	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory'].all(k, !has(self.requests) || !(k in self.requests) || !quantity(string(self.requests[k])).isLessThan(quantity('0')))",message="resources.requests of cpu and memory may not be negative"
+	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory'].all(k, !has(self.limits) || !(k in self.limits) || !quantity(string(self.limits[k])).isLessThan(quantity('0')))",message="resources.limits of cpu and memory may not be negative"
+	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory'].all(k, !has(self.requests) || !has(self.limits) || !(k in self.requests) || !(k in self.limits) || !quantity(string(self.limits[k])).isLessThan(quantity(string(self.requests[k]))))",message="resources.requests of cpu and memory may not exceed their limits"
 	// +optional
 	Resources commonv1alpha1.Resources `json:"resources,omitempty"`
 
@@ -117,10 +130,11 @@ type NotebookSpec struct {
 	// +optional
 	Workspace Workspace `json:"workspace,omitempty"`
 
-	// Suspended stops the Jupyter server and keeps the workspace. Setting
-	// it back to false starts the server again.
+	// Suspend stops the Jupyter server and keeps the workspace. Setting it
+	// back to false starts the server again. The name and meaning match
+	// TrainingJob's spec.suspend (and batch/v1 Job's).
 	// +optional
-	Suspended bool `json:"suspended,omitempty"`
+	Suspend bool `json:"suspend,omitempty"`
 
 	// Culling stops the server after a period without kernel or terminal
 	// activity, or after a maximum lifetime. Unset fields take the platform
@@ -341,6 +355,7 @@ type NotebookStatus struct {
 // +kubebuilder:printcolumn:name="Last Activity",type=date,JSONPath=`.status.lastActivity`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="Notebook names are at most 52 characters, so the names of the StatefulSet's pods and the workspace claim fit"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="Notebook names are DNS-1035 labels (lower-case letters, digits and '-', starting with a letter, no dots): the Notebook's Service and StatefulSet take its name"
 type Notebook struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

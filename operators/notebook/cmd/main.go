@@ -42,7 +42,9 @@ func main() {
 			if err != nil {
 				return err
 			}
-			return notebook.NewReconciler(mgr, c, catalog).SetupWithManager(context.Background(), mgr, cfg.ControllerOptions())
+			r := notebook.NewReconciler(mgr, c, catalog)
+			r.Namespaces = cfg.CacheNamespaces()
+			return r.SetupWithManager(context.Background(), mgr, cfg.ControllerOptions())
 		},
 	})
 }

@@ -204,7 +204,7 @@ func TestChartShipsTheAbandonPolicyForItsGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(off, "kind: ValidatingAdmissionPolicy") || !strings.Contains(off, "name: fs-featurestore-operator-abandon-cleanup") {
+	if strings.Contains(off, "name: abandon-cleanup.features.mlplatform.dev") || !strings.Contains(off, "name: fs-featurestore-operator-abandon-cleanup") {
 		t.Error("abandonCleanup.policy=false must drop the policy and keep the ClusterRole")
 	}
 }

@@ -192,6 +192,7 @@ func TestChartInstallsAndItsServiceAccountSuffices(t *testing.T) {
 	operatorConfig = charttest.ImpersonateServiceAccount(env.Config, ns, release)
 	defer func() { operatorConfig = nil }()
 	t.Run("GrantsNoMoreThanNeeded", func(t *testing.T) { grantsNoMoreThanNeeded(t, newClient(t, operatorConfig)) })
+	t.Run("RefusesForeignWrites", func(t *testing.T) { refusesForeignWrites(t, adminClient(t), newClient(t, operatorConfig)) })
 	for name, test := range map[string]func(*testing.T){
 		"OwnedObjectsAndReady":            TestOwnedObjectsAndReady,
 		"SuspendAndResume":                TestSuspendAndResume,

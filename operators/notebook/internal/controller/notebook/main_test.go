@@ -128,6 +128,8 @@ type operatorOptions struct {
 	restConfig *rest.Config
 	config     *config.Config
 	prober     Prober
+	// namespaces makes a namespace-scoped operator (--watch-namespaces).
+	namespaces []string
 }
 
 func startOperator(t *testing.T, o operatorOptions) *operator {
@@ -146,6 +148,7 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	}
 	op.Operator = operatortest.Start(t, operatortest.Options{
 		RESTConfig: base,
+		Tune:       func(c *manager.Config) { c.WatchNamespaces = o.namespaces },
 		Manager: manager.Options{
 			Name:         render.OperatorName,
 			Scheme:       scheme,
@@ -158,6 +161,7 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 				}
 				op.reconciler.Clock = op.clock
 				op.reconciler.Endpoint = fakeEndpoint
+				op.reconciler.Namespaces = mc.CacheNamespaces()
 				return op.reconciler.SetupWithManager(t.Context(), mgr, mc.ControllerOptions())
 			},
 		},

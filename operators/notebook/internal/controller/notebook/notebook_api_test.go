@@ -97,6 +97,39 @@ func TestAPIValidation(t *testing.T) {
 			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.QueueName = "Not_A_Label" },
 			wantErr: "spec.queueName",
 		},
+		"a name with a dot, which a Service cannot take": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Name = "v-dotted.name" },
+			wantErr: "Notebook names are DNS-1035 labels",
+		},
+		"a name starting with a digit": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Name = "1st" },
+			wantErr: "Notebook names are DNS-1035 labels",
+		},
+		"requests above limits": {
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi"), corev1.ResourceCPU: resource.MustParse("1")}
+				nb.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+			},
+			wantErr: "resources.requests of cpu and memory may not exceed their limits",
+		},
+		"requests equal to limits, in other units": {
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+				nb.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}
+			},
+		},
+		"a negative request": {
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")}
+			},
+			wantErr: "resources.requests of cpu and memory may not be negative",
+		},
+		"a negative limit": {
+			mutate: func(nb *notebooksv1alpha1.Notebook) {
+				nb.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}
+			},
+			wantErr: "resources.limits of cpu and memory may not be negative",
+		},
 		"a name too long for its children": {
 			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Name = strings.Repeat("n", 53) },
 			wantErr: "Notebook names are at most 52 characters",
@@ -109,7 +142,7 @@ func TestAPIValidation(t *testing.T) {
 			if len(nb.Name) > 50 {
 				nb.Name = nb.Name[:50]
 			}
-			nb.Name = strings.TrimRight(nb.Name, "-")
+			nb.Name = strings.TrimRight(strings.ReplaceAll(nb.Name, ",", ""), "-")
 			tc.mutate(nb)
 			err := c.Create(t.Context(), nb, client.DryRunAll)
 			switch {
@@ -148,7 +181,7 @@ func TestAPITransitions(t *testing.T) {
 			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.StorageClassName = nil },
 			wantErr: "workspace.storageClassName cannot be added or removed",
 		},
-		"suspending": {mutate: func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspended = true }},
+		"suspending": {mutate: func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspend = true }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := getNotebook(t.Context(), c, nb)

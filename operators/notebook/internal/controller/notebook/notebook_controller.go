@@ -94,6 +94,10 @@ type Reconciler struct {
 	// Events reads the StatefulSets' FailedCreate events, indexed by
 	// involved object UID; SetupWithManager sets it, and nil reads none.
 	Events client.Reader
+	// Namespaces limits the event cache, which the operator builds beside
+	// the manager's, to a namespace-scoped install's namespaces
+	// (manager.Config.CacheNamespaces); nil means every namespace.
+	Namespaces map[string]cache.Config
 
 	metrics *notebookMetrics
 }
@@ -139,7 +143,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
-	events, err := newFailedCreateCache(ctx, mgr)
+	events, err := newFailedCreateCache(ctx, mgr, r.Namespaces)
 	if err != nil {
 		return err
 	}
@@ -179,12 +183,13 @@ const indexInvolvedUID = "involvedObject.uid"
 // FailedCreate events only. The manager's caches are label-restricted to
 // the operator's children, and events carry no labels: a field selector
 // keeps this one to the few events that matter, cluster-wide.
-func newFailedCreateCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
+func newFailedCreateCache(ctx context.Context, mgr ctrl.Manager, namespaces map[string]cache.Config) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:       mgr.GetHTTPClient(),
-		Scheme:           mgr.GetScheme(),
-		Mapper:           mgr.GetRESTMapper(),
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultNamespaces: namespaces,
+		HTTPClient:        mgr.GetHTTPClient(),
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultTransform:  cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{&corev1.Event{}: {Field: fields.SelectorFromSet(fields.Set{
 			"involvedObject.kind": "StatefulSet",
 			"reason":              reasonFailedCreate,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -158,7 +159,7 @@ func (r *Reconciler) apply(ctx context.Context, desired, live client.Object) (bo
 	unstructured.RemoveNestedField(m, "spec", "template", "metadata", "creationTimestamp")
 	u := &unstructured.Unstructured{Object: m}
 	if err := r.Client.Patch(ctx, u, client.Apply, client.ForceOwnership, client.FieldOwner(render.OperatorName)); err != nil {
-		return false, err
+		return false, rejected(u, err)
 	}
 	return true, nil
 }
@@ -182,11 +183,56 @@ func (r *Reconciler) checkNotForeign(ctx context.Context, desired client.Object)
 	}
 }
 
-// handleApplyErr turns a name conflict into a Stalled Notebook.
+// errChildRejected is the API server refusing a child the operator
+// derived from the Notebook: only a change of the Notebook can help.
+type errChildRejected struct {
+	kind, name string
+	err        error
+}
+
+func (e errChildRejected) Error() string {
+	return fmt.Sprintf("The API server refused the %s %s; change the Notebook to fix it: %v", e.kind, e.name, e.err)
+}
+
+func (e errChildRejected) Unwrap() error { return e.err }
+
+// isRejection tells a refusal of the object itself (invalid, malformed,
+// too large for the request or for etcd) from failures a retry can cure
+// (conflicts, timeouts, an unreachable or forbidding API server).
+// The operators' shared classifier of child rejections was not in shared/
+// when this was written; this local one should give way to it.
+func isRejection(err error) bool {
+	switch {
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
+		return true
+	case apierrors.IsInternalError(err):
+		// etcd's limit on a value surfaces as an internal error.
+		return strings.Contains(err.Error(), "request is too large")
+	default:
+		return false
+	}
+}
+
+// rejected wraps err when it is the API server refusing obj itself.
+func rejected(obj client.Object, err error) error {
+	if err == nil || !isRejection(err) {
+		return err
+	}
+	return errChildRejected{kind: obj.GetObjectKind().GroupVersionKind().Kind, name: obj.GetName(), err: err}
+}
+
+// handleApplyErr turns a name conflict or a refused child into a Stalled
+// Notebook. Returning no error means no retry with backoff: the watches
+// bring the Notebook back when its spec changes.
 func handleApplyErr(s *scope, err error) (ctrl.Result, error) {
 	var taken errNameTaken
 	if errors.As(err, &taken) {
-		s.stalled, s.stalledMsg = "NameTaken", taken.Error()
+		s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonNameTaken, taken.Error()
+		return ctrl.Result{}, nil
+	}
+	var refused errChildRejected
+	if errors.As(err, &refused) {
+		s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonChildRejected, refused.Error()
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, err
@@ -225,7 +271,8 @@ func (r *Reconciler) ensureTokenSecret(ctx context.Context, s *scope) (ctrl.Resu
 	}
 	desired := render.TokenSecret(nb, token)
 	if err := r.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
-		return ctrl.Result{}, err
+		desired.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		return handleApplyErr(s, rejected(desired, err))
 	}
 	s.token = token
 	return ctrl.Result{}, nil
@@ -457,7 +504,7 @@ func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, 
 		delete(ann, render.AnnotationCulledAt)
 		ann[render.AnnotationRestartHandled] = restartReq
 	}
-	if nb.Spec.Suspended && ann[render.AnnotationCulled] != "" {
+	if nb.Spec.Suspend && ann[render.AnnotationCulled] != "" {
 		// Suspending supersedes a cull: resuming is itself the user's
 		// request to run again.
 		s.wasCulledFor = culledFor(ann, s.now)
@@ -467,7 +514,7 @@ func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, 
 	s.culled = ann[render.AnnotationCulled]
 
 	s.replicas = 1
-	if nb.Spec.Suspended || s.culled != "" {
+	if nb.Spec.Suspend || s.culled != "" {
 		s.replicas = 0
 	}
 	if s.replicas == 1 && wasStopped {

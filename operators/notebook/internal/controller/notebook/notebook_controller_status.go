@@ -56,7 +56,7 @@ func computeStatus(s *scope) {
 		return
 	}
 
-	if nb.Spec.Suspended {
+	if nb.Spec.Suspend {
 		conditions.MarkTrue(nb, commonv1alpha1.ConditionSuspended, notebooksv1alpha1.ReasonSuspended, "The Jupyter server is stopped; the workspace is kept")
 	} else {
 		conditions.MarkFalse(nb, commonv1alpha1.ConditionSuspended, notebooksv1alpha1.ReasonRunning, "The Notebook is not suspended")
@@ -82,36 +82,57 @@ func computeStatus(s *scope) {
 		conditions.Remove(nb, notebooksv1alpha1.ConditionFeatureStoresReady)
 	}
 
+	st.Phase = markServing(s)
+}
+
+// markServing sets Ready, Reconciling and Stalled from what the server is
+// doing, and returns the phase. The three follow kstatus
+// (sigs.k8s.io/cli-utils pkg/kstatus/status.Compute), which Helm, Flux and
+// Argo CD use: Stalled=True is Failed, Reconciling=True is InProgress, and
+// without either, Ready=False is InProgress too while an absent Ready is
+// Current.
+func markServing(s *scope) notebooksv1alpha1.Phase {
+	nb := s.nb
 	podReason, podMessage := podStartFailure(s.pods, s.createFailure)
 	switch {
-	case nb.Spec.Suspended:
-		settledNotReady(nb, notebooksv1alpha1.ReasonSuspended, "The Notebook is suspended")
-		st.Phase = notebooksv1alpha1.PhaseSuspended
+	case nb.Spec.Suspend:
+		settledNotServing(nb)
+		return notebooksv1alpha1.PhaseSuspended
 	case s.culled != "":
-		settledNotReady(nb, notebooksv1alpha1.ConditionCulled, culledMessage(s.culled))
-		st.Phase = notebooksv1alpha1.PhaseCulled
+		settledNotServing(nb)
+		return notebooksv1alpha1.PhaseCulled
 	case s.waiting != "":
 		conditions.MarkReconciling(nb, commonv1alpha1.ReasonProgressing, s.waiting)
-		st.Phase = notebooksv1alpha1.PhasePending
+		return notebooksv1alpha1.PhasePending
 	case s.running && s.probe != nil && s.probe.OK():
 		conditions.MarkReady(nb, notebooksv1alpha1.ReasonRunning, "The Jupyter server is ready and answers")
-		st.Phase = notebooksv1alpha1.PhaseRunning
+		return notebooksv1alpha1.PhaseRunning
+	case podReason != "" && stuckContainerReasons[podReason]:
+		// The kubelet keeps retrying, but only the user can end this: the
+		// status recovers by itself once a retry works.
+		conditions.MarkStalled(nb, notebooksv1alpha1.ReasonPodStartFailed, podReason+": "+podMessage)
+		return notebooksv1alpha1.PhaseFailed
 	case podReason != "":
+		// Quota, scheduling and admission refusals may clear without the
+		// user (quota freed, a node added): still in progress.
 		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonPodStartFailed, podReason+": "+podMessage)
-		st.Phase = notebooksv1alpha1.PhaseFailed
+		return notebooksv1alpha1.PhaseFailed
 	case s.running:
 		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonJupyterNotReady, "The pod is ready but Jupyter does not answer its REST API with the Notebook's token")
-		st.Phase = notebooksv1alpha1.PhasePending
+		return notebooksv1alpha1.PhasePending
 	default:
 		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonStarting, "Waiting for the Jupyter pod to become ready")
-		st.Phase = notebooksv1alpha1.PhasePending
+		return notebooksv1alpha1.PhasePending
 	}
 }
 
-// settledNotReady marks a Notebook that is deliberately not serving: Ready
-// is False, yet nothing is in progress, so kstatus sees it as Current.
-func settledNotReady(nb *notebooksv1alpha1.Notebook, reason, message string) {
-	conditions.MarkFalse(nb, commonv1alpha1.ConditionReady, reason, message)
+// settledNotServing marks a Notebook that is deliberately not serving
+// (suspended or culled; the Suspended and Culled conditions say which).
+// Ready is removed rather than set to False: kstatus reads a Ready=False
+// without Reconciling as InProgress, so Helm's and Flux's waits would never
+// end on a Notebook that is exactly as its user asked.
+func settledNotServing(nb *notebooksv1alpha1.Notebook) {
+	conditions.Remove(nb, commonv1alpha1.ConditionReady)
 	conditions.Remove(nb, commonv1alpha1.ConditionReconciling)
 	conditions.Remove(nb, commonv1alpha1.ConditionStalled)
 }
@@ -136,10 +157,10 @@ func cullingStatus(s *scope) *notebooksv1alpha1.CullingStatus {
 	return cs
 }
 
-// podFailureReasons are container waiting reasons that do not resolve by
-// waiting a little: the user has to act (fix the image, the pull secret,
-// the configuration) or the cluster has to.
-var podFailureReasons = map[string]bool{
+// stuckContainerReasons are container waiting reasons that do not resolve
+// by waiting: the user has to act (fix the image, the pull secret, the
+// configuration, the crashing program).
+var stuckContainerReasons = map[string]bool{
 	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
 	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true,
 }
@@ -169,7 +190,7 @@ func podStartFailure(pods []corev1.Pod, createFailure *corev1.Event) (reason, me
 			}
 		}
 		for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
-			if w := cs.State.Waiting; w != nil && podFailureReasons[w.Reason] {
+			if w := cs.State.Waiting; w != nil && stuckContainerReasons[w.Reason] {
 				return w.Reason, strings.TrimSpace(w.Message)
 			}
 		}

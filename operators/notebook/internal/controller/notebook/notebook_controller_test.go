@@ -172,7 +172,7 @@ func TestSuspendAndResume(t *testing.T) {
 	op := startOperator(t, operatorOptions{})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "suspend"), t0)
 
-	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspended = true })
+	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspend = true })
 	got := waitNotebook(t, c, nb, "Suspended", func(nb *notebooksv1alpha1.Notebook) bool {
 		return conditions.IsTrue(nb, commonv1alpha1.ConditionSuspended) && nb.Status.Phase == notebooksv1alpha1.PhaseSuspended
 	})
@@ -188,7 +188,7 @@ func TestSuspendAndResume(t *testing.T) {
 	}
 
 	op.clock.Step(time.Hour)
-	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspended = false })
+	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspend = false })
 	testenv.Eventually(t, "resumed with one replica", func(ctx context.Context) (bool, error) {
 		sts, err := getStatefulSet(ctx, c, nb)
 		return err == nil && *sts.Spec.Replicas == 1, err
@@ -488,13 +488,17 @@ func TestPodStartFailureIsReported(t *testing.T) {
 		// status is what the kubelet or the scheduler reports on the pod.
 		status     corev1.PodStatus
 		wantReason string
+		// wantStalled: only the user can end it (kstatus Failed), unlike a
+		// pod waiting for room, which is still in progress.
+		wantStalled bool
 	}{
 		"pull": {
 			status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
 				Name: render.ContainerName, Image: "x",
 				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"x\""}},
 			}}},
-			wantReason: "ImagePullBackOff",
+			wantReason:  "ImagePullBackOff",
+			wantStalled: true,
 		},
 		"unschedulable": {
 			status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
@@ -508,7 +512,8 @@ func TestPodStartFailureIsReported(t *testing.T) {
 				Name: render.ContainerName, Image: "x", RestartCount: 5,
 				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 2m40s restarting failed container=notebook pod=crashloop-0"}},
 			}}},
-			wantReason: "CrashLoopBackOff",
+			wantReason:  "CrashLoopBackOff",
+			wantStalled: true,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -530,7 +535,8 @@ func TestPodStartFailureIsReported(t *testing.T) {
 				r := conditions.Get(nb, commonv1alpha1.ConditionReady)
 				return r != nil && r.Reason == notebooksv1alpha1.ReasonPodStartFailed && strings.HasPrefix(r.Message, tc.wantReason+": ")
 			})
-			if !conditions.IsTrue(got, commonv1alpha1.ConditionReconciling) || got.Status.Phase != notebooksv1alpha1.PhaseFailed {
+			if conditions.IsTrue(got, commonv1alpha1.ConditionStalled) != tc.wantStalled ||
+				conditions.IsTrue(got, commonv1alpha1.ConditionReconciling) == tc.wantStalled || got.Status.Phase != notebooksv1alpha1.PhaseFailed {
 				t.Errorf("conditions %+v phase %s", got.Status.Conditions, got.Status.Phase)
 			}
 			e := testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed)

@@ -1,0 +1,155 @@
+package featurestore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-platform/ml-platform/shared/charttest"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+// deniedByOwnedObjectsPolicy reports whether err is the chart's
+// owned-objects policy refusing a request, rather than RBAC or validation.
+func deniedByOwnedObjectsPolicy(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "owned-objects.features.mlplatform.dev")
+}
+
+// TestChartPolicyConfinesTheServiceAccountToItsObjects impersonates the
+// chart's ServiceAccount, which RBAC lets create, update and delete every
+// Secret, ConfigMap, Service and StatefulSet and delete every claim in the
+// cluster: the chart's ValidatingAdmissionPolicy refuses it every write to
+// an object without its managed-by label, in kube-system, in a tenant's
+// namespace and in its own. Its own work is covered by
+// TestChartInstallsAndItsServiceAccountRunsTheOperator under the same
+// policy.
+func TestChartPolicyConfinesTheServiceAccountToItsObjects(t *testing.T) {
+	admin := adminClient()
+	installChart(t)
+	op, err := client.New(charttest.ImpersonateServiceAccount(env.Config, operatorNamespace, "fs-featurestore-operator"), client.Options{Scheme: admin.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := testenv.CreateNamespace(t, admin, "tenant")
+	sel := map[string]string{"app": "tenant-db"}
+	systemSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", GenerateName: "bootstrap-"}, StringData: map[string]string{"k": "v"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-settings"}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-data"}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-db"}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: sel},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db"}}}},
+	}}
+	for _, o := range []client.Object{systemSecret, cm, pvc, sts} {
+		if err := admin.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The API server loads a new policy asynchronously.
+	testenv.Eventually(t, "the owned-objects policy is in force", func(ctx context.Context) (bool, error) {
+		return deniedByOwnedObjectsPolicy(op.Delete(ctx, cm.DeepCopy(), client.DryRunAll)), nil
+	})
+
+	adopt := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":"featurestore-operator"}}}`))
+	for name, write := range map[string]func(ctx context.Context) error{
+		"update a kube-system Secret": func(ctx context.Context) error {
+			s := systemSecret.DeepCopy()
+			s.StringData = map[string]string{"k": "planted"}
+			return op.Update(ctx, s)
+		},
+		"adopt a kube-system Secret by labelling it": func(ctx context.Context) error { return op.Patch(ctx, systemSecret.DeepCopy(), adopt) },
+		"delete a kube-system Secret":                func(ctx context.Context) error { return op.Delete(ctx, systemSecret.DeepCopy()) },
+		"delete a tenant's ConfigMap":                func(ctx context.Context) error { return op.Delete(ctx, cm.DeepCopy()) },
+		"create an unlabelled ConfigMap": func(ctx context.Context) error {
+			return op.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planted"}}, client.DryRunAll)
+		},
+		"delete a tenant's claim":       func(ctx context.Context) error { return op.Delete(ctx, pvc.DeepCopy()) },
+		"delete a tenant's StatefulSet": func(ctx context.Context) error { return op.Delete(ctx, sts.DeepCopy()) },
+		"scale a tenant's StatefulSet": func(ctx context.Context) error {
+			return op.Patch(ctx, sts.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`)))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := write(t.Context()); !deniedByOwnedObjectsPolicy(err) {
+				t.Errorf("got %v, want the owned-objects policy's refusal", err)
+			}
+		})
+	}
+	for _, o := range []client.Object{systemSecret, cm, pvc, sts} {
+		if err := admin.Get(t.Context(), client.ObjectKeyFromObject(o), o); err != nil || !o.GetDeletionTimestamp().IsZero() {
+			t.Errorf("%s %s after the refused writes: %v", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	if err := admin.Delete(t.Context(), systemSecret); err != nil {
+		t.Errorf("the policy binds users other than the operator: %v", err)
+	}
+}
+
+// TestChartNamespaceScopedInstall installs the chart for one tenant
+// namespace: the ServiceAccount may work on namespaced kinds there and in
+// the release namespace (admin Secrets, handed-off cleanups) only, keeps
+// cluster-wide access to the cluster-scoped kinds alone, and the operator
+// is told to watch exactly those namespaces.
+func TestChartNamespaceScopedInstall(t *testing.T) {
+	const release, ns = "fs-scoped", "mlp-fs-scoped"
+	admin := adminClient()
+	team := testenv.CreateNamespace(t, admin, "team")
+	other := testenv.CreateNamespace(t, admin, "other")
+	values := map[string]any{
+		"crds":           map[string]any{"enabled": false},
+		"abandonCleanup": map[string]any{"policy": false}, // the package's other release has it
+		"rbac":           map[string]any{"namespaces": []any{team}},
+	}
+	manifest, err := charttest.Render(chartDir, release, ns, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(manifest, "- --watch-namespaces="+team+","+ns+"\n") {
+		t.Error("the operator is not told to watch the tenant's and its own namespace")
+	}
+	if _, err := charttest.Install(env.Config, chartDir, release, ns, values, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = charttest.Uninstall(env.Config, release, ns, t.Logf) })
+	sa, err := client.New(charttest.ImpersonateServiceAccount(env.Config, ns, release+"-featurestore-operator"), client.Options{Scheme: admin.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		"create Secrets in its tenant's namespace": {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create", Namespace: team}, true},
+		"read admin Secrets in its own namespace":  {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list", Namespace: ns}, true},
+		"watch FeatureStoreBackends":               {authorizationv1.ResourceAttributes{Group: "features.mlplatform.dev", Resource: "featurestorebackends", Verb: "watch"}, true},
+		"watch Namespaces":                         {authorizationv1.ResourceAttributes{Resource: "namespaces", Verb: "watch"}, true},
+		"update Secrets elsewhere":                 {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "update", Namespace: other}, false},
+		"update Secrets in kube-system":            {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "update", Namespace: "kube-system"}, false},
+		"read Secrets cluster-wide":                {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list"}, false},
+		"delete claims elsewhere":                  {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete", Namespace: other}, false},
+		"delete StatefulSets elsewhere":            {authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "delete", Namespace: other}, false},
+		"write ConfigMaps in kube-system":          {authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "create", Namespace: "kube-system"}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			testenv.Eventually(t, "RBAC answers as the chart grants", func(ctx context.Context) (bool, error) {
+				review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &tc.attrs}}
+				if err := sa.Create(ctx, review); err != nil {
+					return false, err
+				}
+				return review.Status.Allowed == tc.want, nil
+			})
+		})
+	}
+}
