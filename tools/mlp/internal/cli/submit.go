@@ -303,4 +303,3 @@ func newWaitCommand(o *Options) *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
 	return cmd
 }
-
