@@ -8,6 +8,7 @@ replace (
 )
 
 require (
+	github.com/creack/pty v1.1.18
 	github.com/google/go-cmp v0.7.0
 	github.com/ml-platform/ml-platform/apis v0.0.0-00010101000000-000000000000
 	github.com/ml-platform/ml-platform/shared v0.0.0-00010101000000-000000000000

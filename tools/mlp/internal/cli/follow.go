@@ -67,10 +67,7 @@ func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (job
 	}
 	st := jobState{
 		Name: tj.Name, Phase: string(tj.Status.Phase), Run: tj.Status.Run, Restarts: tj.Status.RestartCount,
-		Progress: readProgress(u), Pods: int(tj.Spec.Workers),
-	}
-	if tj.Spec.ParameterServers != nil {
-		st.Pods += int(*tj.Spec.ParameterServers)
+		Progress: readProgress(u),
 	}
 	if c := meta.FindStatusCondition(tj.Status.Conditions, trainingv1alpha1.ConditionQueued); c != nil {
 		st.Queue = map[bool]string{true: "queued", false: "admitted"}[c.Status == "True"]
@@ -79,6 +76,10 @@ func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (job
 		st.Message = c.Message
 	}
 	if tj.Status.Run > 0 {
+		st.Pods = int(tj.Spec.Workers)
+		if tj.Spec.ParameterServers != nil {
+			st.Pods += int(*tj.Spec.ParameterServers)
+		}
 		pods, err := runPods(ctx, s, tj.Name, tj.Status.Run)
 		if err != nil {
 			return jobState{}, nil, err
@@ -232,7 +233,7 @@ func (o *Options) follow(ctx context.Context, s *session, name string, timeout t
 
 func incomplete(ctx context.Context, name string, timeout time.Duration) error {
 	why := "interrupted"
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		why = fmt.Sprintf("timed out after %s", timeout)
 	}
 	return &exitError{code: ExitIncomplete, err: fmt.Errorf(
