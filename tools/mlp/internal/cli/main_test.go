@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
@@ -81,7 +82,11 @@ func run(t *testing.T, ns string, args ...string) result {
 // the role of the operators and of the platform team.
 func adminClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.New(env.Config, client.Options{Scheme: newScheme()})
+	s := newScheme()
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: s})
 	if err != nil {
 		t.Fatal(err)
 	}

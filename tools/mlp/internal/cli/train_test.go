@@ -278,4 +278,3 @@ func TestTrainCompletionListsNames(t *testing.T) {
 		t.Errorf("completion %q, want alpha alps and directive :4 (no file completion)", r.out)
 	}
 }
-
