@@ -176,4 +176,3 @@ func restoreCRD(t *testing.T, c client.Client, crd *apiextensionsv1.CustomResour
 		return c.List(ctx, &list) == nil, nil
 	})
 }
-

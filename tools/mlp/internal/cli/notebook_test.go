@@ -230,4 +230,3 @@ func readFileMode(t *testing.T, path string) (string, os.FileMode) {
 	}
 	return string(b), st.Mode().Perm()
 }
-
