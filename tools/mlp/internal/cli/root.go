@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -130,6 +132,10 @@ Notebook and FeatureStore resources of your current kubeconfig context and
 namespace, and also runs as the kubectl plugin "kubectl mlp".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	// Run as kubectl-mlp, the help and completion scripts say "kubectl mlp".
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl mlp"}
 	}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
 	root.AddCommand(
