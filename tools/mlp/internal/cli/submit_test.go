@@ -369,3 +369,32 @@ func TestSubmitFromFile(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitRidesOutAnAPIServerRestart keeps waiting through an apiserver
+// outage and still reports the outcome: an outage is not a failure.
+func TestWaitRidesOutAnAPIServerRestart(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	if err := c.Create(context.Background(), trainingJob(ns, "job", 1)); err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testenv.EventuallyTimeout)
+	defer cancel()
+	opErr := make(chan error, 1)
+	go func() {
+		opErr <- fakeOperator(ctx, c, out, []step{
+			{do: func(context.Context, client.Client) error { return nil }, expect: "job: -\n"},
+			{do: func(context.Context, client.Client) error { return env.RestartAPIServer() }},
+			{do: jobStatus(ns, "job", succeeded)},
+		})
+	}()
+	r := cli(t, ctx, env.Config, ns, func(o *Options) { o.Streams.Out = out }, "train", "wait", "job")
+	if err := <-opErr; err != nil {
+		t.Fatal(err)
+	}
+	if r.code != ExitOK || !strings.HasSuffix(out.String(), "TrainingJob \"job\" succeeded after 5m0s\n") {
+		t.Errorf("exit %d, stderr %q, out:\n%s", r.code, r.err, out.String())
+	}
+	t.Logf("output across the restart:\n%s", out.String())
+}
