@@ -88,5 +88,21 @@ bench-%: k8s-bin test-deps ## Run one operator's benchmark and print its figures
 run-%: ## Run one operator against the current kubeconfig, without leader election or metrics TLS.
 	cd operators/$* && go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081
 
+##@ CLI
+
+# The version mlp reports; a release sets it (make build-mlp MLP_VERSION=v0.2.0).
+MLP_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+
+.PHONY: build-mlp
+build-mlp: ## Build the mlp CLI into bin/mlp, and bin/kubectl-mlp for `kubectl mlp` (tools/mlp/README.md).
+	cd tools/mlp && CGO_ENABLED=0 go build -trimpath \
+		-ldflags "-s -w -X github.com/ml-platform/ml-platform/tools/mlp/internal/cli.version=$(MLP_VERSION)" \
+		-o ../../bin/mlp ./cmd/mlp
+	ln -sf mlp bin/kubectl-mlp
+
+.PHONY: krew-mlp
+krew-mlp: ## Build mlp release archives and the krew manifest into bin/krew (MLP_VERSION, MLP_RELEASE_URL).
+	hack/krew-mlp.sh $(MLP_VERSION) $(or $(MLP_RELEASE_URL),https://github.com/ml-platform/ml-platform/releases/download/$(MLP_VERSION))
+
 # Larger areas (the kind platform, images) keep their targets in mk/*.mk.
 -include mk/*.mk

@@ -5,7 +5,7 @@ QUICKSTART_HACK := hack/quickstart
 
 ##@ Quickstart
 .PHONY: quickstart
-quickstart: kind-up load-images ## Create the kind cluster, load the images and install charts/ml-platform with values-kind.yaml; prints what to try.
+quickstart: kind-up load-images build-mlp ## Create the kind cluster, load the images, build bin/mlp and install charts/ml-platform with values-kind.yaml; prints what to try.
 	$(QUICKSTART_HACK)/quickstart.sh up
 
 .PHONY: quickstart-down

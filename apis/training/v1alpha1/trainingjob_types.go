@@ -482,6 +482,10 @@ type TrainingJobStatus struct {
 	// failed, its termination message.
 	// +optional
 	Failure *Failure `json:"failure,omitempty"`
+	// Progress is the training's own progress: step, percent, ETA and a few
+	// metrics, when the training reports them.
+	// +optional
+	Progress *TrainingProgress `json:"progress,omitempty"`
 }
 
 // TrainingJobPhase is a one-word summary of the conditions.
@@ -609,6 +613,7 @@ type Failure struct {
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress.percent`,description="Percent of the reported total steps done"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters: the Kubeflow job, its pods and Services are named after it"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lowercase letters, digits and '-' (a DNS-1035 label), as Kubeflow's Service names require"
 // +kubebuilder:validation:XValidation:rule="(has(self.spec.queueName) == has(oldSelf.spec.queueName) && (!has(self.spec.queueName) || self.spec.queueName == oldSelf.spec.queueName)) || !has(oldSelf.status) || !has(oldSelf.status.conditions) || oldSelf.status.conditions.exists(c, c.type == 'Queued' && c.status == 'True') || !oldSelf.status.conditions.exists(c, c.type == 'Created' && c.status == 'True')",message="spec.queueName can change only while the job waits in its queue (Queued=True) or before its first run was created: Kueue does not move admitted workloads"

@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+func rule(group, resource string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs}
+}
+
+// userWithRules is a user granted exactly rules in ns.
+func userWithRules(t *testing.T, ns, user string, rules ...rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	c := adminClient(t)
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user}, Rules: rules}
+	if err := c.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if err := c.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.AddUser(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+const feastConfig = "project: demo\nonline_store:\n  type: redis\n  connection_string: redis:6379,password=hunter2\n"
+
+// featureStoreWithConfig creates a FeatureStore that published its client
+// configuration, as the operator does.
+func featureStoreWithConfig(t *testing.T, ns, name string) {
+	t.Helper()
+	c := adminClient(t)
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-client"}, Data: map[string][]byte{"feature_store.yaml": []byte(feastConfig)}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	fs := &featuresv1alpha1.FeatureStore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	fs.Spec.Project = "demo"
+	fs.Spec.OnlineStore.Managed = &featuresv1alpha1.ManagedServer{}
+	fs.Spec.OfflineStore.Managed = &featuresv1alpha1.ManagedServer{}
+	fs.Spec.Registry.Managed = &featuresv1alpha1.ManagedServer{}
+	if err := c.Create(ctx, fs); err != nil {
+		t.Fatal(err)
+	}
+	fs.Status.ClientConfig = &commonv1alpha1.FeatureStoreClientConfig{SecretName: secret.Name, Key: "feature_store.yaml"}
+	fs.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "True", Reason: "Reconciled", Message: "ready", LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, fs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFeatureStoreConfigWritesAPrivateFile writes feature_store.yaml with
+// mode 0600, prints credentials only with --stdout, and never overwrites a
+// file without --force.
+func TestFeatureStoreConfigWritesAPrivateFile(t *testing.T) {
+	ns := newNamespace(t)
+	featureStoreWithConfig(t, ns, "shop")
+	path := filepath.Join(t.TempDir(), "feature_store.yaml")
+
+	r := run(t, ns, "featurestore", "config", "shop", "--file", path)
+	if r.code != 0 || r.out != "" {
+		t.Fatalf("exit %d, stdout %q (must stay empty: it holds credentials), stderr %q", r.code, r.out, r.err)
+	}
+	if got, mode := readFileMode(t, path); got != feastConfig || mode != 0o600 {
+		t.Errorf("file %q mode %o, want the configuration with mode 600", got, mode)
+	}
+	r = run(t, ns, "featurestore", "config", "shop", "--file", path)
+	if r.code != ExitFailed || !strings.Contains(r.err, "exists: use --force") {
+		t.Errorf("second write without --force: exit %d, stderr %q", r.code, r.err)
+	}
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, ns, "featurestore", "config", "shop", "--file", path, "--force"); r.code != 0 {
+		t.Fatalf("--force: exit %d, stderr %q", r.code, r.err)
+	}
+	if got, mode := readFileMode(t, path); got != feastConfig || mode != 0o600 {
+		t.Errorf("replaced file %q mode %o, want the configuration with mode 600", got, mode)
+	}
+	if r := run(t, ns, "featurestore", "config", "shop", "--stdout"); r.code != 0 || r.out != feastConfig {
+		t.Errorf("--stdout: exit %d, out %q", r.code, r.out)
+	}
+	if strings.Contains(run(t, ns, "featurestore", "get", "shop", "-o", "yaml").out, "hunter2") {
+		t.Error("featurestore get prints the credentials")
+	}
+}
+
+func TestFeatureStoreListAndNotPublished(t *testing.T) {
+	ns := newNamespace(t)
+	featureStoreWithConfig(t, ns, "shop")
+	fs := &featuresv1alpha1.FeatureStore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "young"}}
+	fs.Spec.Project = "young"
+	fs.Spec.OnlineStore.Managed = &featuresv1alpha1.ManagedServer{}
+	fs.Spec.OfflineStore.Managed = &featuresv1alpha1.ManagedServer{}
+	fs.Spec.Registry.Managed = &featuresv1alpha1.ManagedServer{}
+	if err := adminClient(t).Create(context.Background(), fs); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, ns, "featurestore", "list")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	golden(t, "featurestore-list-table", normalize(r.out, ns))
+	r = run(t, ns, "featurestore", "config", "young", "--file", filepath.Join(t.TempDir(), "x.yaml"))
+	if r.code != ExitFailed || !strings.Contains(r.err, `FeatureStore "young" has not published a client configuration`) {
+		t.Errorf("exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+// TestMissingCRDNamesTheOperator removes our FeatureStore CRD (Feast's
+// featurestores.feast.dev stays) and expects the CLI to say the operator is
+// not installed rather than list Feast's objects or print a Go error.
+func TestMissingCRDNamesTheOperator(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	ctx := context.Background()
+	data, err := os.ReadFile("../../../../charts/featurestore-operator/files/crds/features.mlplatform.dev_featurestores.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, crd.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { restoreCRD(t, c, crd) })
+	testenv.Eventually(t, "the FeatureStore CRD to be gone", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	for _, args := range [][]string{{"featurestore", "list"}, {"featurestore", "get", "x"}, {"featurestore", "config", "x", "--stdout"}} {
+		r := run(t, ns, args...)
+		if r.code != ExitFailed || !strings.Contains(r.err, "error: the FeatureStore operator is not installed in this cluster") {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.err)
+		}
+	}
+}
+
+func restoreCRD(t *testing.T, c client.Client, crd *apiextensionsv1.CustomResourceDefinition) {
+	testenv.Eventually(t, "the FeatureStore CRD to be back and served", func(ctx context.Context) (bool, error) {
+		fresh := crd.DeepCopy()
+		fresh.ResourceVersion = ""
+		if err := c.Create(ctx, fresh); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, nil // The old one may still be terminating.
+		}
+		var list featuresv1alpha1.FeatureStoreList
+		return c.List(ctx, &list) == nil, nil
+	})
+}

@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+)
+
+// jobState is what a waiting command shows of a TrainingJob.
+type jobState struct {
+	Name     string
+	Phase    string
+	Queue    string // "queued", "admitted" or "" without a queue
+	Ready    int
+	Pods     int
+	Run      int32
+	Restarts int32
+	Progress progress
+	Message  string
+}
+
+// line is the one-line summary; it leaves out the ETA, which changes every
+// second, so that the plain mode prints a line only when something happened.
+func (s jobState) line(now time.Time, withETA bool) string {
+	parts := []string{s.Name + ": " + orDash(s.Phase)}
+	if s.Queue != "" {
+		parts = append(parts, s.Queue)
+	}
+	if s.Pods > 0 {
+		parts = append(parts, fmt.Sprintf("pods ready %d/%d", s.Ready, s.Pods))
+	}
+	if s.Run > 0 {
+		parts = append(parts, fmt.Sprintf("run %d", s.Run), fmt.Sprintf("restarts %d", s.Restarts))
+	}
+	p := s.Progress
+	if !withETA {
+		p.ETA = time.Time{}
+	}
+	if sum := p.summary(now); sum != "" {
+		parts = append(parts, sum)
+	}
+	if s.Message != "" {
+		parts = append(parts, s.Message)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// observe reads the job's state: the TrainingJob and the pods of its
+// current run, selected by our own labels whatever the backend.
+func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (jobState, *trainingv1alpha1.TrainingJob, error) {
+	tj, err := typed[trainingv1alpha1.TrainingJob](u)
+	if err != nil {
+		return jobState{}, nil, err
+	}
+	st := jobState{
+		Name: tj.Name, Phase: string(tj.Status.Phase), Run: tj.Status.Run, Restarts: tj.Status.RestartCount,
+		Progress: readProgress(u),
+	}
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainingv1alpha1.ConditionQueued); c != nil {
+		st.Queue = map[bool]string{true: "queued", false: "admitted"}[c.Status == "True"]
+	}
+	if c := meta.FindStatusCondition(tj.Status.Conditions, commonv1alpha1.ConditionStalled); c != nil && c.Status == "True" {
+		st.Message = c.Message
+	}
+	if tj.Status.Run > 0 {
+		st.Pods = int(tj.Spec.Workers)
+		if tj.Spec.ParameterServers != nil {
+			st.Pods += int(*tj.Spec.ParameterServers)
+		}
+		pods, err := runPods(ctx, s, tj.Name, tj.Status.Run)
+		if err != nil {
+			return jobState{}, nil, err
+		}
+		for i := range pods {
+			if podReady(&pods[i]) {
+				st.Ready++
+			}
+		}
+	}
+	return st, tj, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// runPods lists the pods of one run of a TrainingJob.
+func runPods(ctx context.Context, s *session, job string, run int32) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	err := s.c.List(ctx, &pods, client.InNamespace(s.namespace), client.MatchingLabels{
+		trainingv1alpha1.LabelJobName: job,
+		trainingv1alpha1.LabelRun:     strconv.Itoa(int(run)),
+	})
+	if err != nil {
+		return nil, explainCore(err, "pods", "list", "", s.namespace)
+	}
+	return pods.Items, nil
+}
+
+// display shows the changing state of a job.
+type display interface {
+	update(st jobState, now time.Time)
+	// note prints a message on its own line.
+	note(msg string)
+	done()
+}
+
+// plainDisplay prints one line per change, for logs and CI.
+type plainDisplay struct {
+	w    io.Writer
+	last string
+}
+
+func (d *plainDisplay) update(st jobState, now time.Time) {
+	key := st.line(now, false)
+	if key == d.last {
+		return
+	}
+	d.last = key
+	fmt.Fprintln(d.w, st.line(now, true))
+}
+
+func (d *plainDisplay) note(msg string) { fmt.Fprintln(d.w, msg) }
+func (d *plainDisplay) done()           {}
+
+// barDisplay redraws one line on a terminal: a progress bar with step,
+// percent and ETA once the training reports progress, the job's state
+// before.
+type barDisplay struct {
+	w     io.Writer
+	drawn bool
+}
+
+const barWidth = 30
+
+func (d *barDisplay) update(st jobState, now time.Time) {
+	var b strings.Builder
+	b.WriteString("\r\x1b[K")
+	if p := st.Progress; p.HasPercent {
+		filled := int(min(max(p.Percent, 0), 100)) * barWidth / 100
+		b.WriteString("[" + strings.Repeat("=", filled) + strings.Repeat(" ", barWidth-filled) + "] ")
+	}
+	b.WriteString(st.line(now, true))
+	fmt.Fprint(d.w, b.String())
+	d.drawn = true
+}
+
+func (d *barDisplay) note(msg string) {
+	if d.drawn {
+		fmt.Fprint(d.w, "\r\x1b[K")
+	}
+	fmt.Fprintln(d.w, msg)
+	d.drawn = false
+}
+
+func (d *barDisplay) done() {
+	if d.drawn {
+		fmt.Fprintln(d.w)
+	}
+	d.drawn = false
+}
+
+func (o *Options) newDisplay() display {
+	if o.Terminal(o.Streams.Out) {
+		return &barDisplay{w: o.Streams.Out}
+	}
+	return &plainDisplay{w: o.Streams.Out}
+}
+
+// follow waits for a TrainingJob to finish, showing its state. It returns
+// nil when the job succeeded and an exitError otherwise: 1 when it failed
+// (with the reason and the failing pod's last log lines), 2 when the wait
+// ended first (timeout or interrupt), saying the job keeps running. API
+// errors while waiting (an apiserver restart) are shown and waited out.
+func (o *Options) follow(ctx context.Context, s *session, name string, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	d := o.newDisplay()
+	defer d.done()
+	lastErr := ""
+	for {
+		u, err := s.get(ctx, trainingJobKind, name)
+		var st jobState
+		var tj *trainingv1alpha1.TrainingJob
+		if err == nil {
+			st, tj, err = observe(ctx, s, u)
+		}
+		switch {
+		case err != nil && ctx.Err() != nil:
+		case err != nil && apierrors.IsNotFound(err):
+			return &exitError{code: ExitFailed, err: fmt.Errorf("TrainingJob %q was deleted while waiting for it", name)}
+		case err != nil:
+			if msg := err.Error(); msg != lastErr {
+				d.note("waiting for the API server: " + msg)
+				lastErr = msg
+			}
+		default:
+			lastErr = ""
+			d.update(st, o.Now())
+			if done, err := o.outcome(ctx, s, d, tj); done {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			d.done()
+			return incomplete(ctx, name, timeout)
+		case <-time.After(o.PollInterval):
+		}
+	}
+}
+
+func incomplete(ctx context.Context, name string, timeout time.Duration) error {
+	why := "interrupted"
+	if timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		why = fmt.Sprintf("timed out after %s", timeout)
+	}
+	return &exitError{code: ExitIncomplete, err: fmt.Errorf(
+		"%s waiting for TrainingJob %q; it keeps running: follow it with `mlp train wait %s`, stop it with `mlp train delete %s`",
+		why, name, name, name)}
+}
+
+// outcome reports whether the job finished, and how.
+func (o *Options) outcome(ctx context.Context, s *session, d display, tj *trainingv1alpha1.TrainingJob) (bool, error) {
+	switch {
+	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionSucceeded):
+		d.done()
+		fmt.Fprintf(o.Streams.Out, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
+		return true, nil
+	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionFailed):
+		d.done()
+		o.printFailure(ctx, s, tj)
+		return true, &exitError{code: ExitFailed}
+	}
+	return false, nil
+}
+
+func durationSuffix(d string) string {
+	if d == "" {
+		return ""
+	}
+	return " after " + d
+}

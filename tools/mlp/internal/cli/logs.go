@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+)
+
+// LogOpener opens the log of a pod's container.
+type LogOpener func(ctx context.Context, s *session, pod *corev1.Pod, opts *corev1.PodLogOptions) (io.ReadCloser, error)
+
+func apiLogs(ctx context.Context, s *session, pod *corev1.Pod, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
+	r, err := s.cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
+	if err != nil {
+		return nil, explainCore(err, "pods/log", "get", pod.Name, pod.Namespace)
+	}
+	return r, nil
+}
+
+// Labels that order a run's pods into ranks. The platform's own labels
+// select the pods; these only sort them: the native backend's Indexed Job
+// completion index, else Kubeflow's replica type and index.
+const (
+	labelCompletionIndex = "batch.kubernetes.io/job-completion-index"
+	labelReplicaType     = "training.kubeflow.org/replica-type"
+	labelReplicaIndex    = "training.kubeflow.org/replica-index"
+)
+
+// roleOrder puts the coordinating replica first: it is rank 0.
+var roleOrder = map[string]int{"master": 0, "chief": 0, "launcher": 0, "worker": 1, "ps": 2}
+
+// rankedPods sorts a run's pods by rank: rank 0 is the Master or Chief (or
+// completion index 0), then the Workers by index, then parameter servers.
+func rankedPods(pods []corev1.Pod) []corev1.Pod {
+	key := func(p *corev1.Pod) (int, int) {
+		if v, ok := p.Labels[labelCompletionIndex]; ok {
+			i, _ := strconv.Atoi(v)
+			return 0, i
+		}
+		role, ok := roleOrder[strings.ToLower(p.Labels[labelReplicaType])]
+		if !ok {
+			role = 3
+		}
+		i, _ := strconv.Atoi(p.Labels[labelReplicaIndex])
+		return role, i
+	}
+	out := append([]corev1.Pod(nil), pods...)
+	sort.SliceStable(out, func(a, b int) bool {
+		ra, ia := key(&out[a])
+		rb, ib := key(&out[b])
+		if ra != rb {
+			return ra < rb
+		}
+		if ia != ib {
+			return ia < ib
+		}
+		return out[a].Name < out[b].Name
+	})
+	return out
+}
+
+// trainingContainer is the container whose log is the training's: the
+// default-container annotation kubectl honours, else the first container.
+func trainingContainer(p *corev1.Pod) string {
+	if c := p.Annotations["kubectl.kubernetes.io/default-container"]; c != "" {
+		return c
+	}
+	if len(p.Spec.Containers) > 0 {
+		return p.Spec.Containers[0].Name
+	}
+	return ""
+}
+
+type logsOptions struct {
+	follow   bool
+	rank     int
+	run      int32
+	previous bool
+	tail     int64
+}
+
+func newLogsCommand(o *Options) *cobra.Command {
+	lo := logsOptions{}
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "Print the logs of a TrainingJob's pods: every rank prefixed with its rank, or one rank",
+		Example: `  mlp train logs mnist -f          # follow every rank, lines prefixed [rank N]
+  mlp train logs mnist --rank 0    # only rank 0, unprefixed
+  mlp train logs mnist --run 1     # the pods of run 1, if they were kept`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNames(o, trainingJobKind),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			return o.logs(cmd.Context(), s, args[0], lo)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&lo.follow, "follow", "f", false, "Follow the logs")
+	f.IntVar(&lo.rank, "rank", -1, "Only this rank (0 is the Master or Chief); all ranks when unset")
+	f.Int32Var(&lo.run, "run", 0, "Run whose pods to read (runs are restarts after failures); the current run when unset")
+	f.BoolVarP(&lo.previous, "previous", "p", false, "The previous container of each pod (after a container restart within the run)")
+	f.Int64Var(&lo.tail, "tail", -1, "Lines from the end of each log; all when negative")
+	return cmd
+}
+
+func (o *Options) logs(ctx context.Context, s *session, name string, lo logsOptions) error {
+	u, err := s.get(ctx, trainingJobKind, name)
+	if err != nil {
+		return err
+	}
+	tj, err := typed[trainingv1alpha1.TrainingJob](u)
+	if err != nil {
+		return err
+	}
+	run := lo.run
+	if run == 0 {
+		run = tj.Status.Run
+	}
+	if run == 0 {
+		return fmt.Errorf("TrainingJob %q has not started a run yet (status %s)", name, orDash(string(tj.Status.Phase)))
+	}
+	pods, err := runPods(ctx, s, name, run)
+	if err != nil {
+		return err
+	}
+	if len(pods) == 0 {
+		return fmt.Errorf("no pods of run %d of TrainingJob %q exist (cleanPodPolicy may have deleted them, or they are not created yet)", run, name)
+	}
+	pods = rankedPods(pods)
+	if lo.rank >= 0 {
+		if lo.rank >= len(pods) {
+			return fmt.Errorf("TrainingJob %q run %d has ranks 0 to %d, not %d", name, run, len(pods)-1, lo.rank)
+		}
+		return o.copyLog(ctx, s, &pods[lo.rank], lo, "", o.Streams.Out)
+	}
+	return o.allRankLogs(ctx, s, pods, lo)
+}
+
+// allRankLogs streams every rank at once, each line prefixed with its rank,
+// whole lines at a time so that ranks never interleave within a line.
+func (o *Options) allRankLogs(ctx context.Context, s *session, pods []corev1.Pod, lo logsOptions) error {
+	out := &lockedWriter{w: o.Streams.Out}
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = o.copyLog(ctx, s, &pods[i], lo, fmt.Sprintf("[rank %d] ", i), out)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			fmt.Fprintf(o.Streams.ErrOut, "rank %d (pod %s): %v\n", i, pods[i].Name, err)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return &exitError{code: ExitFailed}
+		}
+	}
+	return nil
+}
+
+func (o *Options) copyLog(ctx context.Context, s *session, pod *corev1.Pod, lo logsOptions, prefix string, w io.Writer) error {
+	opts := &corev1.PodLogOptions{Container: trainingContainer(pod), Follow: lo.follow, Previous: lo.previous}
+	if lo.tail >= 0 {
+		opts.TailLines = &lo.tail
+	}
+	r, err := o.Logs(ctx, s, pod, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Close() }()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		if _, err := fmt.Fprintf(w, "%s%s\n", prefix, sc.Text()); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// failureLogLines is how much of the failing pod's log a failed wait prints.
+const failureLogLines = 20
+
+// printFailure explains a failed job: the operator's reason and message,
+// the failing container, and the last lines of its log.
+func (o *Options) printFailure(ctx context.Context, s *session, tj *trainingv1alpha1.TrainingJob) {
+	w := o.Streams.ErrOut
+	f := tj.Status.Failure
+	if f == nil {
+		fmt.Fprintf(w, "TrainingJob %q failed\n", tj.Name)
+		return
+	}
+	fmt.Fprintf(w, "TrainingJob %q failed: %s\n", tj.Name, firstNonEmpty(f.Cause, f.Reason, "Unknown"))
+	if f.Message != "" {
+		fmt.Fprintf(w, "  message: %s\n", f.Message)
+	}
+	if f.Pod == "" {
+		return
+	}
+	fmt.Fprintf(w, "  pod %s, container %s, exit code %d\n", f.Pod, orDash(f.Container), f.ExitCode)
+	var pod corev1.Pod
+	if err := s.c.Get(ctx, clientKey(s.namespace, f.Pod), &pod); err != nil {
+		o.printTermination(f)
+		fmt.Fprintf(w, "  (no log: pod %s is gone: %v)\n", f.Pod, explainCore(err, "pods", "get", f.Pod, s.namespace))
+		return
+	}
+	tail := int64(failureLogLines)
+	r, err := o.Logs(ctx, s, &pod, &corev1.PodLogOptions{Container: firstNonEmpty(f.Container, trainingContainer(&pod)), TailLines: &tail})
+	if err != nil {
+		o.printTermination(f)
+		fmt.Fprintf(w, "  (no log: %v)\n", err)
+		return
+	}
+	defer func() { _ = r.Close() }()
+	fmt.Fprintf(w, "last %d lines of the log of %s:\n", failureLogLines, f.Pod)
+	_, _ = io.Copy(w, r)
+}
+
+func (o *Options) printTermination(f *trainingv1alpha1.Failure) {
+	if f.TerminationMessage != "" {
+		fmt.Fprintf(o.Streams.ErrOut, "termination message of %s:\n%s\n", f.Pod, strings.TrimRight(f.TerminationMessage, "\n"))
+	}
+}

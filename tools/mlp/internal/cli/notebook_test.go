@@ -1,0 +1,232 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+func getNotebook(t *testing.T, ns, name string) *notebooksv1alpha1.Notebook {
+	t.Helper()
+	var nb notebooksv1alpha1.Notebook
+	if err := adminClient(t).Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &nb); err != nil {
+		t.Fatal(err)
+	}
+	return &nb
+}
+
+// TestNotebookLifecycle creates, lists, stops, starts and deletes a
+// Notebook in our API group, while a Kubeflow Notebook of the same name
+// exists and is never touched.
+func TestNotebookLifecycle(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	ctx := context.Background()
+	kf := &unstructured.Unstructured{}
+	kf.SetGroupVersionKind(schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "Notebook"})
+	kf.SetNamespace(ns)
+	kf.SetName("alice")
+	if err := c.Create(ctx, kf); err != nil {
+		t.Fatal(err)
+	}
+
+	r := run(t, ns, "notebook", "create", "alice", "--memory", "4Gi", "--workspace", "5Gi")
+	if r.code != 0 || !strings.Contains(r.out, "notebook.notebooks.mlplatform.dev/alice created") {
+		t.Fatalf("create: exit %d, out %q, stderr %q", r.code, r.out, r.err)
+	}
+	nb := getNotebook(t, ns, "alice")
+	if nb.Spec.Workspace.Size.String() != "5Gi" || nb.Spec.Resources.Limits.Memory().String() != "4Gi" {
+		t.Errorf("created spec %+v does not carry the flags", nb.Spec)
+	}
+	nb.Status.Phase, nb.Status.Image = notebooksv1alpha1.PhaseRunning, "jupyter:1"
+	if err := c.Status().Update(ctx, nb); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"notebook-list-table": {"notebook", "list"},
+		"notebook-get-yaml":   {"notebook", "get", "alice", "-o", "yaml"},
+	} {
+		r := run(t, ns, args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", args, r.code, r.err)
+		}
+		golden(t, name, normalize(r.out, ns))
+	}
+
+	if r := run(t, ns, "notebook", "stop", "alice"); r.code != 0 || !getNotebook(t, ns, "alice").Spec.Suspended {
+		t.Fatalf("stop: exit %d, stderr %q", r.code, r.err)
+	}
+	r = run(t, ns, "notebook", "start", "alice")
+	nb = getNotebook(t, ns, "alice")
+	if r.code != 0 || nb.Spec.Suspended || nb.Annotations[notebooksv1alpha1.AnnotationRestart] == "" {
+		t.Fatalf("start: exit %d, stderr %q, suspended %v, annotations %v", r.code, r.err, nb.Spec.Suspended, nb.Annotations)
+	}
+	first := nb.Annotations[notebooksv1alpha1.AnnotationRestart]
+	time.Sleep(time.Millisecond) // The restart request is a timestamp; a second start must carry a new one.
+	run(t, ns, "notebook", "start", "alice")
+	if again := getNotebook(t, ns, "alice").Annotations[notebooksv1alpha1.AnnotationRestart]; again == first {
+		t.Errorf("a second start reused the restart value %q: the operator would ignore it", again)
+	}
+
+	if r := run(t, ns, "notebook", "delete", "alice"); r.code != 0 {
+		t.Fatalf("delete: exit %d, stderr %q", r.code, r.err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(kf), kf); err != nil {
+		t.Errorf("the Kubeflow Notebook of the same name is gone: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "alice"}, &notebooksv1alpha1.Notebook{}); !apierrors.IsNotFound(err) {
+		t.Errorf("our Notebook after delete: %v", err)
+	}
+}
+
+// notebookBackend creates what the Notebook operator would: the Service,
+// the token Secret and a ready pod behind the Service.
+func notebookBackend(t *testing.T, c client.Client, ns, name, pod string) {
+	t.Helper()
+	ctx := context.Background()
+	svc := &corev1.Service{}
+	svc.Namespace, svc.Name = ns, name
+	svc.Spec.Selector = map[string]string{"notebooks.mlplatform.dev/name": name}
+	svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80}}
+	if err := c.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{Data: map[string][]byte{"token": []byte("s3cr3t+/=")}}
+	secret.Namespace, secret.Name = ns, name+"-token"
+	if err := c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	p := &corev1.Pod{}
+	p.Namespace, p.Name = ns, pod
+	p.Labels = map[string]string{"notebooks.mlplatform.dev/name": name}
+	p.Spec.Containers = []corev1.Container{{Name: "notebook", Image: "jupyter:1", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8888}}}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if err := c.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNotebookOpenForwardsAndReconnects prints a URL with the token from
+// the Secret, forwards to the ready pod behind the Service, and follows the
+// Notebook to its new pod when the first goes away, on the same local port.
+// The forward itself needs a kubelet, which the test control plane lacks:
+// the test's forwarder records where it was sent.
+func TestNotebookOpenForwardsAndReconnects(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.EventuallyTimeout)
+	defer cancel()
+	nb := &notebooksv1alpha1.Notebook{}
+	nb.Namespace, nb.Name = ns, "bob"
+	if err := c.Create(ctx, nb); err != nil {
+		t.Fatal(err)
+	}
+	notebookBackend(t, c, ns, "bob", "bob-0")
+
+	var mu sync.Mutex
+	var calls []string
+	forward := func(fctx context.Context, _ *session, pod *corev1.Pod, local, remote int, ready chan<- int) error {
+		mu.Lock()
+		calls = append(calls, pod.Name+" "+itoa(local)+":"+itoa(remote))
+		n := len(calls)
+		mu.Unlock()
+		if local == 0 {
+			local = 43210
+		}
+		ready <- local
+		if n == 1 {
+			// The pod restarts: the operator's StatefulSet replaces it.
+			if err := c.Delete(fctx, pod); err != nil {
+				return err
+			}
+			notebookBackend(t, c, ns, "bob", "bob-0-new")
+			return errors.New("lost connection to pod")
+		}
+		cancel() // Ctrl-C once reconnected.
+		<-fctx.Done()
+		return nil
+	}
+	r := cli(t, ctx, env.Config, ns, func(o *Options) { o.Forward = forward }, "notebook", "open", "bob")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	wantURL := "http://127.0.0.1:43210/notebook/" + ns + "/bob/?token=" + url.QueryEscape("s3cr3t+/=")
+	if r.out != "Notebook bob is at "+wantURL+"\n" {
+		t.Errorf("stdout %q, want the URL %s", r.out, wantURL)
+	}
+	if strings.Join(calls, ",") != "bob-0 0:8888,bob-0-new 43210:8888" {
+		t.Errorf("forwards %q: want the first pod on a free port, then the new pod on the same port", calls)
+	}
+	if !strings.Contains(r.err, "lost the connection to pod bob-0 (lost connection to pod); reconnecting") ||
+		!strings.Contains(r.err, "reconnected to pod bob-0-new") {
+		t.Errorf("stderr does not tell about the reconnect: %q", r.err)
+	}
+}
+
+// TestNotebookOpenStoppedSaysHowToStart refuses to wait on a culled
+// Notebook and names the command that starts it.
+func TestNotebookOpenStoppedSaysHowToStart(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	nb := &notebooksv1alpha1.Notebook{}
+	nb.Namespace, nb.Name = ns, "idle"
+	if err := c.Create(context.Background(), nb); err != nil {
+		t.Fatal(err)
+	}
+	nb.Status.Phase = notebooksv1alpha1.PhaseCulled
+	if err := c.Status().Update(context.Background(), nb); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, ns, "notebook", "open", "idle")
+	if r.code != ExitFailed || !strings.Contains(r.err, "Notebook \"idle\" is Culled: start it with `mlp notebook start idle`") {
+		t.Errorf("exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+// TestNotebookOpenWithoutSecretRights names the Secret read RBAC denied.
+func TestNotebookOpenWithoutSecretRights(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	nb := &notebooksv1alpha1.Notebook{}
+	nb.Namespace, nb.Name = ns, "nb"
+	if err := c.Create(context.Background(), nb); err != nil {
+		t.Fatal(err)
+	}
+	cfg := userWithRules(t, ns, "dave", rule("notebooks.mlplatform.dev", "notebooks", "get", "list"))
+	r := cli(t, context.Background(), cfg, ns, nil, "notebook", "open", "nb")
+	if r.code != ExitFailed || !strings.Contains(r.err, `permission denied: you may not get secrets in namespace "`+ns+`"`) ||
+		!strings.Contains(r.err, `cannot get resource "secrets"`) {
+		t.Errorf("exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+func readFileMode(t *testing.T, path string) (string, os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), st.Mode().Perm()
+}

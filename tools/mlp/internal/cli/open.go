@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+)
+
+// Forwarder forwards localPort (0: any free port) to podPort of a pod until
+// the connection to the pod ends or ctx is done. It sends the local port on
+// ready once it listens.
+type Forwarder func(ctx context.Context, s *session, pod *corev1.Pod, localPort, podPort int, ready chan<- int) error
+
+// The Notebook operator's contract for its token Secret and Service.
+const (
+	notebookTokenKey  = "token"
+	notebookPortName  = "http"
+	notebookTokenName = "%s-token"
+)
+
+type openOptions struct {
+	port    int
+	browser bool
+}
+
+func newNotebookOpenCommand(o *Options) *cobra.Command {
+	oo := openOptions{}
+	cmd := &cobra.Command{
+		Use:   "open NAME",
+		Short: "Port-forward to a Notebook and print the URL with its token; reconnects when the pod restarts",
+		Long: `Forward a local port to the Notebook's Jupyter server through its Service,
+read the access token from the Notebook's token Secret and print a URL that
+works in a browser on this machine. The forward stays open until Ctrl-C and
+follows the Notebook to a new pod when it restarts.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNames(o, notebookKind),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			return o.openNotebook(cmd.Context(), s, args[0], oo)
+		},
+	}
+	cmd.Flags().IntVar(&oo.port, "port", 0, "Local port; 0 picks a free one")
+	cmd.Flags().BoolVar(&oo.browser, "browser", false, "Open the URL in the default browser")
+	return cmd
+}
+
+func (o *Options) openNotebook(ctx context.Context, s *session, name string, oo openOptions) error {
+	u, err := s.get(ctx, notebookKind, name)
+	if err != nil {
+		return err
+	}
+	nb, err := typed[notebooksv1alpha1.Notebook](u)
+	if err != nil {
+		return err
+	}
+	if nb.Status.Phase == notebooksv1alpha1.PhaseCulled || nb.Status.Phase == notebooksv1alpha1.PhaseSuspended {
+		return fmt.Errorf("Notebook %q is %s: start it with `mlp notebook start %s`", name, nb.Status.Phase, name)
+	}
+	token, err := notebookToken(ctx, s, nb)
+	if err != nil {
+		return err
+	}
+	port, announced := oo.port, false
+	for ctx.Err() == nil {
+		pod, podPort, err := o.waitForNotebookPod(ctx, s, name)
+		if err != nil {
+			return err
+		}
+		ready := make(chan int, 1)
+		done := make(chan error, 1)
+		go func() { done <- o.Forward(ctx, s, pod, port, podPort, ready) }()
+		select {
+		case port = <-ready:
+			if !announced {
+				o.announce(nb, port, token, oo.browser)
+				announced = true
+			} else {
+				fmt.Fprintf(o.Streams.ErrOut, "reconnected to pod %s\n", pod.Name)
+			}
+			err = <-done
+		case err = <-done:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(o.Streams.ErrOut, "lost the connection to pod %s (%v); reconnecting\n", pod.Name, err)
+		if sleep(ctx, o.PollInterval) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+func (o *Options) announce(nb *notebooksv1alpha1.Notebook, port int, token string, browser bool) {
+	link := fmt.Sprintf("http://127.0.0.1:%d/notebook/%s/%s/?token=%s", port, nb.Namespace, nb.Name, url.QueryEscape(token))
+	fmt.Fprintf(o.Streams.Out, "Notebook %s is at %s\n", nb.Name, link)
+	fmt.Fprintln(o.Streams.ErrOut, "Forwarding; press Ctrl-C to stop.")
+	if browser {
+		if err := o.Browser(link); err != nil {
+			fmt.Fprintf(o.Streams.ErrOut, "could not open a browser (%v): open the URL above yourself\n", err)
+		}
+	}
+}
+
+func notebookToken(ctx context.Context, s *session, nb *notebooksv1alpha1.Notebook) (string, error) {
+	name := firstNonEmpty(nb.Status.TokenSecretName, fmt.Sprintf(notebookTokenName, nb.Name))
+	var secret corev1.Secret
+	if err := s.c.Get(ctx, clientKey(s.namespace, name), &secret); err != nil {
+		return "", explainCore(err, "secrets", "get", name, s.namespace)
+	}
+	token := string(secret.Data[notebookTokenKey])
+	if token == "" {
+		return "", fmt.Errorf("secret %q of Notebook %q has no %q key yet", name, nb.Name, notebookTokenKey)
+	}
+	return token, nil
+}
+
+// waitForNotebookPod finds the ready pod behind the Notebook's Service (by
+// the Service's own selector) and the container port its "http" port
+// targets, waiting while the pod (re)starts.
+func (o *Options) waitForNotebookPod(ctx context.Context, s *session, name string) (*corev1.Pod, int, error) {
+	waiting := false
+	for {
+		var svc corev1.Service
+		if err := s.c.Get(ctx, clientKey(s.namespace, name), &svc); err != nil {
+			return nil, 0, explainCore(err, "services", "get", name, s.namespace)
+		}
+		var pods corev1.PodList
+		if err := s.c.List(ctx, &pods, client.InNamespace(s.namespace), client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(svc.Spec.Selector)}); err != nil {
+			return nil, 0, explainCore(err, "pods", "list", "", s.namespace)
+		}
+		if pod := notebookPod(pods.Items); pod != nil {
+			if port := containerPort(pod, notebookPortName); port > 0 {
+				return pod, port, nil
+			}
+		}
+		if !waiting {
+			fmt.Fprintf(o.Streams.ErrOut, "waiting for the pod of Notebook %q to be ready\n", name)
+			waiting = true
+		}
+		if err := sleep(ctx, o.PollInterval); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+func containerPort(pod *corev1.Pod, name string) int {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == name {
+				return int(p.ContainerPort)
+			}
+		}
+	}
+	return 0
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// portForward is kubectl port-forward's mechanism: SPDY to the pod's
+// portforward subresource.
+func portForward(ctx context.Context, s *session, pod *corev1.Pod, localPort, podPort int, ready chan<- int) error {
+	transport, upgrader, err := spdy.RoundTripperFor(s.cfg)
+	if err != nil {
+		return err
+	}
+	req := s.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("portforward")
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, req.URL())
+	stop, readyCh := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("%d:%d", localPort, podPort)}, stop, readyCh, io.Discard, io.Discard)
+	if err != nil {
+		return err
+	}
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		defer close(stop)
+		select {
+		case <-ctx.Done():
+			return
+		case <-finished:
+			return
+		case <-readyCh:
+		}
+		if ports, err := fw.GetPorts(); err == nil && len(ports) == 1 {
+			ready <- int(ports[0].Local)
+		}
+		select {
+		case <-ctx.Done():
+		case <-finished:
+		}
+	}()
+	err = fw.ForwardPorts()
+	if err == nil && ctx.Err() == nil {
+		err = errors.New("the forward ended")
+	}
+	return explainCore(err, "pods/portforward", "create", pod.Name, pod.Namespace)
+}
+
+func openBrowser(link string) error {
+	switch runtime.GOOS {
+	case "darwin":
+		return exec.Command("open", link).Start()
+	case "windows":
+		return exec.Command("rundll32", "url.dll,FileProtocolHandler", link).Start()
+	default:
+		return exec.Command("xdg-open", link).Start()
+	}
+}

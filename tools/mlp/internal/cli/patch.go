@@ -1,0 +1,14 @@
+package cli
+
+import "encoding/json"
+
+// mergePatchAt builds a JSON merge patch that sets one field.
+func mergePatchAt(path []string, value any) ([]byte, error) {
+	var v = value
+	for i := len(path) - 1; i >= 0; i-- {
+		v = map[string]any{path[i]: v}
+	}
+	return json.Marshal(v)
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

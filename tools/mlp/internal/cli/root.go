@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// Exit codes of mlp. A waiting command that stops before the outcome
+// (timeout, interrupt) exits with ExitIncomplete so scripts can tell "the job
+// failed" from "I stopped watching".
+const (
+	ExitOK         = 0
+	ExitFailed     = 1
+	ExitIncomplete = 2
+)
+
+// Options are the dependencies of every command. Tests replace the clock,
+// the terminal detection and the parts of Kubernetes a test apiserver does
+// not have (a kubelet for logs and port-forwarding).
+type Options struct {
+	Streams     genericiooptions.IOStreams
+	ConfigFlags *genericclioptions.ConfigFlags
+
+	// Now is the clock for ages and ETAs.
+	Now func() time.Time
+	// Terminal reports whether w is an interactive terminal, which gets a
+	// progress bar instead of one line per change.
+	Terminal func(w io.Writer) bool
+	// PollInterval is how often waiting commands read the job again.
+	PollInterval time.Duration
+	// Logs opens a container's log stream.
+	Logs LogOpener
+	// Forward port-forwards to a pod until the connection ends.
+	Forward Forwarder
+	// Browser opens a URL in the user's browser.
+	Browser func(url string) error
+	// Version is the client's version.
+	Version string
+}
+
+// exitError carries an exit code; its message, if any, has been printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit code %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// Main runs mlp with the process's streams and exits on SIGINT/SIGTERM by
+// cancelling the command's context, so a waiting command can say that the
+// job keeps running.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	o := DefaultOptions(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	return Run(ctx, o, args)
+}
+
+// DefaultOptions are the options of the real binary.
+func DefaultOptions(streams genericiooptions.IOStreams) *Options {
+	flags := genericclioptions.NewConfigFlags(true)
+	// Warnings and throttling messages of client-go go to stderr; request
+	// dumps are never enabled, so tokens do not reach the terminal.
+	return &Options{
+		Streams:      streams,
+		ConfigFlags:  flags,
+		Now:          time.Now,
+		Terminal:     isTerminal,
+		PollInterval: time.Second,
+		Logs:         apiLogs,
+		Forward:      portForward,
+		Browser:      openBrowser,
+		Version:      clientVersion(),
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// Run executes one mlp command line and returns its exit code. Errors are
+// printed once, as "error: ..." on stderr, in words a user can act on.
+func Run(ctx context.Context, o *Options, args []string) int {
+	cmd := NewRootCommand(o)
+	cmd.SetArgs(args)
+	cmd.SetIn(o.Streams.In)
+	cmd.SetOut(o.Streams.Out)
+	cmd.SetErr(o.Streams.ErrOut)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(o.Streams.ErrOut, "error:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(o.Streams.ErrOut, "error:", err)
+	return ExitFailed
+}
+
+// NewRootCommand builds the command tree.
+func NewRootCommand(o *Options) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "mlp",
+		Short: "Train models, open notebooks and use feature stores on ml-platform",
+		Long: `mlp is the command-line tool of ml-platform. It works on the TrainingJob,
+Notebook and FeatureStore resources of your current kubeconfig context and
+namespace, and also runs as the kubectl plugin "kubectl mlp".`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// Run as kubectl-mlp, the help and completion scripts say "kubectl mlp".
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl mlp"}
+	}
+	o.ConfigFlags.AddFlags(root.PersistentFlags())
+	root.AddCommand(
+		newTrainCommand(o),
+		newNotebookCommand(o),
+		newFeatureStoreCommand(o),
+		newVersionCommand(o),
+	)
+	return root
+}

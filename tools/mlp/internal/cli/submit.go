@@ -1,0 +1,305 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+)
+
+type submitOptions struct {
+	file          string
+	framework     string
+	image         string
+	workers       int32
+	accelerators  int32
+	accelType     string
+	cpu, memory   string
+	env           []string
+	checkpoint    string
+	queue         string
+	featureStores []string
+	backend       string
+	dryRun        string
+	output        string
+	noWait        bool
+	timeout       time.Duration
+}
+
+func newSubmitCommand(o *Options) *cobra.Command {
+	so := submitOptions{}
+	cmd := &cobra.Command{
+		Use:   "submit [NAME] [-- COMMAND [ARG...]]",
+		Short: "Create a TrainingJob from a file or from flags, and follow it to the end",
+		Long: `Create a TrainingJob from a file (-f) or from flags, then wait for it and show
+its progress: queued or admitted, pods ready, run and restarts, and the
+training's own progress. The exit code is 0 when it succeeded, 1 when it
+failed (with the reason and the last lines of the failing pod's log) and 2
+when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
+		Example: `  mlp train submit mnist --image registry.example/mnist:1 --workers 2 --gpus 1 -- python train.py --epochs 3
+  mlp train submit -f trainingjob.yaml --no-wait
+  mlp train submit mnist --image registry.example/mnist:1 --dry-run=server -o yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.submit(cmd, args, &so)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&so.file, "filename", "f", "", "File with a TrainingJob (YAML or JSON; - for stdin)")
+	f.StringVar(&so.framework, "framework", string(trainingv1alpha1.FrameworkPyTorch), "Framework: pytorch, tensorflow, xgboost or paddle")
+	f.StringVar(&so.image, "image", "", "Image of the training container")
+	f.Int32Var(&so.workers, "workers", 1, "Pods taking part in the training, rank 0 included")
+	f.Int32Var(&so.accelerators, "gpus", 0, "Accelerators per pod")
+	f.StringVar(&so.accelType, "accelerator-type", "", "Accelerator type the platform team configured (e.g. a100); empty for the default")
+	f.StringVar(&so.cpu, "cpu", "", "CPU request per pod, e.g. 2")
+	f.StringVar(&so.memory, "memory", "", "Memory request and limit per pod, e.g. 8Gi")
+	f.StringArrayVarP(&so.env, "env", "e", nil, "Environment variable NAME=VALUE (repeatable)")
+	f.StringVar(&so.checkpoint, "checkpoint-size", "", "Size of a checkpoint volume the operator creates, e.g. 10Gi")
+	f.StringVar(&so.queue, "queue", "", "Kueue LocalQueue to submit to")
+	f.StringArrayVar(&so.featureStores, "feature-store", nil, "FeatureStore whose client configuration is mounted (repeatable)")
+	f.StringVar(&so.backend, "backend", "", "Training backend (native or kubeflow); empty for the platform's default")
+	f.StringVar(&so.dryRun, "dry-run", "none", "none, client (print what would be sent) or server (validated and defaulted by the API server, nothing created)")
+	f.Lookup("dry-run").NoOptDefVal = "client"
+	addOutputFlag(cmd, &so.output)
+	f.BoolVar(&so.noWait, "no-wait", false, "Return as soon as the TrainingJob is created")
+	f.DurationVar(&so.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
+	return cmd
+}
+
+func (o *Options) submit(cmd *cobra.Command, args []string, so *submitOptions) error {
+	if err := checkOutput(so.output); err != nil {
+		return err
+	}
+	if so.dryRun != "none" && so.dryRun != "client" && so.dryRun != "server" {
+		return fmt.Errorf("--dry-run must be none, client or server, not %q", so.dryRun)
+	}
+	s, err := o.session()
+	if err != nil {
+		return err
+	}
+	u, err := o.buildTrainingJob(cmd, args, so, s)
+	if err != nil {
+		return err
+	}
+	if so.dryRun == "client" {
+		return o.printSubmitted(so, u, " (dry run)")
+	}
+	opts := []client.CreateOption{client.FieldValidation("Strict")}
+	if so.dryRun == "server" {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := s.c.Create(cmd.Context(), u, opts...); err != nil {
+		return explain(err, trainingJobKind, "create", u.GetName(), s.namespace)
+	}
+	if so.dryRun == "server" {
+		return o.printSubmitted(so, u, " (server dry run)")
+	}
+	if err := o.printSubmitted(so, u, ""); err != nil {
+		return err
+	}
+	if so.noWait {
+		return nil
+	}
+	return o.follow(cmd.Context(), s, u.GetName(), so.timeout)
+}
+
+func (o *Options) printSubmitted(so *submitOptions, u *unstructured.Unstructured, suffix string) error {
+	if so.output == outTable || so.output == outWide {
+		fmt.Fprintf(o.Streams.Out, "trainingjob.training.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
+		return nil
+	}
+	return printObjects(o.Streams.Out, so.output, trainingJobKind, trainingJobTable, []unstructured.Unstructured{*u}, true, o.Now())
+}
+
+// buildTrainingJob reads -f or assembles the job from flags. Flags that
+// shape the job cannot be combined with -f: the file is the whole truth.
+func (o *Options) buildTrainingJob(cmd *cobra.Command, args []string, so *submitOptions, s *session) (*unstructured.Unstructured, error) {
+	dash := cmd.ArgsLenAtDash()
+	names, command := args, []string(nil)
+	if dash >= 0 {
+		names, command = args[:dash], args[dash:]
+	}
+	if len(names) > 1 {
+		return nil, fmt.Errorf("expected at most one NAME, got %q (put the command after --)", names)
+	}
+	if so.file != "" {
+		if changed := shapingFlags(cmd); len(changed) > 0 || len(command) > 0 {
+			return nil, fmt.Errorf("-f cannot be combined with %s: edit the file instead", strings.Join(append(changed, "a command"), ", "))
+		}
+		return o.readTrainingJob(so.file, names, s)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("a NAME is needed (mlp train submit NAME --image IMAGE -- COMMAND...), or -f FILE")
+	}
+	if so.image == "" {
+		return nil, fmt.Errorf("--image is needed (or -f FILE)")
+	}
+	tj, err := jobFromFlags(names[0], s.namespace, so, command)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	unstructured.RemoveNestedField(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	if so.backend != "" {
+		if err := unstructured.SetNestedField(u.Object, so.backend, fieldBackend...); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+var shapingFlagNames = []string{"framework", "image", "workers", "gpus", "accelerator-type", "cpu", "memory", "env", "checkpoint-size", "queue", "feature-store", "backend"}
+
+func shapingFlags(cmd *cobra.Command) []string {
+	var out []string
+	for _, n := range shapingFlagNames {
+		if cmd.Flags().Changed(n) {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
+}
+
+func jobFromFlags(name, namespace string, so *submitOptions, command []string) (*trainingv1alpha1.TrainingJob, error) {
+	tj := &trainingv1alpha1.TrainingJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: trainingv1alpha1.GroupVersion.String(), Kind: "TrainingJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: trainingv1alpha1.TrainingJobSpec{
+			Framework: trainingv1alpha1.Framework(so.framework),
+			Image:     so.image,
+			Command:   command,
+			Workers:   so.workers,
+			QueueName: so.queue,
+		},
+	}
+	for _, kv := range so.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--env %q: expected NAME=VALUE", kv)
+		}
+		tj.Spec.Env = append(tj.Spec.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	for _, fs := range so.featureStores {
+		tj.Spec.FeatureStores = append(tj.Spec.FeatureStores, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: fs}})
+	}
+	res, err := resourcesFromFlags(so)
+	if err != nil {
+		return nil, err
+	}
+	tj.Spec.Resources = res
+	if so.checkpoint != "" {
+		q, err := resource.ParseQuantity(so.checkpoint)
+		if err != nil {
+			return nil, fmt.Errorf("--checkpoint-size %q: %w", so.checkpoint, err)
+		}
+		tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: &q}
+	}
+	return tj, nil
+}
+
+func resourcesFromFlags(so *submitOptions) (*commonv1alpha1.Resources, error) {
+	if so.cpu == "" && so.memory == "" && so.accelerators == 0 && so.accelType == "" {
+		return nil, nil
+	}
+	r := &commonv1alpha1.Resources{}
+	set := func(flag, value string, name corev1.ResourceName, limit bool) error {
+		if value == "" {
+			return nil
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return fmt.Errorf("--%s %q: %w", flag, value, err)
+		}
+		if r.Requests == nil {
+			r.Requests = corev1.ResourceList{}
+		}
+		r.Requests[name] = q
+		if limit {
+			r.Limits = corev1.ResourceList{name: q}
+		}
+		return nil
+	}
+	if err := set("cpu", so.cpu, corev1.ResourceCPU, false); err != nil {
+		return nil, err
+	}
+	if err := set("memory", so.memory, corev1.ResourceMemory, true); err != nil {
+		return nil, err
+	}
+	if so.accelerators > 0 || so.accelType != "" {
+		r.Accelerators = &commonv1alpha1.Accelerators{Count: so.accelerators, Type: so.accelType}
+	}
+	return r, nil
+}
+
+// readTrainingJob reads one TrainingJob of our API group from a file.
+func (o *Options) readTrainingJob(path string, names []string, s *session) (*unstructured.Unstructured, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(o.Streams.In)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&u.Object); err != nil {
+		return nil, fmt.Errorf("%s is not a YAML or JSON object: %w", path, err)
+	}
+	if gvk := u.GroupVersionKind(); gvk.Group != trainingJobKind.GVK.Group || gvk.Kind != trainingJobKind.GVK.Kind {
+		return nil, fmt.Errorf("%s holds a %s %s, not a TrainingJob of %s", path, orDash(u.GetAPIVersion()), orDash(u.GetKind()), trainingJobKind.GVK.Group)
+	}
+	if len(names) == 1 {
+		u.SetName(names[0])
+	}
+	if u.GetName() == "" {
+		return nil, fmt.Errorf("%s has no metadata.name: set it or give NAME", path)
+	}
+	switch ns := u.GetNamespace(); {
+	case ns == "":
+		u.SetNamespace(s.namespace)
+	case ns != s.namespace && s.explicitNamespace:
+		return nil, fmt.Errorf("the namespace of %s (%s) does not match the namespace of the command line (%s)", path, ns, s.namespace)
+	default:
+		s.namespace = ns
+	}
+	return u, nil
+}
+
+func newWaitCommand(o *Options) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:               "wait NAME",
+		Short:             "Wait for a TrainingJob to end, showing its progress (exit 0 succeeded, 1 failed, 2 still running)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNames(o, trainingJobKind),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			return o.follow(cmd.Context(), s, args[0], timeout)
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
+	return cmd
+}

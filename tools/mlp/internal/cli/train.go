@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+)
+
+// Field paths that other work on the TrainingJob API may rename or add; each
+// is used from here only, so such a change is a one-line update.
+var (
+	fieldSuspend  = []string{"spec", "suspend"}
+	fieldBackend  = []string{"spec", "backend"}
+	fieldProgress = []string{"status", "progress"}
+)
+
+func newTrainCommand(o *Options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "train",
+		Aliases: []string{"trainingjob", "tj"},
+		Short:   "Submit and follow TrainingJobs (training.mlplatform.dev)",
+	}
+	cmd.AddCommand(
+		newSubmitCommand(o),
+		newListCommand(o, trainingJobKind, trainingJobTable),
+		newGetCommand(o, trainingJobKind, trainingJobTable),
+		newDescribeTrainCommand(o),
+		newDeleteCommand(o, trainingJobKind, " and their pods"),
+		newSuspendCommand(o, true),
+		newSuspendCommand(o, false),
+		newWaitCommand(o),
+		newLogsCommand(o),
+	)
+	return cmd
+}
+
+var trainingJobTable = table{
+	headers: func(wide bool) []string {
+		h := []string{"NAME", "FRAMEWORK", "WORKERS", "STATUS", "PROGRESS", "RESTARTS", "AGE", "DURATION"}
+		if wide {
+			h = append(h, "RUN", "QUEUE", "BACKEND", "REASON")
+		}
+		return h
+	},
+	row: func(u *unstructured.Unstructured, wide bool, now time.Time) []string {
+		tj, err := typed[trainingv1alpha1.TrainingJob](u)
+		if err != nil {
+			return []string{u.GetName(), "<invalid>"}
+		}
+		p := readProgress(u)
+		r := []string{
+			tj.Name, string(tj.Spec.Framework), strconv.Itoa(int(tj.Spec.Workers)), orDash(string(tj.Status.Phase)),
+			p.percentText(), strconv.Itoa(int(tj.Status.RestartCount)), age(tj.CreationTimestamp.Time, now), orDash(tj.Status.Duration),
+		}
+		if wide {
+			backend, _, _ := unstructured.NestedString(u.Object, fieldBackend...)
+			reason := ""
+			if tj.Status.Failure != nil {
+				reason = firstNonEmpty(tj.Status.Failure.Cause, tj.Status.Failure.Reason)
+			}
+			r = append(r, strconv.Itoa(int(tj.Status.Run)), orDash(tj.Spec.QueueName), orDash(backend), orDash(reason))
+		}
+		return r
+	},
+}
+
+func newSuspendCommand(o *Options, suspend bool) *cobra.Command {
+	use, short, done := "suspend", "Suspend TrainingJobs: their pods are deleted until they are resumed", "suspended"
+	if !suspend {
+		use, short, done = "resume", "Resume suspended TrainingJobs", "resumed"
+	}
+	return &cobra.Command{
+		Use:               use + " NAME...",
+		Short:             short,
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeNames(o, trainingJobKind),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := o.session()
+			if err != nil {
+				return err
+			}
+			patch, err := mergePatchAt(fieldSuspend, suspend)
+			if err != nil {
+				return err
+			}
+			for _, name := range args {
+				if _, err := s.mergePatch(cmd.Context(), trainingJobKind, name, patch); err != nil {
+					return err
+				}
+				fmt.Fprintf(o.Streams.Out, "trainingjob.training.mlplatform.dev %q %s\n", name, done)
+			}
+			return nil
+		},
+	}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}

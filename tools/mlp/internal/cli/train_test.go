@@ -1,0 +1,280 @@
+package cli
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+func trainingJob(ns, name string, workers int32) *trainingv1alpha1.TrainingJob {
+	return &trainingv1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainingv1alpha1.TrainingJobSpec{
+			Framework: trainingv1alpha1.FrameworkPyTorch, Image: "example.test/train:1", Workers: workers,
+			Command: []string{"python", "train.py"},
+		},
+	}
+}
+
+// setJobStatus acts out the operator: it changes the TrainingJob's status
+// through the status subresource.
+func setJobStatus(t *testing.T, c client.Client, ns, name string, mutate func(*trainingv1alpha1.TrainingJobStatus)) {
+	t.Helper()
+	testenv.Eventually(t, "status of "+name+" written", func(ctx context.Context) (bool, error) {
+		var tj trainingv1alpha1.TrainingJob
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tj); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		mutate(&tj.Status)
+		if err := c.Status().Update(ctx, &tj); err != nil {
+			return false, client.IgnoreNotFound(ignoreConflict(err))
+		}
+		return true, nil
+	})
+}
+
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func setCondition(st *trainingv1alpha1.TrainingJobStatus, typ string, status metav1.ConditionStatus, reason string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: reason})
+}
+
+// runPod creates a pod of a run as the backend would, with Kubeflow's
+// replica labels, and marks it Ready when ready is true.
+func runPod(t *testing.T, c client.Client, ns, job string, run int, role string, index int, ready bool) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: job + "-" + strings.ToLower(role) + "-" + itoa(index) + "-r" + itoa(run),
+			Labels: map[string]string{
+				trainingv1alpha1.LabelJobName: job, trainingv1alpha1.LabelRun: itoa(run),
+				labelReplicaType: strings.ToLower(role), labelReplicaIndex: itoa(index),
+			},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pytorch", Image: "example.test/train:1"}}},
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if ready {
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if err := c.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pod
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestTrainListAndGetPrintEveryFormat(t *testing.T) {
+	c := adminClient(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	for _, tj := range []*trainingv1alpha1.TrainingJob{trainingJob(ns, "bert", 2), trainingJob(ns, "mnist", 1)} {
+		if err := c.Create(ctx, tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setJobStatus(t, c, ns, "bert", func(st *trainingv1alpha1.TrainingJobStatus) {
+		st.Phase, st.Run, st.RestartCount = trainingv1alpha1.PhaseRunning, 2, 1
+		st.Progress = &trainingv1alpha1.TrainingProgress{
+			Step: 50, TotalSteps: 200, Percent: ptr.To[int32](25), Metrics: map[string]string{"loss": "0.42"},
+			LastReportTime: metav1.Now(),
+		}
+	})
+	setJobStatus(t, c, ns, "mnist", func(st *trainingv1alpha1.TrainingJobStatus) {
+		st.Phase, st.Run, st.Duration = trainingv1alpha1.PhaseFailed, 1, "3m2s"
+		st.Failure = &trainingv1alpha1.Failure{Reason: "JobFailed", Cause: "OOMKilled", Class: trainingv1alpha1.FailureClassUser}
+	})
+
+	for name, args := range map[string][]string{
+		"train-list-table": {"train", "list"},
+		"train-list-wide":  {"train", "list", "-o", "wide"},
+		"train-list-json":  {"train", "list", "-o", "json"},
+		"train-get-yaml":   {"train", "get", "bert", "-o", "yaml"},
+		"train-get-name":   {"train", "get", "bert", "mnist", "-o", "name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, ns, args...)
+			if r.code != 0 || r.err != "" {
+				t.Fatalf("exit %d, stderr %q", r.code, r.err)
+			}
+			golden(t, name, normalize(r.out, ns))
+		})
+	}
+}
+
+func TestTrainErrors(t *testing.T) {
+	ns := newNamespace(t)
+	for name, tc := range map[string]struct {
+		args    []string
+		wantErr []string
+	}{
+		"not found": {
+			args:    []string{"train", "get", "nope"},
+			wantErr: []string{`error: TrainingJob "nope" not found in namespace "` + ns + `"`},
+		},
+		"CEL message of the server, one per line": {
+			args: []string{"train", "submit", "boost", "--framework", "xgboost", "--workers", "1", "--image", "x", "--no-wait"},
+			wantErr: []string{
+				`error: TrainingJob "boost" is invalid:`,
+				"\n  * spec: framework xgboost needs workers of at least 2 (one master and at least one worker)",
+			},
+		},
+		"CEL message on server dry run": {
+			args:    []string{"train", "submit", "Bad_Name", "--image", "x", "--dry-run=server", "-o", "yaml"},
+			wantErr: []string{"metadata.name must start with a letter"},
+		},
+		"unknown output format": {
+			args:    []string{"train", "list", "-o", "xml"},
+			wantErr: []string{`unknown output format "xml"`},
+		},
+		"-f with shaping flags": {
+			args:    []string{"train", "submit", "-f", "job.yaml", "--image", "y"},
+			wantErr: []string{"-f cannot be combined with --image"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, ns, tc.args...)
+			if r.code != ExitFailed {
+				t.Errorf("exit code %d, want %d", r.code, ExitFailed)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(r.err, w) {
+					t.Errorf("stderr %q does not contain %q", r.err, w)
+				}
+			}
+			if strings.Contains(r.err, `Invalid value: "object"`) {
+				t.Errorf("stderr keeps Go's error wrapping: %q", r.err)
+			}
+		})
+	}
+	var list trainingv1alpha1.TrainingJobList
+	if err := adminClient(t).List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 0 {
+		t.Errorf("rejected submissions left %d TrainingJobs (err %v)", len(list.Items), err)
+	}
+}
+
+func TestTrainDeniedByRBACNamesVerbAndResource(t *testing.T) {
+	ns := newNamespace(t)
+	cfg, err := env.AddUser("carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, context.Background(), cfg, ns, nil, "train", "list")
+	if r.code != ExitFailed {
+		t.Errorf("exit code %d, want 1", r.code)
+	}
+	for _, want := range []string{
+		"permission denied: you may not list trainingjobs.training.mlplatform.dev in namespace",
+		`User "carol" cannot list resource "trainingjobs" in API group "training.mlplatform.dev"`,
+		"ask your platform team",
+	} {
+		if !strings.Contains(r.err, want) {
+			t.Errorf("stderr %q does not contain %q", r.err, want)
+		}
+	}
+	r = cli(t, context.Background(), cfg, ns, nil, "train", "submit", "x", "--image", "i", "--no-wait")
+	if !strings.Contains(r.err, `cannot create resource "trainingjobs"`) || r.code != ExitFailed {
+		t.Errorf("submit without rights: exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+func TestTrainSuspendResumeDelete(t *testing.T) {
+	c := adminClient(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	if err := c.Create(ctx, trainingJob(ns, "job", 1)); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *trainingv1alpha1.TrainingJob {
+		var tj trainingv1alpha1.TrainingJob
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "job"}, &tj); err != nil {
+			t.Fatal(err)
+		}
+		return &tj
+	}
+	if r := run(t, ns, "train", "suspend", "job"); r.code != 0 || !get().Spec.Suspend {
+		t.Fatalf("suspend: exit %d stderr %q, spec.suspend %v", r.code, r.err, get().Spec.Suspend)
+	}
+	if r := run(t, ns, "train", "resume", "job"); r.code != 0 || get().Spec.Suspend {
+		t.Fatalf("resume: exit %d stderr %q, spec.suspend %v", r.code, r.err, get().Spec.Suspend)
+	}
+	r := run(t, ns, "train", "delete", "job")
+	if r.code != 0 || r.out != "trainingjob.training.mlplatform.dev \"job\" deleted\n" {
+		t.Fatalf("delete: exit %d, out %q, err %q", r.code, r.out, r.err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "job"}, &trainingv1alpha1.TrainingJob{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after delete: %v, want NotFound", err)
+	}
+	if r := run(t, ns, "train", "suspend", "job"); r.code != ExitFailed || !strings.Contains(r.err, `TrainingJob "job" not found`) {
+		t.Errorf("suspend of a deleted job: exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+// TestTrainDescribe shows conditions, progress, failure, ranked pods and
+// events of a job, all read from the apiserver.
+func TestTrainDescribe(t *testing.T) {
+	c := adminClient(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	if err := c.Create(ctx, trainingJob(ns, "bert", 2)); err != nil {
+		t.Fatal(err)
+	}
+	setJobStatus(t, c, ns, "bert", func(st *trainingv1alpha1.TrainingJobStatus) {
+		st.Phase, st.Run = trainingv1alpha1.PhaseRunning, 1
+		setCondition(st, trainingv1alpha1.ConditionRunning, metav1.ConditionTrue, "Running")
+		st.Progress = &trainingv1alpha1.TrainingProgress{Step: 10, TotalSteps: 100, Percent: ptr.To[int32](10), LastReportTime: metav1.Now()}
+	})
+	runPod(t, c, ns, "bert", 1, "Worker", 0, false)
+	runPod(t, c, ns, "bert", 1, "Master", 0, true)
+	r := run(t, ns, "train", "describe", "bert")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	for _, want := range []string{
+		"Status:       Running", "Progress:     step 10/100 (10%)", "Running  True    Running",
+		"0     bert-master-0-r1  Running  true   0", "1     bert-worker-0-r1  Pending  false  0", "Events:\n  <none>",
+	} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("describe output lacks %q:\n%s", want, r.out)
+		}
+	}
+}
+
+// TestTrainCompletionListsNames completes resource names from the cluster.
+func TestTrainCompletionListsNames(t *testing.T) {
+	c := adminClient(t)
+	ns := newNamespace(t)
+	for _, n := range []string{"alpha", "beta", "alps"} {
+		if err := c.Create(context.Background(), trainingJob(ns, n, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := run(t, ns, "__complete", "train", "get", "al")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	if got := strings.Fields(r.out); strings.Join(got[:2], " ") != "alpha alps" || got[2] != ":4" {
+		t.Errorf("completion %q, want alpha alps and directive :4 (no file completion)", r.out)
+	}
+}
