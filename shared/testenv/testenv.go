@@ -158,10 +158,16 @@ func (e *Env) StopAPIServer() error {
 }
 
 // StartAPIServer starts kube-apiserver again after StopAPIServer, on the same
-// port with the same certificates, and returns once it serves.
+// port with the same certificates, and returns once it serves. It restarts
+// kube-controller-manager too: its informers back off through the outage
+// like any client-go reflector (up to a minute), and the next tests need
+// the garbage collector and the namespace controller at once.
 func (e *Env) StartAPIServer() error {
 	if err := e.env.ControlPlane.APIServer.Start(); err != nil {
 		return fmt.Errorf("starting kube-apiserver again: %w", err)
+	}
+	if e.kcm != nil {
+		return e.RestartControllerManager()
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package featurestore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -76,8 +77,9 @@ func TestMain(m *testing.M) {
 		return
 	}
 	code = m.Run()
-	// Whichever tests ran, no credential they created may be in the logs.
-	if err := env.VerifyLogs(); err != nil {
+	// Whichever tests ran, no credential they created may be in the logs
+	// or in any object but a Secret.
+	if err := errors.Join(env.VerifyLogs(), scanObjectsForPasswords(context.Background())); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
 	}
