@@ -20,6 +20,9 @@ import (
 // `make k8s-bin` builds from tools/k8s; `make verify` checks they agree.
 const KubernetesVersion = "v1.34.2"
 
+// controlPlaneStartTimeout bounds the start of etcd and kube-apiserver.
+const controlPlaneStartTimeout = 2 * time.Minute
+
 // Options configure a test control plane.
 type Options struct {
 	// CRDDirectoryPaths are folders or files of CustomResourceDefinitions to
@@ -84,7 +87,10 @@ func Start(opts Options) (*Env, error) {
 	if err := os.Mkdir(certDir, 0o700); err != nil {
 		return nil, err
 	}
-	apiServer := &envtest.APIServer{CertDir: certDir, StopTimeout: 5 * time.Second}
+	// envtest gives each process 20 s to come up, which a loaded two-core
+	// machine exceeds (kube-apiserver took longer with both cores busy):
+	// a slow start is not a failure.
+	apiServer := &envtest.APIServer{CertDir: certDir, StartTimeout: controlPlaneStartTimeout, StopTimeout: 5 * time.Second}
 	// Tests restart the apiserver under running controllers; a short
 	// shutdown delay keeps those restarts quick.
 	apiServer.Configure().Set("shutdown-delay-duration", "0s")
@@ -97,7 +103,10 @@ func Start(opts Options) (*Env, error) {
 			BinaryAssetsDirectory: bin,
 			CRDDirectoryPaths:     opts.CRDDirectoryPaths,
 			ErrorIfCRDPathMissing: true,
-			ControlPlane:          envtest.ControlPlane{APIServer: apiServer},
+			ControlPlane: envtest.ControlPlane{
+				APIServer: apiServer,
+				Etcd:      &envtest.Etcd{StartTimeout: controlPlaneStartTimeout},
+			},
 		},
 	}
 	cfg, err := e.env.Start()
