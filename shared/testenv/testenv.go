@@ -87,10 +87,7 @@ func Start(opts Options) (*Env, error) {
 	if err := os.Mkdir(certDir, 0o700); err != nil {
 		return nil, err
 	}
-	// envtest gives each process 20 s to come up, which a loaded two-core
-	// machine exceeds (kube-apiserver took longer with both cores busy):
-	// a slow start is not a failure.
-	apiServer := &envtest.APIServer{CertDir: certDir, StartTimeout: controlPlaneStartTimeout, StopTimeout: 5 * time.Second}
+	apiServer := &envtest.APIServer{CertDir: certDir, StopTimeout: 5 * time.Second}
 	// Tests restart the apiserver under running controllers; a short
 	// shutdown delay keeps those restarts quick.
 	apiServer.Configure().Set("shutdown-delay-duration", "0s")
@@ -103,10 +100,11 @@ func Start(opts Options) (*Env, error) {
 			BinaryAssetsDirectory: bin,
 			CRDDirectoryPaths:     opts.CRDDirectoryPaths,
 			ErrorIfCRDPathMissing: true,
-			ControlPlane: envtest.ControlPlane{
-				APIServer: apiServer,
-				Etcd:      &envtest.Etcd{StartTimeout: controlPlaneStartTimeout},
-			},
+			ControlPlane:          envtest.ControlPlane{APIServer: apiServer},
+			// envtest gives each process 20 s to come up, which a loaded
+			// two-core machine exceeds (kube-apiserver took longer with
+			// both cores busy): a slow start is not a failure.
+			ControlPlaneStartTimeout: controlPlaneStartTimeout,
 		},
 	}
 	cfg, err := e.env.Start()
