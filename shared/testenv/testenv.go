@@ -22,6 +22,9 @@ import (
 // `make k8s-bin` builds from tools/k8s; `make verify` checks they agree.
 const KubernetesVersion = "v1.34.2"
 
+// controlPlaneStartTimeout bounds the start of etcd and kube-apiserver.
+const controlPlaneStartTimeout = 2 * time.Minute
+
 // Options configure a test control plane.
 type Options struct {
 	// CRDDirectoryPaths are folders or files of CustomResourceDefinitions to
@@ -102,6 +105,10 @@ func Start(opts Options) (*Env, error) {
 			CRDDirectoryPaths:     opts.CRDDirectoryPaths,
 			ErrorIfCRDPathMissing: true,
 			ControlPlane:          envtest.ControlPlane{APIServer: apiServer},
+			// envtest gives each process 20 s to come up, which a loaded
+			// two-core machine exceeds (kube-apiserver took longer with
+			// both cores busy): a slow start is not a failure.
+			ControlPlaneStartTimeout: controlPlaneStartTimeout,
 		},
 	}
 	cfg, err := e.env.Start()
