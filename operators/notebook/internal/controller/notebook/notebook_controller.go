@@ -55,14 +55,17 @@ var _ Prober = (*jupyter.Prober)(nil)
 // updates, patches or deletes a Secret (the token never changes; the
 // garbage collector deletes it with the Notebook), and it never reads a
 // FeatureStore's client configuration: the kubelet mounts that by name.
-// RBAC cannot express "only Secrets with this label", so the informer's
+// RBAC cannot express "only Secrets with this label" (resourceNames cannot
+// list names that Notebooks created later will derive), so the informer's
 // label selector, not RBAC, is what keeps other Secrets out of the
-// operator's memory. A namespaced Role cannot replace the ClusterRole
-// either: one operator serves Notebooks in every namespace, including
-// namespaces created after it was installed, through cluster-wide
-// informers, and granting itself a Role in each new namespace would need
-// the escalate and bind verbs, which are more powerful than what they
-// would replace.
+// operator's memory, and the chart's admission policy is what keeps its
+// writes to its own objects. Where that is not enough, the chart's
+// rbac.namespaces binds these rules in listed namespaces only and the
+// operator watches only those; the default stays cluster-wide because one
+// operator serves Notebooks in every namespace, including namespaces
+// created after it was installed, and granting itself a Role in each new
+// namespace would need the escalate and bind verbs, which are more
+// powerful than what they would replace.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
