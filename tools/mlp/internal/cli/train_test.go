@@ -180,7 +180,7 @@ func TestTrainDeniedByRBACNamesVerbAndResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := cli(t, context.Background(), cfg, ns, nil, "train", "list")
+	r := cli(context.Background(), t, cfg, ns, nil, "train", "list")
 	if r.code != ExitFailed {
 		t.Errorf("exit code %d, want 1", r.code)
 	}
@@ -193,7 +193,7 @@ func TestTrainDeniedByRBACNamesVerbAndResource(t *testing.T) {
 			t.Errorf("stderr %q does not contain %q", r.err, want)
 		}
 	}
-	r = cli(t, context.Background(), cfg, ns, nil, "train", "submit", "x", "--image", "i", "--no-wait")
+	r = cli(context.Background(), t, cfg, ns, nil, "train", "submit", "x", "--image", "i", "--no-wait")
 	if !strings.Contains(r.err, `cannot create resource "trainingjobs"`) || r.code != ExitFailed {
 		t.Errorf("submit without rights: exit %d, stderr %q", r.code, r.err)
 	}
