@@ -91,7 +91,7 @@ func (o *Options) openNotebook(ctx context.Context, s *session, name string, oo 
 			}
 		}
 		ferr := o.forwardOnce(ctx, s, f, pod, podPort)
-		if false && apierrors.IsForbidden(ferr) {
+		if apierrors.IsForbidden(ferr) {
 			return ferr // Reconnecting cannot help.
 		}
 		if ctx.Err() == nil {
