@@ -60,7 +60,7 @@ func (e *userError) Error() string { return e.msg }
 func (e *userError) Unwrap() error { return e.cause }
 
 func wrapUser(cause, shown error) error {
-	if shown == cause {
+	if errors.Is(shown, cause) {
 		return cause
 	}
 	return &userError{msg: shown.Error(), cause: cause}

@@ -81,6 +81,12 @@ func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (job
 			st.Pods += int(*tj.Spec.ParameterServers)
 		}
 		pods, err := runPods(ctx, s, tj.Name, tj.Status.Run)
+		if apierrors.IsForbidden(err) {
+			// A user who may read the job but not its pods still gets
+			// the phase and the progress.
+			st.Pods = 0
+			return st, tj, nil
+		}
 		if err != nil {
 			return jobState{}, nil, err
 		}
@@ -208,6 +214,8 @@ func (o *Options) follow(ctx context.Context, s *session, name string, timeout t
 		}
 		switch {
 		case err != nil && ctx.Err() != nil:
+		case err != nil && apierrors.IsForbidden(err):
+			return err
 		case err != nil && apierrors.IsNotFound(err):
 			return &exitError{code: ExitFailed, err: fmt.Errorf("TrainingJob %q was deleted while waiting for it", name)}
 		case err != nil:

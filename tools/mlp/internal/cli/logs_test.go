@@ -56,7 +56,7 @@ func TestTrainLogsRanks(t *testing.T) {
 
 	logs := &fakeLogs{}
 	withLogs := func(o *Options) { o.Logs = logs.open }
-	r := cli(t, context.Background(), env.Config, ns, withLogs, "train", "logs", "job", "-f")
+	r := cli(context.Background(), t, env.Config, ns, withLogs, "train", "logs", "job", "-f")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
@@ -70,11 +70,11 @@ func TestTrainLogsRanks(t *testing.T) {
 		t.Errorf("log requests %s", got)
 	}
 
-	r = cli(t, context.Background(), env.Config, ns, withLogs, "train", "logs", "job", "--rank", "1", "--previous")
+	r = cli(context.Background(), t, env.Config, ns, withLogs, "train", "logs", "job", "--rank", "1", "--previous")
 	if r.code != 0 || r.out != "job-worker-0-r2 line 1\njob-worker-0-r2 line 2\n" {
 		t.Errorf("--rank 1: exit %d, out %q, stderr %q", r.code, r.out, r.err)
 	}
-	r = cli(t, context.Background(), env.Config, ns, withLogs, "train", "logs", "job", "--run", "1")
+	r = cli(context.Background(), t, env.Config, ns, withLogs, "train", "logs", "job", "--run", "1")
 	if r.code != 0 || r.out != "[rank 0] job-master-0-r1 line 1\n[rank 0] job-master-0-r1 line 2\n" {
 		t.Errorf("--run 1: exit %d, out %q, stderr %q", r.code, r.out, r.err)
 	}
@@ -82,7 +82,7 @@ func TestTrainLogsRanks(t *testing.T) {
 		"--rank 5": "has ranks 0 to 1, not 5",
 		"--run 7":  "no pods of run 7 of TrainingJob \"job\" exist",
 	} {
-		r := cli(t, context.Background(), env.Config, ns, withLogs, append([]string{"train", "logs", "job"}, strings.Fields(args)...)...)
+		r := cli(context.Background(), t, env.Config, ns, withLogs, append([]string{"train", "logs", "job"}, strings.Fields(args)...)...)
 		if r.code != ExitFailed || !strings.Contains(r.err, want) {
 			t.Errorf("%s: exit %d, stderr %q, want %q", args, r.code, r.err, want)
 		}
@@ -139,7 +139,7 @@ func TestVersionPrintsClientAPIsAndOperators(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = cli(t, context.Background(), cfg, ns, nil, "version")
+	r = cli(context.Background(), t, cfg, ns, nil, "version")
 	if r.code != 0 || !strings.Contains(r.out, "API features.mlplatform.dev/v1alpha1 (FeatureStore operator): served") ||
 		!strings.Contains(r.out, `Operators: not visible to you (permission denied: you may not list deployments`) {
 		t.Errorf("as a tenant: exit %d, out:\n%s%s", r.code, r.out, r.err)

@@ -49,7 +49,7 @@ type result struct {
 
 // cli runs one mlp command line as the user of cfg in namespace ns. tweak
 // replaces dependencies (log streams, port-forwarding) for this run.
-func cli(t *testing.T, ctx context.Context, cfg *rest.Config, ns string, tweak func(*Options), args ...string) result {
+func cli(ctx context.Context, t *testing.T, cfg *rest.Config, ns string, tweak func(*Options), args ...string) result {
 	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := testenv.WriteKubeconfig(cfg, kubeconfig); err != nil {
@@ -75,7 +75,7 @@ func cli(t *testing.T, ctx context.Context, cfg *rest.Config, ns string, tweak f
 
 func run(t *testing.T, ns string, args ...string) result {
 	t.Helper()
-	return cli(t, context.Background(), env.Config, ns, nil, args...)
+	return cli(context.Background(), t, env.Config, ns, nil, args...)
 }
 
 // adminClient talks to the test apiserver as a cluster administrator, in

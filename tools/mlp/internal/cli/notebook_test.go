@@ -164,7 +164,7 @@ func TestNotebookOpenForwardsAndReconnects(t *testing.T) {
 		<-fctx.Done()
 		return nil
 	}
-	r := cli(t, ctx, env.Config, ns, func(o *Options) { o.Forward = forward }, "notebook", "open", "bob")
+	r := cli(ctx, t, env.Config, ns, func(o *Options) { o.Forward = forward }, "notebook", "open", "bob")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
@@ -196,7 +196,7 @@ func TestNotebookOpenStoppedSaysHowToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, ns, "notebook", "open", "idle")
-	if r.code != ExitFailed || !strings.Contains(r.err, "Notebook \"idle\" is Culled: start it with `mlp notebook start idle`") {
+	if r.code != ExitFailed || !strings.Contains(r.err, "the Notebook \"idle\" is Culled: start it with `mlp notebook start idle`") {
 		t.Errorf("exit %d, stderr %q", r.code, r.err)
 	}
 }
@@ -211,7 +211,7 @@ func TestNotebookOpenWithoutSecretRights(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := userWithRules(t, ns, "dave", rule("notebooks.mlplatform.dev", "notebooks", "get", "list"))
-	r := cli(t, context.Background(), cfg, ns, nil, "notebook", "open", "nb")
+	r := cli(context.Background(), t, cfg, ns, nil, "notebook", "open", "nb")
 	if r.code != ExitFailed || !strings.Contains(r.err, `permission denied: you may not get secrets in namespace "`+ns+`"`) ||
 		!strings.Contains(r.err, `cannot get resource "secrets"`) {
 		t.Errorf("exit %d, stderr %q", r.code, r.err)
@@ -229,4 +229,30 @@ func readFileMode(t *testing.T, path string) (string, os.FileMode) {
 		t.Fatal(err)
 	}
 	return string(b), st.Mode().Perm()
+}
+
+// TestNotebookOpenForbiddenForwardStops: a port-forward RBAC denies is
+// reported once, not retried forever.
+func TestNotebookOpenForbiddenForwardStops(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	nb := &notebooksv1alpha1.Notebook{}
+	nb.Namespace, nb.Name = ns, "nb"
+	if err := c.Create(context.Background(), nb); err != nil {
+		t.Fatal(err)
+	}
+	notebookBackend(t, c, ns, "nb", "nb-0")
+	calls := 0
+	forward := func(_ context.Context, _ *session, pod *corev1.Pod, _, _ int, _ chan<- int) error {
+		calls++
+		denied := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/portforward"}, pod.Name, errors.New("no"))
+		return explainCore(denied, "pods/portforward", "create", pod.Name, ns)
+	}
+	// The deadline ends a retry loop, should the denial ever be retried.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r := cli(ctx, t, env.Config, ns, func(o *Options) { o.Forward = forward }, "notebook", "open", "nb")
+	if r.code != ExitFailed || calls != 1 || !strings.Contains(r.err, "permission denied: you may not create pods/portforward") {
+		t.Errorf("exit %d after %d forwards, stderr %q", r.code, calls, r.err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
@@ -72,41 +73,63 @@ func (o *Options) openNotebook(ctx context.Context, s *session, name string, oo 
 		return err
 	}
 	if nb.Status.Phase == notebooksv1alpha1.PhaseCulled || nb.Status.Phase == notebooksv1alpha1.PhaseSuspended {
-		return fmt.Errorf("Notebook %q is %s: start it with `mlp notebook start %s`", name, nb.Status.Phase, name)
+		return fmt.Errorf("the Notebook %q is %s: start it with `mlp notebook start %s`", name, nb.Status.Phase, name)
 	}
 	token, err := notebookToken(ctx, s, nb)
 	if err != nil {
 		return err
 	}
-	port, announced := oo.port, false
+	f := &forwarding{port: oo.port, token: token, browser: oo.browser, nb: nb}
 	for ctx.Err() == nil {
 		pod, podPort, err := o.waitForNotebookPod(ctx, s, name)
 		if err != nil {
-			return err
-		}
-		ready := make(chan int, 1)
-		done := make(chan error, 1)
-		go func() { done <- o.Forward(ctx, s, pod, port, podPort, ready) }()
-		select {
-		case port = <-ready:
-			if !announced {
-				o.announce(nb, port, token, oo.browser)
-				announced = true
-			} else {
-				fmt.Fprintf(o.Streams.ErrOut, "reconnected to pod %s\n", pod.Name)
+			select {
+			case <-ctx.Done():
+				return nil // Ctrl-C while the pod starts.
+			default:
+				return err
 			}
-			err = <-done
-		case err = <-done:
 		}
-		if ctx.Err() != nil {
-			break
+		ferr := o.forwardOnce(ctx, s, f, pod, podPort)
+		if apierrors.IsForbidden(ferr) {
+			return ferr // Reconnecting cannot help.
 		}
-		fmt.Fprintf(o.Streams.ErrOut, "lost the connection to pod %s (%v); reconnecting\n", pod.Name, err)
-		if sleep(ctx, o.PollInterval) != nil {
-			break
+		if ctx.Err() == nil {
+			fmt.Fprintf(o.Streams.ErrOut, "lost the connection to pod %s (%v); reconnecting\n", pod.Name, ferr)
+			_ = sleep(ctx, o.PollInterval)
 		}
 	}
+	// Ctrl-C is how the user ends the forward: not an error.
 	return nil
+}
+
+// forwarding is the state of one `notebook open` across reconnects: the
+// local port stays the same, so the printed URL keeps working.
+type forwarding struct {
+	port      int
+	announced bool
+	token     string
+	browser   bool
+	nb        *notebooksv1alpha1.Notebook
+}
+
+// forwardOnce forwards to one pod until that connection ends.
+func (o *Options) forwardOnce(ctx context.Context, s *session, f *forwarding, pod *corev1.Pod, podPort int) error {
+	ready := make(chan int, 1)
+	done := make(chan error, 1)
+	go func() { done <- o.Forward(ctx, s, pod, f.port, podPort, ready) }()
+	select {
+	case err := <-done:
+		return err
+	case f.port = <-ready:
+	}
+	if !f.announced {
+		o.announce(f.nb, f.port, f.token, f.browser)
+		f.announced = true
+	} else {
+		fmt.Fprintf(o.Streams.ErrOut, "reconnected to pod %s\n", pod.Name)
+	}
+	return <-done
 }
 
 func (o *Options) announce(nb *notebooksv1alpha1.Notebook, port int, token string, browser bool) {

@@ -135,7 +135,7 @@ func submitWithOperator(t *testing.T, ns string, tweak func(*Options), out io.Wr
 	defer cancel()
 	opErr := make(chan error, 1)
 	go func() { opErr <- fakeOperator(ctx, adminClient(t), outText, steps) }()
-	r := cli(t, ctx, env.Config, ns, func(o *Options) {
+	r := cli(ctx, t, env.Config, ns, func(o *Options) {
 		o.Streams.Out = out
 		o.Now = time.Now
 		if tweak != nil {
@@ -266,7 +266,7 @@ func TestSubmitTimeoutAndInterruptExit2(t *testing.T) {
 		}
 		cancel() // What Ctrl-C does to the real binary's context.
 	}()
-	r = cli(t, ctx, env.Config, ns, func(o *Options) { o.Streams.Out = out }, "train", "submit", "slow2", "--image", "i")
+	r = cli(ctx, t, env.Config, ns, func(o *Options) { o.Streams.Out = out }, "train", "submit", "slow2", "--image", "i")
 	if r.code != ExitIncomplete || !strings.Contains(r.err, `interrupted waiting for TrainingJob "slow2"; it keeps running: follow it with `+"`mlp train wait slow2`") {
 		t.Errorf("interrupt: exit %d, stderr %q", r.code, r.err)
 	}
@@ -389,7 +389,7 @@ func TestWaitRidesOutAnAPIServerRestart(t *testing.T) {
 			{do: jobStatus(ns, "job", succeeded)},
 		})
 	}()
-	r := cli(t, ctx, env.Config, ns, func(o *Options) { o.Streams.Out = out }, "train", "wait", "job")
+	r := cli(ctx, t, env.Config, ns, func(o *Options) { o.Streams.Out = out }, "train", "wait", "job")
 	if err := <-opErr; err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -180,7 +181,7 @@ func TestTrainDeniedByRBACNamesVerbAndResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := cli(t, context.Background(), cfg, ns, nil, "train", "list")
+	r := cli(context.Background(), t, cfg, ns, nil, "train", "list")
 	if r.code != ExitFailed {
 		t.Errorf("exit code %d, want 1", r.code)
 	}
@@ -193,7 +194,7 @@ func TestTrainDeniedByRBACNamesVerbAndResource(t *testing.T) {
 			t.Errorf("stderr %q does not contain %q", r.err, want)
 		}
 	}
-	r = cli(t, context.Background(), cfg, ns, nil, "train", "submit", "x", "--image", "i", "--no-wait")
+	r = cli(context.Background(), t, cfg, ns, nil, "train", "submit", "x", "--image", "i", "--no-wait")
 	if !strings.Contains(r.err, `cannot create resource "trainingjobs"`) || r.code != ExitFailed {
 		t.Errorf("submit without rights: exit %d, stderr %q", r.code, r.err)
 	}
@@ -276,5 +277,38 @@ func TestTrainCompletionListsNames(t *testing.T) {
 	}
 	if got := strings.Fields(r.out); strings.Join(got[:2], " ") != "alpha alps" || got[2] != ":4" {
 		t.Errorf("completion %q, want alpha alps and directive :4 (no file completion)", r.out)
+	}
+}
+
+// TestWaitWithoutPodRights follows a job for a user who may read
+// TrainingJobs but not pods: the phase still shows and the outcome counts;
+// a user who may not read the job gets the denial, not an endless wait.
+func TestWaitWithoutPodRights(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	if err := c.Create(context.Background(), trainingJob(ns, "job", 1)); err != nil {
+		t.Fatal(err)
+	}
+	setJobStatus(t, c, ns, "job", func(st *trainingv1alpha1.TrainingJobStatus) {
+		st.Run, st.Phase, st.Duration = 1, trainingv1alpha1.PhaseSucceeded, "1m0s"
+		setCondition(st, "Succeeded", metav1.ConditionTrue, "Succeeded")
+	})
+	cfg := userWithRules(t, ns, "frank", rule("training.mlplatform.dev", "trainingjobs", "get"))
+	// The deadline ends the wait should it ever hang on the denied pods.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := cli(ctx, t, cfg, ns, nil, "train", "wait", "job")
+	if r.code != ExitOK || r.out != "job: Succeeded, run 1, restarts 0\nTrainingJob \"job\" succeeded after 1m0s\n" {
+		t.Errorf("exit %d, out %q, stderr %q", r.code, r.out, r.err)
+	}
+	cfg, err := env.AddUser("grace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	r = cli(ctx2, t, cfg, ns, nil, "train", "wait", "job")
+	if r.code != ExitFailed || !strings.Contains(r.err, `cannot get resource "trainingjobs"`) {
+		t.Errorf("without rights: exit %d, stderr %q", r.code, r.err)
 	}
 }
