@@ -17,7 +17,7 @@ import (
 
 // fieldNotebookSuspend is the Notebook's stop switch; its rename is a
 // one-line change here.
-var fieldNotebookSuspend = []string{"spec", "suspended"}
+var fieldNotebookSuspend = []string{"spec", "suspend"}
 
 func newNotebookCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{

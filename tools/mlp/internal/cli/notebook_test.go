@@ -67,13 +67,13 @@ func TestNotebookLifecycle(t *testing.T) {
 		golden(t, name, normalize(r.out, ns))
 	}
 
-	if r := run(t, ns, "notebook", "stop", "alice"); r.code != 0 || !getNotebook(t, ns, "alice").Spec.Suspended {
+	if r := run(t, ns, "notebook", "stop", "alice"); r.code != 0 || !getNotebook(t, ns, "alice").Spec.Suspend {
 		t.Fatalf("stop: exit %d, stderr %q", r.code, r.err)
 	}
 	r = run(t, ns, "notebook", "start", "alice")
 	nb = getNotebook(t, ns, "alice")
-	if r.code != 0 || nb.Spec.Suspended || nb.Annotations[notebooksv1alpha1.AnnotationRestart] == "" {
-		t.Fatalf("start: exit %d, stderr %q, suspended %v, annotations %v", r.code, r.err, nb.Spec.Suspended, nb.Annotations)
+	if r.code != 0 || nb.Spec.Suspend || nb.Annotations[notebooksv1alpha1.AnnotationRestart] == "" {
+		t.Fatalf("start: exit %d, stderr %q, suspended %v, annotations %v", r.code, r.err, nb.Spec.Suspend, nb.Annotations)
 	}
 	first := nb.Annotations[notebooksv1alpha1.AnnotationRestart]
 	time.Sleep(time.Millisecond) // The restart request is a timestamp; a second start must carry a new one.
