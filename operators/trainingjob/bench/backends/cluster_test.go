@@ -15,8 +15,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,7 +130,7 @@ func (c *cluster) startControllerManager(_ context.Context, s settings) error {
 		// (as in a real cluster, their writes count); the garbage collector,
 		// TTL and pod GC controllers clean up as in a real cluster.
 		"--controllers=job-controller,garbage-collector-controller,namespace-controller," +
-			"ttl-after-finished-controller,podgc-controller,endpoints-controller,endpointslice-controller",
+			"ttl-after-finished-controller,pod-garbage-collector-controller,endpoints-controller,endpointslice-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--v=1",
@@ -211,7 +213,7 @@ func (c *cluster) createNodes(ctx context.Context, s settings) error {
 		corev1.ResourcePods:   resource.MustParse("110"),
 		"nvidia.com/gpu":      resource.MustParse("8"),
 	}
-	return parallel(ctx, s.nodes, 16, func(ctx context.Context, i int) error {
+	err := parallel(ctx, s.nodes, 16, func(ctx context.Context, i int) error {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        fmt.Sprintf("kwok-gpu-%03d", i),
@@ -221,6 +223,40 @@ func (c *cluster) createNodes(ctx context.Context, s settings) error {
 			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 		}
 		return c.bench.Create(ctx, node)
+	})
+	if err != nil {
+		return err
+	}
+	// Pods submitted before kwok marks the nodes Ready would wait out the
+	// scheduler's backoff and distort the first latencies. The API server
+	// taints every new node not-ready; the node lifecycle controller, which
+	// would lift the taint, is not run (it would also judge kwok's sparse
+	// lease renewals as lost nodes), so the benchmark lifts it.
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.checkAlive(); err != nil {
+			return false, err
+		}
+		nodes := &corev1.NodeList{}
+		if err := c.bench.List(ctx, nodes, client.MatchingLabels{"type": "kwok"}); err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range nodes.Items {
+			n := &nodes.Items[i]
+			if len(n.Spec.Taints) > 0 {
+				n.Spec.Taints = nil
+				if err := c.bench.Update(ctx, n); err != nil && !apierrors.IsConflict(err) {
+					return false, err
+				}
+				continue
+			}
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == s.nodes, nil
 	})
 }
 

@@ -83,7 +83,11 @@ func runPhase(ctx context.Context, c *cluster, trk *tracker, audit *auditReader,
 		return nil, err
 	}
 	r := &result{phase: p, settleWindow: s.settle}
-	end := r.await(ctx, c, trk, s, p, namespaces)
+	end, err := r.await(ctx, c, trk, s, p, namespaces)
+	if err != nil {
+		stopHeap()
+		return nil, err
+	}
 	time.Sleep(lateWrites)
 	oursAfter, kfAfter, err := c.scrapeOperators(ctx)
 	stopHeap()
@@ -104,9 +108,11 @@ func runPhase(ctx context.Context, c *cluster, trk *tracker, audit *auditReader,
 }
 
 // await waits until every job of the phase finished or the phase timed
-// out, computes the latencies and returns when the last job finished.
-func (r *result) await(ctx context.Context, c *cluster, trk *tracker, s settings, p phase, namespaces []string) time.Time {
-	_ = wait.PollUntilContextTimeout(ctx, time.Second, s.phaseTimeout, true, func(context.Context) (bool, error) {
+// out, computes the latencies and returns when the last job finished. A
+// component that died fails the phase; a timeout is reported as unfinished
+// jobs.
+func (r *result) await(ctx context.Context, c *cluster, trk *tracker, s settings, p phase, namespaces []string) (time.Time, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, s.phaseTimeout, true, func(context.Context) (bool, error) {
 		if err := c.checkAlive(); err != nil {
 			return false, err
 		}
@@ -118,6 +124,9 @@ func (r *result) await(ctx context.Context, c *cluster, trk *tracker, s settings
 		}
 		return done >= p.jobs, nil
 	})
+	if err != nil && !wait.Interrupted(err) {
+		return time.Time{}, err
+	}
 	var first, last time.Time
 	var pods, done []time.Duration
 	for _, j := range trk.snapshot(namespaces) {
@@ -149,7 +158,7 @@ func (r *result) await(ctx context.Context, c *cluster, trk *tracker, s settings
 	r.elapsed = last.Sub(first)
 	r.podsP50, r.podsP99 = percentile(pods, 0.5), percentile(pods, 0.99)
 	r.doneP50, r.doneP99 = percentile(done, 0.5), percentile(done, 0.99)
-	return last
+	return last, nil
 }
 
 func percentile(d []time.Duration, q float64) time.Duration {
