@@ -25,8 +25,10 @@ type phase struct {
 
 func phasesOf(s settings) []phase {
 	var out []phase
-	for _, b := range s.backends {
-		out = append(out, phase{name: b + "-paced", backend: b, jobs: s.jobs, rate: s.rate})
+	if s.jobs > 0 {
+		for _, b := range s.backends {
+			out = append(out, phase{name: b + "-paced", backend: b, jobs: s.jobs, rate: s.rate})
+		}
 	}
 	if s.saturationJobs > 0 {
 		for _, b := range s.backends {
@@ -44,13 +46,13 @@ type procStats struct {
 
 // result holds what one phase measured.
 type result struct {
-	phase                              phase
-	succeeded, failed, unfinished      int
-	elapsed                            time.Duration
-	podsP50, podsP99, doneP50, doneP99 time.Duration
-	writes, settled                    tally
-	settleWindow                       time.Duration
-	ours, kubeflow                     procStats
+	phase                                                  phase
+	succeeded, failed, unfinished                          int
+	elapsed                                                time.Duration
+	childP50, childP99, podsP50, podsP99, doneP50, doneP99 time.Duration
+	writes, settled                                        tally
+	settleWindow                                           time.Duration
+	ours, kubeflow                                         procStats
 }
 
 // lateWrites is how long after the last job finished its trailing writes
@@ -128,13 +130,16 @@ func (r *result) await(ctx context.Context, c *cluster, trk *tracker, s settings
 		return time.Time{}, err
 	}
 	var first, last time.Time
-	var pods, done []time.Duration
+	var children, pods, done []time.Duration
 	for _, j := range trk.snapshot(namespaces) {
 		if j.submitted.IsZero() {
 			continue
 		}
 		if first.IsZero() || j.submitted.Before(first) {
 			first = j.submitted
+		}
+		if !j.child.IsZero() {
+			children = append(children, j.child.Sub(j.submitted))
 		}
 		if !j.allPods.IsZero() {
 			pods = append(pods, j.allPods.Sub(j.submitted))
@@ -156,6 +161,7 @@ func (r *result) await(ctx context.Context, c *cluster, trk *tracker, s settings
 		last = time.Now()
 	}
 	r.elapsed = last.Sub(first)
+	r.childP50, r.childP99 = percentile(children, 0.5), percentile(children, 0.99)
 	r.podsP50, r.podsP99 = percentile(pods, 0.5), percentile(pods, 0.99)
 	r.doneP50, r.doneP99 = percentile(done, 0.5), percentile(done, 0.99)
 	return last, nil

@@ -11,10 +11,13 @@ import (
 	"sync"
 	"time"
 
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -24,8 +27,8 @@ import (
 
 // jobTimes are the moments the benchmark saw in one TrainingJob's life.
 type jobTimes struct {
-	submitted, allPods, succeeded, failed time.Time
-	pods                                  int
+	submitted, child, allPods, succeeded, failed time.Time
+	pods                                         int
 }
 
 // tracker watches pods and TrainingJobs and records, per TrainingJob, when
@@ -55,6 +58,17 @@ func (t *tracker) start(ctx context.Context, cfg *rest.Config) error {
 	}
 	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: t.onPod}); err != nil {
 		return err
+	}
+	// The operator's own latency ends when its child (a PyTorchJob, or the
+	// native backend's batch Job) exists.
+	for _, child := range []client.Object{&kubeflowv1.PyTorchJob{}, &batchv1.Job{}} {
+		inf, err := c.GetInformer(ctx, child)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: t.onChild}); err != nil {
+			return err
+		}
 	}
 	tjs, err := c.GetInformer(ctx, &trainingv1alpha1.TrainingJob{})
 	if err != nil {
@@ -110,6 +124,23 @@ func (t *tracker) onPod(obj any) {
 	j.pods++
 	if j.pods == t.podsPerJob {
 		j.allPods = now
+	}
+}
+
+func (t *tracker) onChild(obj any) {
+	child, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	owner, _, found := strings.Cut(child.GetName(), "-")
+	if !found {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if j := t.job(child.GetNamespace() + "/" + owner); j.child.IsZero() {
+		j.child = now
 	}
 }
 
