@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/controller/trainingjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
@@ -56,7 +57,7 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("--default-shm-size: %w", err)
 			}
-			r := trainingjob.NewReconciler(mgr, kubeflowjob.Settings{
+			r := trainingjob.NewReconciler(mgr, backend.Settings{
 				OperatorName:     name,
 				Catalog:          catalog,
 				SharedMemorySize: size,

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/controller/trainingjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
@@ -38,8 +39,8 @@ func Scheme() *runtime.Scheme {
 }
 
 // Settings are the translation settings tests run with.
-func Settings() kubeflowjob.Settings {
-	return kubeflowjob.Settings{
+func Settings() backend.Settings {
+	return backend.Settings{
 		OperatorName:     OperatorName,
 		Catalog:          accelerator.Default(),
 		SharedMemorySize: resource.MustParse("1Gi"),

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/charttest"
@@ -132,7 +133,7 @@ func createNamespace(t *testing.T, c client.Client) string {
 	return name
 }
 
-var testSettings = kubeflowjob.Settings{
+var testSettings = backend.Settings{
 	OperatorName: operatorName,
 	Catalog: accelerator.Catalog{DefaultType: "a100", Classes: []accelerator.Class{
 		{Type: "a100", ResourceName: "nvidia.com/gpu", NodeSelector: map[string]string{"gpu": "a100"}},

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/patch"
@@ -56,7 +57,7 @@ type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	Recorder  record.EventRecorder
-	Settings  kubeflowjob.Settings
+	Settings  backend.Settings
 	// Frameworks are the supported frameworks. Their Kubeflow CRDs must be
 	// installed: the label-restricted caches of the job kinds need them
 	// when the manager is built.
@@ -79,7 +80,7 @@ type Reconciler struct {
 // NewReconciler wires a Reconciler to a manager. FeatureStores are watched
 // only when their CRD is installed, so the operator runs without the
 // FeatureStore operator.
-func NewReconciler(mgr ctrl.Manager, settings kubeflowjob.Settings) *Reconciler {
+func NewReconciler(mgr ctrl.Manager, settings backend.Settings) *Reconciler {
 	r := &Reconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),

@@ -21,6 +21,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
@@ -87,7 +88,7 @@ func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
 		now:      now,
 		finished: finished(tj),
 		run:      run,
-		jobName:  kubeflowjob.JobName(tj.Name, run),
+		jobName:  backend.JobName(tj.Name, run),
 	}
 }
 
@@ -184,7 +185,7 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 
 	desired, err := kubeflowjob.Build(fw, s.tj, s.run, stores, r.Settings)
-	if invalid := (*kubeflowjob.InvalidSpecError)(nil); errors.As(err, &invalid) {
+	if invalid := (*backend.InvalidSpecError)(nil); errors.As(err, &invalid) {
 		s.invalid, s.reason = invalid, commonv1alpha1.ReasonInvalidSpec
 		return ctrl.Result{}, nil
 	} else if err != nil {
@@ -251,7 +252,7 @@ func (r *Reconciler) mayCreateRun(ctx context.Context, s *scope) (time.Duration,
 // cache; terminating ones only when asked.
 func (r *Reconciler) activePods(ctx context.Context, s *scope, run int32, terminating bool) (int, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels(kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, run))); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels(backend.Labels(r.Settings.OperatorName, s.tj.Name, run))); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -278,7 +279,7 @@ func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) error {
 	if cp == nil {
 		return nil
 	}
-	name := kubeflowjob.CheckpointClaimName(s.tj)
+	name := backend.CheckpointClaimName(s.tj)
 	obs := &claimObservation{name: name}
 	s.claim = obs
 	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: name}
@@ -394,7 +395,7 @@ func (r *Reconciler) retirePreviousRun(ctx context.Context, s *scope) (ctrl.Resu
 	}
 	prev := s.run - 1
 	job := s.fw.Empty()
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: kubeflowjob.JobName(s.tj.Name, prev)}, job)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: backend.JobName(s.tj.Name, prev)}, job)
 	if apierrors.IsNotFound(err) {
 		return ctrl.Result{}, nil
 	}
@@ -412,7 +413,7 @@ func (r *Reconciler) retirePreviousRun(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	err = r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(s.tj.Namespace),
-		client.MatchingLabels(kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, prev)),
+		client.MatchingLabels(backend.Labels(r.Settings.OperatorName, s.tj.Name, prev)),
 		client.MatchingFieldsSelector{Selector: fields.AndSelectors(
 			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
 			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
@@ -530,7 +531,7 @@ func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) err
 		return nil
 	}
 	s.job = job
-	want := kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, s.run)
+	want := backend.Labels(r.Settings.OperatorName, s.tj.Name, s.run)
 	missing := false
 	for k, v := range want {
 		if job.GetLabels()[k] != v {
@@ -580,7 +581,7 @@ func (r *Reconciler) convergeSuspend(ctx context.Context, s *scope) (ctrl.Result
 // runSelector selects the pods of the current run that the operator
 // generated.
 func (r *Reconciler) runSelector(s *scope) client.MatchingLabels {
-	return client.MatchingLabels(kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, s.run))
+	return client.MatchingLabels(backend.Labels(r.Settings.OperatorName, s.tj.Name, s.run))
 }
 
 // observePods reads the run's pods from the cache, for the failure

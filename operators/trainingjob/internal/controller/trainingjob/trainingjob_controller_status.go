@@ -12,8 +12,8 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
@@ -183,7 +183,7 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 	tj.Status.Roles = roleStatuses(o.job)
 	// Derived from the spec rather than remembered from the reconcile that
 	// checked the claim, so a reconcile from a lagging cache writes the same.
-	tj.Status.CheckpointClaim = kubeflowjob.CheckpointClaimName(tj)
+	tj.Status.CheckpointClaim = backend.CheckpointClaimName(tj)
 	conditions.MarkTrue(tj, trainingv1alpha1.ConditionCreated, ReasonJobCreated, fmt.Sprintf("%s %s created", o.kind, o.jobName))
 	if conditions.Get(tj, trainingv1alpha1.ConditionRestarting) != nil {
 		// Only jobs that restarted carry the condition; it stays, False,
