@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,8 +41,8 @@ type Backend interface {
 
 // Companions is implemented by backends whose children need further
 // objects beside them, such as the native backend's headless Service. The
-// reconciler creates them before the child and leaves them to the garbage
-// collector: they are owned by the child.
+// reconciler creates them right after the child, owned by it, and leaves
+// them to the garbage collector.
 type Companions interface {
 	Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object
 }
@@ -145,4 +146,17 @@ func (r *Registry) Of(tj *trainingv1alpha1.TrainingJob) trainingv1alpha1.Backend
 	default:
 		return r.Default
 	}
+}
+
+// Observe reads a child of any registered backend, found by its type.
+func (r *Registry) Observe(child client.Object) (RunState, bool) {
+	for _, n := range r.Names() {
+		b := r.backends[n]
+		for _, kind := range b.Owned() {
+			if reflect.TypeOf(kind) == reflect.TypeOf(child) {
+				return b.Observe(child), true
+			}
+		}
+	}
+	return RunState{}, false
 }

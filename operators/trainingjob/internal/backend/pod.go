@@ -183,7 +183,6 @@ func PodTemplate(tj *trainingv1alpha1.TrainingJob, labels map[string]string, nam
 	}, nil
 }
 
-
 // NprocPerNode is the number of training processes per pytorch pod: the
 // spec's, else one per accelerator, else one.
 func NprocPerNode(spec *trainingv1alpha1.TrainingJobSpec) int32 {

@@ -235,8 +235,8 @@ func tfKubeflow(role string, index int) string {
 func normalTFConfig(t *testing.T, s string) string {
 	t.Helper()
 	var cfg struct {
-		Cluster     map[string][]string `json:"cluster"`
-		Task        struct {
+		Cluster map[string][]string `json:"cluster"`
+		Task    struct {
 			Type  string `json:"type"`
 			Index int    `json:"index"`
 		} `json:"task"`

@@ -29,7 +29,6 @@ import (
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/manager"
@@ -155,6 +154,11 @@ type operator struct {
 	mgr      *testenv.Manager
 }
 
+// defaultBackend is the operator's default in these tests: kubeflow, which
+// the tests written for it assume; the native backend's tests name their
+// backend in the spec.
+const defaultBackend = trainingv1alpha1.BackendKubeflow
+
 func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	t.Helper()
 	op := &operator{writes: testenv.NewWriteCounter(), nsWrites: &namespaceWrites{}}
@@ -164,17 +168,16 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	cfg.MetricsBindAddress = "0"
 	cfg.HealthProbeBindAddress = "0"
 	cfg.MaxBackoff = 2 * time.Second
-	var owned []client.Object
-	owned = append(owned, &corev1.Pod{}, &corev1.PersistentVolumeClaim{})
-	for _, fw := range kubeflowjob.Frameworks() {
-		owned = append(owned, fw.Empty())
-	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Name:         operatorName,
 		Scheme:       scheme,
-		OwnedObjects: owned,
+		OwnedObjects: OwnedObjects(),
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-			op.reconciler = NewReconciler(mgr, testSettings)
+			r, err := NewReconciler(mgr, testSettings, defaultBackend)
+			if err != nil {
+				return err
+			}
+			op.reconciler = r
 			if tune != nil {
 				tune(op.reconciler)
 			}
