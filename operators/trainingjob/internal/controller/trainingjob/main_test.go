@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/manager"
@@ -132,7 +132,7 @@ func createNamespace(t *testing.T, c client.Client) string {
 	return name
 }
 
-var testSettings = kubeflowjob.Settings{
+var testSettings = backend.Settings{
 	OperatorName: operatorName,
 	Catalog: accelerator.Catalog{DefaultType: "a100", Classes: []accelerator.Class{
 		{Type: "a100", ResourceName: "nvidia.com/gpu", NodeSelector: map[string]string{"gpu": "a100"}},
@@ -154,6 +154,11 @@ type operator struct {
 	mgr      *testenv.Manager
 }
 
+// defaultBackend is the operator's default in these tests: kubeflow, which
+// the tests written for it assume; the native backend's tests name their
+// backend in the spec.
+const defaultBackend = trainingv1alpha1.BackendKubeflow
+
 func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	t.Helper()
 	op := &operator{writes: testenv.NewWriteCounter(), nsWrites: &namespaceWrites{}}
@@ -163,17 +168,16 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	cfg.MetricsBindAddress = "0"
 	cfg.HealthProbeBindAddress = "0"
 	cfg.MaxBackoff = 2 * time.Second
-	var owned []client.Object
-	owned = append(owned, &corev1.Pod{}, &corev1.PersistentVolumeClaim{})
-	for _, fw := range kubeflowjob.Frameworks() {
-		owned = append(owned, fw.Empty())
-	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Name:         operatorName,
 		Scheme:       scheme,
-		OwnedObjects: owned,
+		OwnedObjects: OwnedObjects(),
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-			op.reconciler = NewReconciler(mgr, testSettings)
+			r, err := NewReconciler(mgr, testSettings, defaultBackend)
+			if err != nil {
+				return err
+			}
+			op.reconciler = r
 			if tune != nil {
 				tune(op.reconciler)
 			}
