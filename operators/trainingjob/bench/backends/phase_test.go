@@ -42,6 +42,18 @@ func phasesOf(s settings) []phase {
 // metrics endpoint.
 type procStats struct {
 	cpuSeconds, reconciles, maxHeapBytes float64
+	// The workqueues' summed waits and work times and their counts tell
+	// whether reconciles wait for a worker (too few workers) or for the
+	// API server (client limits, server latency).
+	queueSeconds, queueCount, workSeconds, workCount float64
+}
+
+func (p procStats) minus(before procStats) procStats {
+	return procStats{
+		cpuSeconds: p.cpuSeconds - before.cpuSeconds, reconciles: p.reconciles - before.reconciles,
+		queueSeconds: p.queueSeconds - before.queueSeconds, queueCount: p.queueCount - before.queueCount,
+		workSeconds: p.workSeconds - before.workSeconds, workCount: p.workCount - before.workCount,
+	}
 }
 
 // result holds what one phase measured.
@@ -63,6 +75,10 @@ const (
 	metricCPU        = "process_cpu_seconds_total"
 	metricReconciles = "controller_runtime_reconcile_total"
 	metricHeap       = "go_memstats_heap_inuse_bytes"
+	metricQueueSum   = "workqueue_queue_duration_seconds_sum"
+	metricQueueCount = "workqueue_queue_duration_seconds_count"
+	metricWorkSum    = "workqueue_work_duration_seconds_sum"
+	metricWorkCount  = "workqueue_work_duration_seconds_count"
 )
 
 func runPhase(ctx context.Context, c *cluster, trk *tracker, audit *auditReader, s settings, p phase) (*result, error) {
@@ -97,8 +113,8 @@ func runPhase(ctx context.Context, c *cluster, trk *tracker, audit *auditReader,
 		return nil, err
 	}
 	maxHeaps := <-heaps
-	r.ours = procStats{oursAfter.cpuSeconds - oursBefore.cpuSeconds, oursAfter.reconciles - oursBefore.reconciles, maxHeaps[0]}
-	r.kubeflow = procStats{kfAfter.cpuSeconds - kfBefore.cpuSeconds, kfAfter.reconciles - kfBefore.reconciles, maxHeaps[1]}
+	r.ours, r.kubeflow = oursAfter.minus(oursBefore), kfAfter.minus(kfBefore)
+	r.ours.maxHeapBytes, r.kubeflow.maxHeapBytes = maxHeaps[0], maxHeaps[1]
 	time.Sleep(s.settle)
 	if err := audit.readAll(); err != nil {
 		return nil, err
@@ -215,8 +231,11 @@ func trainingJob(namespace, name string, s settings, backend string) *unstructur
 // scrapeOperators reads the CPU time and reconcile count of both operators.
 func (c *cluster) scrapeOperators(ctx context.Context) (ours, kubeflow procStats, err error) {
 	read := func(url string) (procStats, error) {
-		m, err := scrape(ctx, url, metricCPU, metricReconciles)
-		return procStats{cpuSeconds: m[metricCPU], reconciles: m[metricReconciles]}, err
+		m, err := scrape(ctx, url, metricCPU, metricReconciles, metricQueueSum, metricQueueCount, metricWorkSum, metricWorkCount)
+		return procStats{
+			cpuSeconds: m[metricCPU], reconciles: m[metricReconciles],
+			queueSeconds: m[metricQueueSum], queueCount: m[metricQueueCount], workSeconds: m[metricWorkSum], workCount: m[metricWorkCount],
+		}, err
 	}
 	if ours, err = read(c.operatorMetrics); err != nil {
 		return ours, kubeflow, err

@@ -58,9 +58,10 @@ func (r *result) report(b *testing.B) {
 		user  string
 		stats procStats
 	}{{"our operator", userOperator, r.ours}, {"Kubeflow", userKubeflow, r.kubeflow}} {
-		b.Logf("  %s: %.2f writes/job, %.1f reconciles/job, %.1f ms CPU/job, heap in use up to %.0f MiB",
+		b.Logf("  %s: %.2f writes/job, %.1f reconciles/job, %.1f ms CPU/job, heap in use up to %.0f MiB; a reconcile waited %s for a worker and took %s on average",
 			op.name, float64(r.writes.byUser[op.user])/float64(n), op.stats.reconciles/float64(n),
-			1000*op.stats.cpuSeconds/float64(n), op.stats.maxHeapBytes/(1<<20))
+			1000*op.stats.cpuSeconds/float64(n), op.stats.maxHeapBytes/(1<<20),
+			mean(op.stats.queueSeconds, op.stats.queueCount), mean(op.stats.workSeconds, op.stats.workCount))
 	}
 	b.ReportMetric(r.jobsPerSecond(), p.name+"-jobs/s")
 	b.ReportMetric(r.writesPerJob(), p.name+"-writes/job")
@@ -98,3 +99,10 @@ func summarize(b *testing.B, results []*result, ceiling float64) {
 }
 
 func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+func mean(seconds, count float64) time.Duration {
+	if count == 0 {
+		return 0
+	}
+	return time.Duration(seconds / count * float64(time.Second)).Round(time.Millisecond)
+}
