@@ -43,11 +43,12 @@ func main() {
 		OwnedObjects: trainingjob.OwnedObjects(),
 		// Measured with `make bench-backends` (bench/backends/README.md):
 		// under 20 submissions/s the shared defaults (50 QPS, one worker)
-		// took 13 s (p50) and 22 s (p99) to create each job's child; these
-		// take 1.3 s and 4.6 s on the same loaded 2-core machine, and leave
-		// the operator far from limiting the API server's write ceiling.
+		// took 13 s (p50) and 22 s (p99) to create each job's child, 300
+		// QPS and 8 workers 1.3 s and 4.6 s. With 200 jobs at once a
+		// reconcile still waited 3.2 s for one of 8 workers, 1.1 s for one
+		// of 32, while each takes about 0.2 s, mostly API round trips.
 		Defaults: func(c *manager.Config) {
-			c.KubeAPIQPS, c.KubeAPIBurst, c.MaxConcurrentReconciles = 300, 600, 8
+			c.KubeAPIQPS, c.KubeAPIBurst, c.MaxConcurrentReconciles = 300, 600, 32
 		},
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 			catalog, err := accelerator.Load(*acceleratorConfig)
