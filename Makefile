@@ -85,6 +85,14 @@ test-%: k8s-bin ## Run one operator's tests, e.g. test-trainingjob.
 bench-%: k8s-bin test-deps ## Run one operator's benchmark and print its figures, e.g. bench-trainingjob.
 	cd operators/$* && go test -count=1 -timeout=60m -run '^$$' -bench . -benchtime=1x -v ./bench/
 
+# BENCH_ARGS tunes bench-backends, e.g. BENCH_ARGS="-jobs=50 -saturation-jobs=0 -nodes=50";
+# operators/trainingjob/bench/backends/README.md lists every flag.
+BENCH_ARGS ?=
+
+.PHONY: bench-backends
+bench-backends: k8s-bin ## Compare the TrainingJob backends (native, Kubeflow) on a real control plane with kwok nodes (BENCH_ARGS tunes it).
+	cd operators/trainingjob && go test -count=1 -timeout=90m -run '^$$' -bench '^BenchmarkBackends$$' -benchtime=1x -v ./bench/backends/ -args $(BENCH_ARGS)
+
 run-%: ## Run one operator against the current kubeconfig, without leader election or metrics TLS.
 	cd operators/$* && go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081
 

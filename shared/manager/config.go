@@ -47,6 +47,12 @@ type Config struct {
 	KubeAPIQPS   float64
 	KubeAPIBurst int
 
+	// MaxConcurrentReconciles is how many objects each controller
+	// reconciles at once. One is controller-runtime's default; an operator
+	// whose reconciles mostly wait on API round trips keeps up with bursts
+	// of new objects only with more.
+	MaxConcurrentReconciles int
+
 	// MaxBackoff caps the per-object retry delay after failed reconciles.
 	MaxBackoff time.Duration
 
@@ -100,8 +106,9 @@ func DefaultConfig() Config {
 		RetryPeriod:   time.Second,
 		// client-go's own defaults (5 QPS, burst 10) throttle an operator
 		// that lists and patches many children during a resync.
-		KubeAPIQPS:   50,
-		KubeAPIBurst: 100,
+		KubeAPIQPS:              50,
+		KubeAPIBurst:            100,
+		MaxConcurrentReconciles: 1,
 		// Five minutes rather than controller-runtime's 1000s, so that a
 		// failing object is retried soon after an outage of its
 		// dependency ends.
@@ -152,6 +159,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		"Sustained queries per second to the Kubernetes API.")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst,
 		"Burst of queries to the Kubernetes API above --kube-api-qps.")
+	fs.IntVar(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", c.MaxConcurrentReconciles,
+		"How many objects each controller reconciles at once.")
 	fs.DurationVar(&c.MaxBackoff, "max-backoff", c.MaxBackoff,
 		"The longest delay before an object whose reconcile failed is retried.")
 	fs.DurationVar(&c.GracefulShutdownTimeout, "graceful-shutdown-timeout", c.GracefulShutdownTimeout,
@@ -210,23 +219,26 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--watch-namespaces: %q: %s", ns, strings.Join(msgs, "; ")))
 		}
 	}
+	if c.MaxConcurrentReconciles <= 0 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles (%v) must be positive", c.MaxConcurrentReconciles))
+	}
 	if c.MaxBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("--max-backoff (%v) must be positive", c.MaxBackoff))
 	}
 	return errors.Join(errs...)
 }
 
-// ControllerOptions returns controller options whose workqueue backs off up
-// to MaxBackoff, and retries about every second without backing off while
-// the API server is unreachable (in the Config that Options.Setup gets).
-// Call it once per controller: the rate limiter remembers each object's
-// failures, so controllers must not share one.
+// ControllerOptions returns controller options with MaxConcurrentReconciles
+// workers and a workqueue that backs off up to MaxBackoff, and retries about
+// every second without backing off while the API server is unreachable (in
+// the Config that Options.Setup gets). Call it once per controller: the rate
+// limiter remembers each object's failures, so controllers must not share one.
 func (c Config) ControllerOptions() controller.Options {
 	limiter := NewRateLimiter[reconcile.Request](c.MaxBackoff)
 	if c.apiServer != nil {
 		limiter = &outageAwareRateLimiter[reconcile.Request]{TypedRateLimiter: limiter, health: c.apiServer}
 	}
-	return controller.Options{RateLimiter: limiter}
+	return controller.Options{MaxConcurrentReconciles: c.MaxConcurrentReconciles, RateLimiter: limiter}
 }
 
 // NewRateLimiter is controller-runtime's default workqueue rate limiter with

@@ -36,7 +36,7 @@ func TestFlags(t *testing.T) {
 				"--health-probe-bind-address=:9091",
 				"--leader-elect=false", "--leader-election-namespace=other",
 				"--leader-election-lease-duration=60s", "--leader-election-renew-deadline=40s", "--leader-election-retry-period=5s",
-				"--kube-api-qps=20", "--kube-api-burst=30", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
+				"--kube-api-qps=20", "--kube-api-burst=30", "--max-concurrent-reconciles=4", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
 			},
 			want: func(c *Config) {
 				c.MetricsBindAddress = ":9090"
@@ -51,6 +51,7 @@ func TestFlags(t *testing.T) {
 				c.RetryPeriod = 5 * time.Second
 				c.KubeAPIQPS = 20
 				c.KubeAPIBurst = 30
+				c.MaxConcurrentReconciles = 4
 				c.MaxBackoff = time.Minute
 				c.GracefulShutdownTimeout = 10 * time.Second
 			},
@@ -77,6 +78,7 @@ func TestFlags(t *testing.T) {
 				RetryPeriod:             time.Second,
 				KubeAPIQPS:              50,
 				KubeAPIBurst:            100,
+				MaxConcurrentReconciles: 1,
 				MaxBackoff:              5 * time.Minute,
 				GracefulShutdownTimeout: 20 * time.Second,
 			}
@@ -152,6 +154,10 @@ func TestValidate(t *testing.T) {
 			change:  func(c *Config) { c.KubeAPIQPS = 0 },
 			wantErr: "--kube-api-qps",
 		},
+		"zero concurrent reconciles": {
+			change:  func(c *Config) { c.MaxConcurrentReconciles = 0 },
+			wantErr: "--max-concurrent-reconciles",
+		},
 		"zero max backoff": {
 			change:  func(c *Config) { c.MaxBackoff = 0 },
 			wantErr: "--max-backoff",
@@ -200,6 +206,35 @@ func TestControllerOptionsBackOffUpToMaxBackoff(t *testing.T) {
 	}
 	if other := cfg.ControllerOptions().RateLimiter; other == limiter {
 		t.Error("ControllerOptions returned the same rate limiter twice; controllers would share failure counts")
+	}
+}
+
+func TestOperatorDefaultsYieldToFlags(t *testing.T) {
+	measured := func(c *Config) { c.KubeAPIQPS, c.KubeAPIBurst, c.MaxConcurrentReconciles = 300, 600, 8 }
+	testCases := map[string]struct {
+		defaults func(*Config)
+		args     []string
+		want     [3]float64 // QPS, burst, concurrent reconciles
+	}{
+		"the operator's defaults":       {defaults: measured, want: [3]float64{300, 600, 8}},
+		"flags override them":           {defaults: measured, args: []string{"--kube-api-qps=20", "--max-concurrent-reconciles=2"}, want: [3]float64{20, 600, 2}},
+		"shared defaults without hooks": {want: [3]float64{50, 100, 1}},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			cfg := boundConfig(Options{Defaults: tc.defaults}, fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			got := [3]float64{cfg.KubeAPIQPS, float64(cfg.KubeAPIBurst), float64(cfg.MaxConcurrentReconciles)}
+			if got != tc.want {
+				t.Errorf("QPS, burst, concurrent reconciles = %v, want %v", got, tc.want)
+			}
+			if co := cfg.ControllerOptions(); co.MaxConcurrentReconciles != cfg.MaxConcurrentReconciles {
+				t.Errorf("ControllerOptions().MaxConcurrentReconciles = %d, want %d", co.MaxConcurrentReconciles, cfg.MaxConcurrentReconciles)
+			}
+		})
 	}
 }
 

@@ -65,6 +65,11 @@ type Options struct {
 
 	// Setup registers the operator's reconcilers.
 	Setup func(mgr ctrl.Manager, cfg Config) error
+
+	// Defaults, when set, changes DefaultConfig's values for this operator
+	// before the command line is parsed, such as client limits measured
+	// for its load; flags still override them.
+	Defaults func(*Config)
 }
 
 // ManagedByLabels returns the label that puts an object into the
@@ -82,8 +87,7 @@ func LeaderElectionID(name string) string {
 // Main parses the command line, runs the operator until SIGTERM or SIGINT
 // and exits non-zero if it failed.
 func Main(opts Options) {
-	cfg := DefaultConfig()
-	cfg.BindFlags(flag.CommandLine)
+	cfg := boundConfig(opts, flag.CommandLine)
 	flag.Parse()
 
 	// The logger never enables levels above logging.MaxLevel, where
@@ -95,10 +99,21 @@ func Main(opts Options) {
 		ctrl.Log.WithName("setup").Info("Log level capped: levels above the cap would log credentials", "maxLevel", logging.MaxLevel)
 	}
 
-	if err := Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
+	if err := Run(ctrl.SetupSignalHandler(), *cfg, opts); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Operator failed", "operator", opts.Name)
 		os.Exit(1)
 	}
+}
+
+// boundConfig returns the operator's defaults (DefaultConfig changed by
+// opts.Defaults) with every flag bound to fs, for fs.Parse to fill.
+func boundConfig(opts Options, fs *flag.FlagSet) *Config {
+	cfg := DefaultConfig()
+	if opts.Defaults != nil {
+		opts.Defaults(&cfg)
+	}
+	cfg.BindFlags(fs)
+	return &cfg
 }
 
 // Run sets up tracing, builds the manager and runs it until ctx is done.

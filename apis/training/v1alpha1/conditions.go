@@ -23,6 +23,10 @@ const (
 	// run after an infrastructure failure; status.nextRunTime says until
 	// when.
 	ConditionRestarting = "Restarting"
+	// ConditionFinished is True once the job succeeded or failed (its
+	// reason says which) and False before: one condition to wait for
+	// whatever the outcome, `kubectl wait --for=condition=Finished`.
+	ConditionFinished = "Finished"
 )
 
 // Labels and annotations, prefixed with the API group.

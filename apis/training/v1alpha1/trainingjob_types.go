@@ -22,6 +22,22 @@ const (
 	FrameworkPaddle     Framework = "paddle"
 )
 
+// Backend is the engine that runs a TrainingJob's runs.
+// +kubebuilder:validation:Enum=native;kubeflow
+type Backend string
+
+const (
+	// BackendNative runs each run as one Indexed batch/v1 Job with a
+	// headless Service that gives every rank a stable host name. It needs
+	// nothing but Kubernetes, and Kueue admits it through its batch/Job
+	// integration.
+	BackendNative Backend = "native"
+	// BackendKubeflow runs each run as a Kubeflow training-operator v1 job
+	// (PyTorchJob, TFJob, XGBoostJob, PaddleJob); the Kubeflow CRDs and
+	// training-operator must be installed.
+	BackendKubeflow Backend = "kubeflow"
+)
+
 // CleanPodPolicy says which pods of a finished run are deleted once the
 // operator has recorded the outcome.
 // +kubebuilder:validation:Enum=All;Running;None
@@ -56,6 +72,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.featureStores) == has(oldSelf.featureStores) && (!has(self.featureStores) || self.featureStores == oldSelf.featureStores)",message="featureStores is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.checkpoint) == has(oldSelf.checkpoint) && (!has(self.checkpoint) || self.checkpoint == oldSelf.checkpoint)",message="checkpoint is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || self.checkpoint.accessMode != 'ReadWriteOnce' || self.framework != 'paddle' || self.workers <= 1",message="framework paddle with more than one worker needs checkpoint.accessMode ReadWriteMany: its workers share one pod template, so no single rank-0 pod can mount a ReadWriteOnce volume"
+// +kubebuilder:validation:XValidation:rule="has(self.backend) == has(oldSelf.backend) && (!has(self.backend) || self.backend == oldSelf.backend)",message="backend is immutable; to move a job to another backend, create it again"
+// +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'native' || self.framework != 'tensorflow' || !has(self.parameterServers) || self.parameterServers == 0",message="tensorflow with parameterServers needs heterogeneous pods, which the native backend cannot run: use backend: kubeflow"
+// +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'native' || self.framework != 'paddle' || self.workers <= 1",message="paddle with more than one worker needs a rank-0 pod that differs from the others (its own address as PADDLE_MASTER), which the native backend cannot run: use backend: kubeflow"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.env) || self.env.all(e, !e.name.startsWith('MLPLATFORM_'))",message="env names starting with MLPLATFORM_ are reserved for the checkpoint contract"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.template) || !has(self.template.volumes) || self.template.volumes.all(v, v.name != 'checkpoint')",message="volume name checkpoint is reserved for the checkpoint volume"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.template) || !has(self.template.volumeMounts) || self.template.volumeMounts.all(m, m.mountPath != self.checkpoint.mountPath)",message="checkpoint.mountPath is already used by template.volumeMounts"
@@ -64,6 +83,17 @@ type TrainingJobSpec struct {
 	// tensorflow (TFJob), xgboost (XGBoostJob) or paddle (PaddleJob).
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="framework is immutable"
 	Framework Framework `json:"framework"`
+
+	// Backend is the engine that runs the job: native (one Indexed
+	// batch/v1 Job per run and a headless Service; nothing else needs to be
+	// installed) or kubeflow (one Kubeflow training-operator v1 job per
+	// run). Unset means the cluster's default, chosen by the platform team
+	// in the operator's chart (defaultBackend) and recorded in
+	// status.backend at the job's first reconcile. The training container
+	// gets the same framework environment on both backends, so the same
+	// image runs unchanged. Immutable.
+	// +optional
+	Backend Backend `json:"backend,omitempty"`
 
 	// Image of the training container.
 	// +kubebuilder:validation:MinLength=1
@@ -87,7 +117,7 @@ type TrainingJobSpec struct {
 
 	// Env sets environment variables of the training container. The
 	// framework's own variables (MASTER_ADDR, TF_CONFIG...) are set by the
-	// Kubeflow training-operator and win over these.
+	// backend and win over these.
 	// +kubebuilder:validation:MaxItems=128
 	// +listType=map
 	// +listMapKey=name
@@ -239,8 +269,12 @@ type Checkpoint struct {
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
-	// AccessMode of the volume: ReadWriteOnce (only the rank-0 pod mounts
-	// it) or ReadWriteMany (every pod mounts it).
+	// AccessMode of the volume: ReadWriteOnce or ReadWriteMany (every pod
+	// mounts it). With ReadWriteOnce on the kubeflow backend only the
+	// rank-0 pod mounts it; on the native backend every rank runs from one
+	// pod template, so every pod mounts it and the ranks must share the
+	// node the volume attaches to: use ReadWriteMany for trainings that
+	// span nodes.
 	// +kubebuilder:validation:Enum=ReadWriteOnce;ReadWriteMany
 	// +kubebuilder:default=ReadWriteOnce
 	// +optional
@@ -414,9 +448,17 @@ type TrainingJobStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// Backend is the backend the job runs on: spec.backend, or the
+	// operator's default when the job was first reconciled. It never
+	// changes once set.
+	// +optional
+	Backend Backend `json:"backend,omitempty"`
+
 	// Conditions: Created, Running, Suspended, Succeeded, Failed,
-	// FeatureStoresReady, CheckpointReady, Queued, Restarting, and
-	// Reconciling/Stalled for kstatus.
+	// Finished (True once the job succeeded or failed: the one condition
+	// to `kubectl wait --for=condition=Finished` on), FeatureStoresReady,
+	// CheckpointReady, Queued, Restarting, and Reconciling/Stalled for
+	// kstatus (a failed job is Stalled).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=32
@@ -455,7 +497,8 @@ type TrainingJobStatus struct {
 	// +optional
 	CheckpointClaim string `json:"checkpointClaim,omitempty"`
 
-	// Job is the Kubeflow job of the current run.
+	// Job is the child of the current run: a batch/v1 Job on the native
+	// backend, a Kubeflow job on the kubeflow backend.
 	// +optional
 	Job *JobReference `json:"job,omitempty"`
 
@@ -467,7 +510,10 @@ type TrainingJobStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
-	// Roles counts the pods of each role (Master, Chief, Worker, PS).
+	// Roles counts the pods of each role (Master, Chief, Worker, PS) on
+	// the kubeflow backend. On the native backend it is one role, Pods,
+	// recorded when a run ends (counting every pod change would cost a
+	// status write each).
 	// +listType=map
 	// +listMapKey=name
 	// +optional
@@ -502,11 +548,11 @@ const (
 	PhaseFailed     TrainingJobPhase = "Failed"
 )
 
-// JobReference names the Kubeflow job of a run.
+// JobReference names the child of a run.
 type JobReference struct {
-	// APIVersion of the job, kubeflow.org/v1.
+	// APIVersion of the job: batch/v1 or kubeflow.org/v1.
 	APIVersion string `json:"apiVersion"`
-	// Kind of the job, such as PyTorchJob.
+	// Kind of the job: Job, or a Kubeflow kind such as PyTorchJob.
 	Kind string `json:"kind"`
 	// Name of the job, in the TrainingJob's namespace.
 	Name string `json:"name"`
@@ -601,14 +647,16 @@ type Failure struct {
 	TerminationMessage string `json:"terminationMessage,omitempty"`
 }
 
-// TrainingJob runs a distributed training through the Kubeflow
-// training-operator.
+// TrainingJob runs a distributed training: on Kubernetes' own Indexed Jobs
+// (backend native, the default) or through the Kubeflow training-operator
+// (backend kubeflow).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mltj,categories=mlplatform
 // +kubebuilder:printcolumn:name="Framework",type=string,JSONPath=`.spec.framework`
 // +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.workers`
+// +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

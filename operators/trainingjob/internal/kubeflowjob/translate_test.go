@@ -17,6 +17,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
@@ -24,7 +25,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files from the current translation")
 
-var settings = Settings{
+var settings = backend.Settings{
 	OperatorName: "trainingjob-operator",
 	Catalog: accelerator.Catalog{DefaultType: "a100", Classes: []accelerator.Class{
 		{Type: "a100", ResourceName: "nvidia.com/gpu", NodeSelector: map[string]string{"nvidia.com/gpu.product": "A100"},
@@ -232,7 +233,7 @@ func TestCheckpointClaimName(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := CheckpointClaimName(tc.tj); got != tc.want {
+			if got := backend.CheckpointClaimName(tc.tj); got != tc.want {
 				t.Errorf("CheckpointClaimName = %q, want %q", got, tc.want)
 			}
 		})
@@ -280,7 +281,7 @@ func TestRoles(t *testing.T) {
 func TestBuildRejectsUnknownAcceleratorType(t *testing.T) {
 	tj := newTJ(trainingv1alpha1.FrameworkPyTorch, 1).accelerators(1, "h100").obj()
 	_, err := Build(pytorch{}, tj, 1, nil, settings)
-	var invalid *InvalidSpecError
+	var invalid *backend.InvalidSpecError
 	if !errors.As(err, &invalid) {
 		t.Fatalf("want an InvalidSpecError, got %v", err)
 	}

@@ -2,18 +2,16 @@ package testharness
 
 import (
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/controller/trainingjob"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -33,8 +31,8 @@ func Scheme() *runtime.Scheme {
 }
 
 // Settings are the translation settings tests run with.
-func Settings() kubeflowjob.Settings {
-	return kubeflowjob.Settings{
+func Settings() backend.Settings {
+	return backend.Settings{
 		OperatorName:     OperatorName,
 		Catalog:          accelerator.Default(),
 		SharedMemorySize: resource.MustParse("1Gi"),
@@ -56,6 +54,9 @@ type Options struct {
 	Burst int
 	// Concurrency is the number of parallel reconciles; zero means one.
 	Concurrency int
+	// DefaultBackend is the backend of TrainingJobs that name none; empty
+	// means native, the operator's default.
+	DefaultBackend trainingv1alpha1.Backend
 	// Wrap wraps the reconciler, e.g. to time each reconcile.
 	Wrap func(reconcile.Reconciler) reconcile.Reconciler
 }
@@ -63,9 +64,9 @@ type Options struct {
 // StartOperator starts the operator against cfg, counting its writes.
 func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Operator, error) {
 	op := &Operator{}
-	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}}
-	for _, fw := range kubeflowjob.Frameworks() {
-		owned = append(owned, fw.Empty())
+	def := opts.DefaultBackend
+	if def == "" {
+		def = trainingv1alpha1.BackendNative
 	}
 	started, err := operatortest.Run(operatortest.Options{
 		RESTConfig: cfg,
@@ -77,16 +78,20 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 		Manager: manager.Options{
 			Name:         OperatorName,
 			Scheme:       scheme,
-			OwnedObjects: owned,
+			OwnedObjects: trainingjob.OwnedObjects(),
 			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-				op.Reconciler = trainingjob.NewReconciler(mgr, Settings())
+				r, err := trainingjob.NewReconciler(mgr, Settings(), def)
+				if err != nil {
+					return err
+				}
+				op.Reconciler = r
 				co := cfg.ControllerOptions()
 				co.MaxConcurrentReconciles = max(opts.Concurrency, 1)
-				var r reconcile.Reconciler = op.Reconciler
+				var do reconcile.Reconciler = op.Reconciler
 				if opts.Wrap != nil {
-					r = opts.Wrap(r)
+					do = opts.Wrap(do)
 				}
-				return op.Reconciler.SetupWithManagerAs(mgr, co, r)
+				return op.Reconciler.SetupWithManagerAs(mgr, co, do)
 			},
 		},
 	})

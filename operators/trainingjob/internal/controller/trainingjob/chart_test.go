@@ -135,3 +135,25 @@ func TestChartInstallsKubeflowAlongsideWhenAsked(t *testing.T) {
 		t.Error("the Kubeflow training-operator is off by default")
 	}
 }
+
+func TestChartPassesClientLimitsAndWorkers(t *testing.T) {
+	values := map[string]any{"apiClient": map[string]any{"qps": 120, "burst": 240}, "concurrentReconciles": 3}
+	out, err := charttest.Render(chartDir(), "r", "ns", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--kube-api-qps=120", "--kube-api-burst=240", "--max-concurrent-reconciles=3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered chart lacks %q", want)
+		}
+	}
+	for name, bad := range map[string]map[string]any{
+		"zero qps":     {"apiClient": map[string]any{"qps": 0}},
+		"zero workers": {"concurrentReconciles": 0},
+		"unknown key":  {"apiClient": map[string]any{"qsp": 10}},
+	} {
+		if _, err := charttest.Render(chartDir(), "r", "ns", bad); err == nil {
+			t.Errorf("%s: values %v must be rejected", name, bad)
+		}
+	}
+}

@@ -26,7 +26,7 @@ import (
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	trainingtesting "github.com/ml-platform/ml-platform/apis/training/v1alpha1/testing"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/manager"
@@ -131,7 +131,7 @@ func createNamespace(t *testing.T, c client.Client) string {
 	return name
 }
 
-var testSettings = kubeflowjob.Settings{
+var testSettings = backend.Settings{
 	OperatorName: operatorName,
 	Catalog: accelerator.Catalog{DefaultType: "a100", Classes: []accelerator.Class{
 		{Type: "a100", ResourceName: "nvidia.com/gpu", NodeSelector: map[string]string{"gpu": "a100"}},
@@ -153,22 +153,26 @@ type operator struct {
 	nsWrites namespaceWrites
 }
 
+// defaultBackend is the operator's default in these tests: kubeflow, which
+// the tests written for it assume; the native backend's tests name their
+// backend in the spec.
+const defaultBackend = trainingv1alpha1.BackendKubeflow
+
 func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	t.Helper()
 	op := &operator{}
-	var owned []client.Object
-	owned = append(owned, &corev1.Pod{}, &corev1.PersistentVolumeClaim{})
-	for _, fw := range kubeflowjob.Frameworks() {
-		owned = append(owned, fw.Empty())
-	}
 	op.Operator = operatortest.Start(t, operatortest.Options{
 		RESTConfig: operatorConfig(t),
 		Manager: manager.Options{
 			Name:         operatorName,
 			Scheme:       scheme,
-			OwnedObjects: owned,
+			OwnedObjects: OwnedObjects(),
 			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-				op.reconciler = NewReconciler(mgr, testSettings)
+				r, err := NewReconciler(mgr, testSettings, defaultBackend)
+				if err != nil {
+					return err
+				}
+				op.reconciler = r
 				if tune != nil {
 					tune(op.reconciler)
 				}

@@ -5,10 +5,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/metrics"
@@ -64,7 +64,7 @@ func NewMetrics() *Metrics {
 
 // observeTransitions records what changed between the persisted status and
 // the one just written.
-func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob, fw kubeflowjob.Framework, catalog accelerator.Catalog, now time.Time) {
+func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob, catalog accelerator.Catalog, now time.Time) {
 	ns, framework := after.Namespace, string(after.Spec.Framework)
 	if before.Status.StartTime == nil && after.Status.StartTime != nil {
 		m.TimeToRunning.WithLabelValues(ns, framework).Observe(after.Status.StartTime.Sub(after.CreationTimestamp.Time).Seconds())
@@ -78,7 +78,7 @@ func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob
 		run := after.Status.Runs[len(after.Status.Runs)-1]
 		m.Restarted.WithLabelValues(ns, string(run.Class), run.Reason).Inc()
 		if run.StartTime != nil && run.EndTime != nil {
-			if class, pods, count := acceleratorsOf(after, fw, catalog); class != "" {
+			if class, pods, count := acceleratorsOf(after, catalog); class != "" {
 				m.AcceleratorSecondsLost.WithLabelValues(ns, class).Add(max(0, run.EndTime.Sub(run.StartTime.Time).Seconds()) * pods * count)
 			}
 		}
@@ -109,24 +109,21 @@ func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob
 	if after.Status.StartTime == nil {
 		return
 	}
-	if class, pods, count := acceleratorsOf(after, fw, catalog); class != "" {
+	if class, pods, count := acceleratorsOf(after, catalog); class != "" {
 		m.AcceleratorSeconds.WithLabelValues(ns, class).Add(seconds * pods * count)
 	}
 }
 
 // acceleratorsOf returns a TrainingJob's accelerator type, its pods and the
 // accelerators of each; an empty type when it uses none.
-func acceleratorsOf(tj *trainingv1alpha1.TrainingJob, fw kubeflowjob.Framework, catalog accelerator.Catalog) (string, float64, float64) {
-	if fw == nil || tj.Spec.Resources == nil || tj.Spec.Resources.Accelerators == nil {
+func acceleratorsOf(tj *trainingv1alpha1.TrainingJob, catalog accelerator.Catalog) (string, float64, float64) {
+	if tj.Spec.Resources == nil || tj.Spec.Resources.Accelerators == nil {
 		return "", 0, 0
 	}
 	class, err := catalog.Resolve(tj.Spec.Resources.Accelerators)
 	if err != nil || class == nil {
 		return "", 0, 0
 	}
-	var pods int32
-	for _, r := range fw.Roles(&tj.Spec) {
-		pods += r.Replicas
-	}
+	pods := max(tj.Spec.Workers, 1) + ptr.Deref(tj.Spec.ParameterServers, 0)
 	return class.Type, float64(pods), float64(tj.Spec.Resources.Accelerators.Count)
 }

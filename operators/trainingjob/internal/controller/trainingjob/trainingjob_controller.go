@@ -3,21 +3,30 @@ package trainingjob
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
@@ -36,32 +45,37 @@ const featureStoreIndex = featureref.IndexKey
 // ClusterRole. The finalizers subresource is only for blockOwnerDeletion on
 // the jobs, which clusters with OwnerReferencesPermissionEnforcement check.
 // Pods are only listed, watched and deleted (the clean-pod
-// policy, the left-overs of a failed run): the Kubeflow training-operator
-// creates them. Kubeflow jobs are deleted only to end the run of a queued
-// job the user suspends. Checkpoint claims are created, and patched only to
+// policy, the left-overs of a failed run): the Job controller or the
+// Kubeflow training-operator creates them. Jobs and Kubeflow jobs are
+// deleted only to end the run of a queued job the user suspends. The
+// native backend's headless Services are created and then left to the
+// garbage collector (they are owned by their Job). Checkpoint claims are created, and patched only to
 // adopt a retained claim under deletionPolicy Delete; they are never
 // deleted by the operator (the garbage collector does, with Delete).
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/status,verbs=get;patch
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs;tfjobs;xgboostjobs;paddlejobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch
 
-// Reconciler turns each TrainingJob into one Kubeflow job per run and
-// reports the job's progress in the TrainingJob's status.
+// Reconciler turns each TrainingJob into one child per run on its backend
+// (an Indexed Job, or a Kubeflow job) and reports the run's progress in the
+// TrainingJob's status.
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	Recorder  record.EventRecorder
-	Settings  kubeflowjob.Settings
-	// Frameworks are the supported frameworks. Their Kubeflow CRDs must be
-	// installed: the label-restricted caches of the job kinds need them
-	// when the manager is built.
-	Frameworks map[trainingv1alpha1.Framework]kubeflowjob.Framework
+	Settings  backend.Settings
+	// Backends are the backends this operator runs, with the default for
+	// jobs that name none. The Kubeflow backend is unavailable when its
+	// CRDs were not installed at start: its kinds are then not watched.
+	Backends *backend.Registry
 	// WatchesFeatureStores is false when the FeatureStore CRD was not
 	// installed at start; waiting jobs then poll.
 	WatchesFeatureStores bool
@@ -77,23 +91,45 @@ type Reconciler struct {
 	reported   map[types.UID]map[string]bool
 }
 
-// NewReconciler wires a Reconciler to a manager. FeatureStores are watched
-// only when their CRD is installed, so the operator runs without the
-// FeatureStore operator.
-func NewReconciler(mgr ctrl.Manager, settings kubeflowjob.Settings) *Reconciler {
+// NewReconciler wires a Reconciler to a manager, with both backends
+// registered and def the default for jobs that name none. FeatureStores are
+// watched only when their CRD is installed, so the operator runs without
+// the FeatureStore operator; likewise the Kubeflow kinds.
+func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1alpha1.Backend) (*Reconciler, error) {
+	var missing error
+	for _, obj := range kubeflowjob.NewBackend(settings, nil).Owned() {
+		if !installed(mgr, obj) {
+			missing = fmt.Errorf("the Kubeflow training-operator's CRDs (%T) are not installed in this cluster: install them (the chart's kubeflow.enabled) and restart the operator, or use backend: native", obj)
+			break
+		}
+	}
+	backends, err := backend.NewRegistry(def, nativejob.NewBackend(settings), kubeflowjob.NewBackend(settings, missing))
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorderFor(settings.OperatorName),
-		Settings:   settings,
-		Frameworks: kubeflowjob.Frameworks(),
-		Now:        time.Now,
-		Metrics:    NewMetrics(),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor(settings.OperatorName),
+		Settings:  settings,
+		Backends:  backends,
+		Now:       time.Now,
+		Metrics:   NewMetrics(),
 	}
 	fs := &unstructured.Unstructured{}
 	fs.SetGroupVersionKind(featureref.GVK)
 	r.WatchesFeatureStores = installed(mgr, fs)
-	return r
+	return r, nil
+}
+
+// OwnedObjects are the kinds the operator creates, for shared/manager's
+// label-restricted caches: a cache of a kind whose CRD is missing is never
+// started unless something reads or watches it, so the Kubeflow kinds are
+// listed whether or not their CRDs are installed.
+func OwnedObjects() []client.Object {
+	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}}
+	owned = append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
+	return append(owned, kubeflowjob.NewBackend(backend.Settings{}, nil).Owned()...)
 }
 
 func installed(mgr ctrl.Manager, obj client.Object) bool {
@@ -114,13 +150,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 // that the workqueue calls, such as r wrapped by a benchmark that times
 // each reconcile.
 func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Options, do reconcile.Reconciler) error {
+	// Our own status writes change neither generation, labels nor
+	// annotations, so they start no reconcile; what a status write decided
+	// is acted on in the same reconcile or by its requeue.
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&trainingv1alpha1.TrainingJob{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob)).
+		For(&trainingv1alpha1.TrainingJob{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(podMatters())).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
 		WithOptions(opts).
 		Named(Name)
-	for _, fw := range r.Frameworks {
-		b = b.Owns(fw.Empty())
+	for _, obj := range r.Backends.Owned() {
+		if _, ok := obj.(*corev1.Service); ok {
+			continue
+		}
+		b = b.Owns(obj, builder.WithPredicates(r.childMatters()))
 	}
 	if r.WatchesFeatureStores {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainingv1alpha1.TrainingJob{}, featureStoreIndex, func(o client.Object) []string {
@@ -183,7 +227,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var result ctrl.Result
 	var errs []error
-	for _, p := range []phase{r.ensureJob, r.retirePreviousRun, r.observePods, r.decideRunEnd, r.convergeQueueLabel, r.convergeSuspend, r.cleanPods} {
+	for _, p := range []phase{r.resolveBackend, r.ensureJob, r.retirePreviousRun, r.observePods, r.decideRunEnd, r.convergeQueueLabel, r.convergeSuspend} {
 		res, err := p(ctx, s)
 		if err != nil {
 			errs = append(errs, err)
@@ -192,8 +236,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if s.stale {
 		// The cache has not caught up with a decision already recorded;
-		// the reconcile that sees it computes the status.
-		return result, errors.Join(errs...)
+		// the reconcile that sees it computes the status. An error wins:
+		// controller-runtime ignores a requeue returned with one.
+		if err := errors.Join(errs...); err != nil {
+			return ctrl.Result{}, err
+		}
+		return result, nil
 	}
 
 	setStatus(tj, s.observation())
@@ -205,7 +253,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		for _, e := range transitionEvents(before.Status.Conditions, tj.Status.Conditions) {
 			r.Recorder.Event(tj, e.Type, e.Reason, e.Message)
 		}
-		r.Metrics.observeTransitions(before, tj, s.fw, r.Settings.Catalog, r.Now())
+		r.Metrics.observeTransitions(before, tj, r.Settings.Catalog, r.Now())
 	}
 	if s.createdClaim && s.claim != nil {
 		r.Recorder.Event(tj, corev1.EventTypeNormal, "CheckpointClaimCreated", s.claim.message)
@@ -217,6 +265,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err
+	}
+	if s.end != nil {
+		// The next run starts once its backoff has passed; no watch event
+		// brings that moment.
+		result = requeue.Shortest(result, ctrl.Result{RequeueAfter: untilNextRun(tj, r.Now())})
+	}
+	if finished(tj) {
+		// The outcome is recorded now, so the pods may go.
+		if _, err := r.cleanPods(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	ttl, err := r.expireTTL(ctx, tj)
 	if err != nil {
@@ -260,4 +319,80 @@ func (r *Reconciler) forget(uid types.UID) {
 	r.reportedMu.Lock()
 	defer r.reportedMu.Unlock()
 	delete(r.reported, uid)
+}
+
+// podMatters passes the pod events that change what the operator records
+// or does: a pod that stops or is deleted (a stopped pod explains a failed
+// run, and the next run waits for the previous run's pods), and a new pod
+// problem to re-emit. Every other pod status change is already summed up
+// in the child's own status, which is watched.
+func podMatters() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(ctrlevent.CreateEvent) bool { return false },
+		UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+			before, ok1 := e.ObjectOld.(*corev1.Pod)
+			after, ok2 := e.ObjectNew.(*corev1.Pod)
+			if !ok1 || !ok2 {
+				return true
+			}
+			if stopped(before) != stopped(after) || before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero() {
+				return true
+			}
+			return !slices.Equal(issueKeys(before), issueKeys(after))
+		},
+		DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return true },
+		GenericFunc: func(ctrlevent.GenericEvent) bool { return true },
+	}
+}
+
+func stopped(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func issueKeys(p *corev1.Pod) []string {
+	var keys []string
+	for _, is := range podIssues([]corev1.Pod{*p}) {
+		keys = append(keys, is.key)
+	}
+	return keys
+}
+
+// deletedOnly passes deletions: a companion deleted mid-run is created
+// again by the next reconcile.
+func deletedOnly() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(ctrlevent.CreateEvent) bool { return false },
+		UpdateFunc:  func(ctrlevent.UpdateEvent) bool { return false },
+		DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return true },
+		GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
+	}
+}
+
+// childMatters passes the child updates that change what its backend
+// observes (the run's state, its suspend flag, its pod counts where they
+// are recorded), its labels (the queue label, the cache's label) or its
+// deletion. A Job's status changes with every pod; most of those changes
+// change nothing the operator records, and waking for them would cost a
+// reconcile each.
+func (r *Reconciler) childMatters() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+			if !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) || e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() {
+				return true
+			}
+			before, ok1 := r.Backends.Observe(e.ObjectOld)
+			after, ok2 := r.Backends.Observe(e.ObjectNew)
+			return !ok1 || !ok2 || !equality.Semantic.DeepEqual(before, after)
+		},
+	}
+}
+
+// untilNextRun is how long until the next run recorded in status may
+// start; never zero, which would mean no requeue at all.
+func untilNextRun(tj *trainingv1alpha1.TrainingJob, now time.Time) time.Duration {
+	const soon = 100 * time.Millisecond
+	if next := tj.Status.NextRunTime; next != nil {
+		return max(next.Sub(now), soon)
+	}
+	return soon
 }

@@ -8,12 +8,10 @@ import (
 	"slices"
 	"time"
 
-	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,8 +19,8 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
@@ -58,9 +56,14 @@ type scope struct {
 	finished bool
 	run      int32
 	jobName  string
-	fw       kubeflowjob.Framework
-	job      client.Object
-	created  bool
+	// backend is the name of the job's backend and be the backend itself,
+	// nil when it cannot run the job (the reason is in invalid).
+	backend trainingv1alpha1.Backend
+	be      backend.Backend
+	job     client.Object
+	// state is what the backend observed about job.
+	state   backend.RunState
+	created bool
 	stores   *featureref.Resolution
 	invalid  error
 	reason   string
@@ -87,7 +90,7 @@ func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
 		now:      now,
 		finished: finished(tj),
 		run:      run,
-		jobName:  kubeflowjob.JobName(tj.Name, run),
+		jobName:  backend.JobName(tj.Name, run),
 	}
 }
 
@@ -103,22 +106,24 @@ func (s *scope) observation() observation {
 		claim:         s.claim,
 		end:           s.end,
 		decision:      s.decision,
+		backend:       s.backend,
 	}
-	if fw, ok := kubeflowjob.Frameworks()[s.tj.Spec.Framework]; ok {
-		o.kind = fw.Kind()
+	if s.be != nil {
+		ref := s.be.Reference(s.tj, s.run)
+		o.ref = &ref
+		o.kind = ref.Kind
 	}
 	if s.job != nil {
-		rp, st := s.fw.Parts(s.job)
-		o.job = st
-		o.jobSuspended = ptr.Deref(rp.Suspend, false)
+		st := s.state
+		o.job = &st
 		o.runStart = runStart(s.tj, st)
 	}
 	return o
 }
 
-// runStart is when the current run started: when Kubeflow started its job,
-// else when the TrainingJob was seen running.
-func runStart(tj *trainingv1alpha1.TrainingJob, st *kubeflowv1.JobStatus) *metav1.Time {
+// runStart is when the current run started: when the child says it
+// started, else when the TrainingJob was seen running.
+func runStart(tj *trainingv1alpha1.TrainingJob, st backend.RunState) *metav1.Time {
 	if st.StartTime != nil {
 		return st.StartTime.DeepCopy()
 	}
@@ -134,20 +139,11 @@ func finished(tj *trainingv1alpha1.TrainingJob) bool { return conditions.IsFinis
 // when it is missing, once every referenced FeatureStore is Ready. A
 // finished run's job is never recreated.
 func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error) {
-	fw, ok := r.Frameworks[s.tj.Spec.Framework]
-	if !ok {
-		if !s.finished {
-			s.invalid = fmt.Errorf("framework %s is not supported by this operator", s.tj.Spec.Framework)
-			s.reason = ReasonFrameworkNotReady
-		}
-		return ctrl.Result{}, nil
-	}
-	s.fw = fw
-	if s.finished {
+	if s.finished || s.be == nil {
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: s.jobName}
-	job := fw.Empty()
+	job := s.be.Empty(s.tj)
 	err := r.Client.Get(ctx, key, job)
 	if apierrors.IsNotFound(err) {
 		// The cache sees only labelled jobs and may lag behind our own
@@ -163,6 +159,12 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, err
 	}
 
+	if rejected(s.tj) {
+		// The API refused this generation's child; only a change of the
+		// spec (a new generation) tries again.
+		s.invalid, s.reason = errors.New(conditions.Get(s.tj, commonv1alpha1.ConditionStalled).Message), ReasonJobRejected
+		return ctrl.Result{}, nil
+	}
 	if wait, ok, err := r.mayCreateRun(ctx, s); err != nil || !ok {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
@@ -183,8 +185,8 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 		stores = res.Ready
 	}
 
-	desired, err := kubeflowjob.Build(fw, s.tj, s.run, stores, r.Settings)
-	if invalid := (*kubeflowjob.InvalidSpecError)(nil); errors.As(err, &invalid) {
+	desired, err := s.be.Build(s.tj, s.run, stores)
+	if invalid := (*backend.InvalidSpecError)(nil); errors.As(err, &invalid) {
 		s.invalid, s.reason = invalid, commonv1alpha1.ReasonInvalidSpec
 		return ctrl.Result{}, nil
 	} else if err != nil {
@@ -196,19 +198,23 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 	err = r.Client.Create(ctx, desired)
 	switch {
 	case err == nil:
-		s.job, s.created = desired, true
-		return ctrl.Result{}, nil
+		s.job, s.created, s.state = desired, true, s.be.Observe(desired)
+		return ctrl.Result{}, r.ensureCompanions(ctx, s)
 	case apierrors.IsAlreadyExists(err):
 		// Created in between by a concurrent reconcile or by somebody else.
-		live := fw.Empty()
+		live := s.be.Empty(s.tj)
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, r.adopt(ctx, s, live)
 	case finalizer.IsNamespaceTerminatingError(err):
 		return ctrl.Result{}, nil
+	case isRejection(err):
+		s.invalid = fmt.Errorf("the API server rejected %s %s: %s", s.be.Reference(s.tj, s.run).Kind, s.jobName, apiMessage(err))
+		s.reason = ReasonJobRejected
+		return ctrl.Result{}, nil
 	default:
-		return ctrl.Result{}, fmt.Errorf("creating %s %s: %w", fw.Kind(), s.jobName, err)
+		return ctrl.Result{}, fmt.Errorf("creating %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
 	}
 }
 
@@ -251,7 +257,7 @@ func (r *Reconciler) mayCreateRun(ctx context.Context, s *scope) (time.Duration,
 // cache; terminating ones only when asked.
 func (r *Reconciler) activePods(ctx context.Context, s *scope, run int32, terminating bool) (int, error) {
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels(kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, run))); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.tj.Namespace), client.MatchingLabels(backend.Labels(r.Settings.OperatorName, s.tj.Name, run))); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -278,7 +284,7 @@ func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) error {
 	if cp == nil {
 		return nil
 	}
-	name := kubeflowjob.CheckpointClaimName(s.tj)
+	name := backend.CheckpointClaimName(s.tj)
 	obs := &claimObservation{name: name}
 	s.claim = obs
 	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: name}
@@ -389,20 +395,19 @@ func (r *Reconciler) desiredClaim(tj *trainingv1alpha1.TrainingJob, name string)
 // its other pods running, holding accelerators and the checkpoint volume:
 // those are deleted. Both are idempotent and write nothing once done.
 func (r *Reconciler) retirePreviousRun(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.finished || s.fw == nil || s.run <= 1 {
+	if s.finished || s.be == nil || s.run <= 1 {
 		return ctrl.Result{}, nil
 	}
 	prev := s.run - 1
-	job := s.fw.Empty()
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: kubeflowjob.JobName(s.tj.Name, prev)}, job)
+	job := s.be.Empty(s.tj)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: backend.JobName(s.tj.Name, prev)}, job)
 	if apierrors.IsNotFound(err) {
 		return ctrl.Result{}, nil
 	}
 	if err != nil || !metav1.IsControlledBy(job, s.tj) || !job.GetDeletionTimestamp().IsZero() {
 		return ctrl.Result{}, err
 	}
-	_, st := s.fw.Parts(job)
-	if jobCondition(st, kubeflowv1.JobSucceeded) == nil && jobCondition(st, kubeflowv1.JobFailed) == nil {
+	if !s.be.Observe(job).Finished() {
 		uid := job.GetUID()
 		err := r.Client.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -412,7 +417,7 @@ func (r *Reconciler) retirePreviousRun(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	err = r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(s.tj.Namespace),
-		client.MatchingLabels(kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, prev)),
+		client.MatchingLabels(backend.Labels(r.Settings.OperatorName, s.tj.Name, prev)),
 		client.MatchingFieldsSelector{Selector: fields.AndSelectors(
 			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
 			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
@@ -434,13 +439,13 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 	if s.finished || s.job == nil {
 		return ctrl.Result{}, nil
 	}
-	_, st := s.fw.Parts(s.job)
-	if jobCondition(st, kubeflowv1.JobSucceeded) != nil {
+	st := s.state
+	if st.Succeeded != nil {
 		return ctrl.Result{}, nil
 	}
 	start := runStart(s.tj, st)
 	var end *runEnd
-	if failed := jobCondition(st, kubeflowv1.JobFailed); failed != nil {
+	if failed := st.Failed; failed != nil {
 		f := failure.Classify(s.pods)
 		d := restart.Decide(s.tj.Spec.Checkpoint, s.tj.Status.RestartCount, f, s.now)
 		if !d.Restart {
@@ -452,14 +457,14 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 		end = &runEnd{
 			restart:     true,
 			nextRunTime: &next,
-			record:      trainingv1alpha1.RunRecord{Run: s.run, Reason: f.Cause, Class: f.Class, Message: f.Message, StartTime: start, EndTime: timeOr(failed.LastTransitionTime, s.now)},
+			record:      trainingv1alpha1.RunRecord{Run: s.run, Reason: f.Cause, Class: f.Class, Message: f.Message, StartTime: start, EndTime: timeOr(failed.Time, s.now)},
 			message: fmt.Sprintf("Run %d failed: %s. Run %d starts from the last checkpoint at %s (restart %d of %d)",
 				s.run, f.Message, s.run+1, next.UTC().Format(time.RFC3339), s.tj.Status.RestartCount+1, limit),
 		}
 	} else if s.tj.Spec.QueueName != "" && s.tj.Spec.Suspend {
 		end = &runEnd{
 			record:  trainingv1alpha1.RunRecord{Run: s.run, Reason: ReasonSuspended, Message: "Suspended by the user", StartTime: start, EndTime: &metav1.Time{Time: s.now.Truncate(time.Second)}},
-			message: fmt.Sprintf("The job is suspended: run %d ended and its Kubeflow job is deleted, which gives Kueue its quota back; run %d starts when suspend is false", s.run, s.run+1),
+			message: fmt.Sprintf("The job is suspended: run %d ended and its %s is deleted, which gives Kueue its quota back; run %d starts when suspend is false", s.run, s.be.Reference(s.tj, s.run).Kind, s.run+1),
 		}
 	} else {
 		return ctrl.Result{}, nil
@@ -472,7 +477,7 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 	}
 	if max(live.Status.Run, 1) != s.run || live.UID != s.tj.UID {
 		s.stale = true
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+		return ctrl.Result{RequeueAfter: staleRequeue}, nil
 	}
 	s.end = end
 	return ctrl.Result{}, nil
@@ -501,7 +506,7 @@ func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Res
 	if s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] == want {
 		return ctrl.Result{}, nil
 	}
-	if rp, _ := s.fw.Parts(s.job); !ptr.Deref(rp.Suspend, false) {
+	if !s.state.SpecSuspended {
 		return ctrl.Result{}, nil
 	}
 	base := s.job.DeepCopyObject().(client.Object)
@@ -516,7 +521,7 @@ func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Res
 	}
 	s.job.SetLabels(labels)
 	if err := r.Client.Patch(ctx, s.job, client.MergeFrom(base)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("setting the queue of %s %s: %w", s.fw.Kind(), s.jobName, err)
+		return ctrl.Result{}, fmt.Errorf("setting the queue of %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
 	}
 	return ctrl.Result{}, nil
 }
@@ -525,12 +530,17 @@ func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Res
 // controls it, and restores the labels the operator's cache selects on.
 func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) error {
 	if !metav1.IsControlledBy(job, s.tj) {
-		s.invalid = fmt.Errorf("%s %s already exists and does not belong to this TrainingJob; delete or rename it", s.fw.Kind(), s.jobName)
+		s.invalid = fmt.Errorf("%s %s already exists and does not belong to this TrainingJob; delete or rename it", s.be.Reference(s.tj, s.run).Kind, s.jobName)
 		s.reason = ReasonJobNameConflict
 		return nil
 	}
-	s.job = job
-	want := kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, s.run)
+	s.job, s.state = job, s.be.Observe(job)
+	if !s.state.Finished() {
+		if err := r.ensureCompanions(ctx, s); err != nil {
+			return err
+		}
+	}
+	want := backend.Labels(r.Settings.OperatorName, s.tj.Name, s.run)
 	missing := false
 	for k, v := range want {
 		if job.GetLabels()[k] != v {
@@ -552,7 +562,7 @@ func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) err
 	return r.Client.Patch(ctx, job, client.MergeFrom(base))
 }
 
-// convergeSuspend makes the job's runPolicy.suspend follow spec.suspend for
+// convergeSuspend makes the child's suspend flag follow spec.suspend for
 // jobs without a queue. It is the only field of the job's spec the
 // operator changes after creating it: everything else in the spec is
 // immutable, and fields that admission webhooks or Kueue set on the job
@@ -562,17 +572,15 @@ func (r *Reconciler) convergeSuspend(ctx context.Context, s *scope) (ctrl.Result
 		// A queued job's suspend belongs to Kueue.
 		return ctrl.Result{}, nil
 	}
-	rp, st := s.fw.Parts(s.job)
-	if jobCondition(st, kubeflowv1.JobSucceeded) != nil || jobCondition(st, kubeflowv1.JobFailed) != nil {
+	if s.state.Finished() {
 		return ctrl.Result{}, nil
 	}
 	want := s.tj.Spec.Suspend
-	if ptr.Deref(rp.Suspend, false) == want {
+	if s.state.SpecSuspended == want {
 		return ctrl.Result{}, nil
 	}
-	p := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"runPolicy":{"suspend":%t}}}`, want))
-	if err := r.Client.Patch(ctx, s.job, p); err != nil {
-		return ctrl.Result{}, fmt.Errorf("setting suspend=%t on %s %s: %w", want, s.fw.Kind(), s.jobName, err)
+	if err := r.Client.Patch(ctx, s.job, s.be.SuspendPatch(want)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("setting suspend=%t on %s %s: %w", want, s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
 	}
 	return ctrl.Result{}, nil
 }
@@ -580,7 +588,7 @@ func (r *Reconciler) convergeSuspend(ctx context.Context, s *scope) (ctrl.Result
 // runSelector selects the pods of the current run that the operator
 // generated.
 func (r *Reconciler) runSelector(s *scope) client.MatchingLabels {
-	return client.MatchingLabels(kubeflowjob.Labels(r.Settings.OperatorName, s.tj.Name, s.run))
+	return client.MatchingLabels(backend.Labels(r.Settings.OperatorName, s.tj.Name, s.run))
 }
 
 // observePods reads the run's pods from the cache, for the failure
@@ -601,9 +609,6 @@ func (r *Reconciler) observePods(ctx context.Context, s *scope) (ctrl.Result, er
 // that a failed pod's termination message is in status before the pod goes.
 // It writes only while matching pods exist, with one collection delete.
 func (r *Reconciler) cleanPods(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if !s.finished {
-		return ctrl.Result{}, nil
-	}
 	policy := s.tj.Spec.RunPolicy.CleanPodPolicy
 	if policy == "" {
 		policy = trainingv1alpha1.CleanPodPolicyRunning

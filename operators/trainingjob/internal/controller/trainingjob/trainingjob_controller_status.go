@@ -6,14 +6,13 @@ import (
 	"strings"
 	"time"
 
-	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
@@ -33,7 +32,8 @@ const (
 	ReasonSucceeded         = "Succeeded"
 	ReasonFailed            = "Failed"
 	ReasonFinished          = "Finished"
-	ReasonFrameworkNotReady = "FrameworkUnavailable"
+	// ReasonInProgress: the job has not finished yet.
+	ReasonInProgress = "InProgress"
 	// Queue reasons: waiting for Kueue's first admission, waiting again
 	// after Kueue evicted the job, and admitted.
 	ReasonQueued   = "Queued"
@@ -60,15 +60,16 @@ const maxTerminationMessage = 4096
 // observation is everything a reconcile learned about a TrainingJob's
 // world; setStatus turns it into status without further reads.
 type observation struct {
-	// kind and jobName name the Kubeflow job of the current run.
+	// kind and jobName name the child of the current run.
 	kind    string
 	jobName string
 	run     int32
-	// job is the observed Kubeflow job's status; nil when the job does not
-	// exist (yet).
-	job *kubeflowv1.JobStatus
-	// jobSuspended is the suspend flag of the observed job's run policy.
-	jobSuspended bool
+	// job is what the backend observed about the run's child; nil when the
+	// child does not exist (yet).
+	job *backend.RunState
+	// ref names the run's child; backend is the job's backend.
+	ref     *trainingv1alpha1.JobReference
+	backend trainingv1alpha1.Backend
 	// stores is the FeatureStore resolution, nil when none was needed.
 	stores *featureref.Resolution
 	// invalid is why the job cannot be created until a person acts.
@@ -114,76 +115,107 @@ type runEnd struct {
 
 // setStatus computes the TrainingJob's status from what was observed. A
 // recorded outcome (Succeeded or Failed) is final: the job's pods and even
-// the Kubeflow job may be gone since, and must not be re-read into it.
+// its child may be gone since, and must not be re-read into it. Which
+// conditions a job shows is decided by the first rule of a named chain that
+// applies: waitingRules while the run has no child, runRules once it has.
 func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 	tj.Status.ObservedGeneration = tj.Generation
+	if tj.Status.Backend == "" && o.backend != "" {
+		// Recorded once, so a later change of the operator's default never
+		// moves the job.
+		tj.Status.Backend = o.backend
+	}
 	if conditions.IsFinished(tj) {
 		return
 	}
 	if tj.Status.Run == 0 {
 		tj.Status.Run = o.run
 	}
-	if o.claim != nil {
-		if o.claim.ready {
-			conditions.MarkTrue(tj, trainingv1alpha1.ConditionCheckpointReady, ReasonClaimReady, o.claim.message)
-		} else {
-			conditions.MarkFalse(tj, trainingv1alpha1.ConditionCheckpointReady, o.claim.reason, o.claim.message)
-		}
-	}
+	conditions.MarkFalse(tj, trainingv1alpha1.ConditionFinished, ReasonInProgress, "The job has not finished")
+	markClaim(tj, o)
 	if o.end != nil {
 		endRun(tj, o)
 		return
 	}
-	if o.stores != nil {
-		if o.stores.AllReady() {
-			conditions.MarkTrue(tj, trainingv1alpha1.ConditionFeatureStoresReady, commonv1alpha1.ReasonReconciled, o.stores.Message())
-		} else {
-			conditions.MarkFalse(tj, trainingv1alpha1.ConditionFeatureStoresReady, o.stores.Reason(), o.stores.Message())
-		}
-	}
-
+	markStores(tj, o)
+	rules := runRules
 	if o.job == nil {
 		tj.Status.Phase = trainingv1alpha1.PhasePending
 		conditions.MarkFalse(tj, trainingv1alpha1.ConditionCreated, ReasonJobNotCreated, fmt.Sprintf("%s %s does not exist yet", o.kind, o.jobName))
-		restarting := conditions.IsTrue(tj, trainingv1alpha1.ConditionRestarting)
-		switch {
-		case tj.Spec.QueueName != "" && tj.Spec.Suspend:
-			// A queued job is suspended by having no Kubeflow job.
-			conditions.MarkTrue(tj, commonv1alpha1.ConditionSuspended, ReasonSuspended, "The job is suspended; its run ended and the next one starts when suspend is false")
-			conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonSuspended, "The job is suspended")
-			conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
-			conditions.Remove(tj, commonv1alpha1.ConditionStalled)
-			tj.Status.Phase = trainingv1alpha1.PhaseSuspended
-		case o.invalid != nil:
-			conditions.MarkStalled(tj, o.invalidReason, o.invalid.Error())
-		case o.claim != nil && o.claim.stalled:
-			conditions.MarkStalled(tj, o.claim.reason, o.claim.message)
-		case o.claim != nil && !o.claim.ready:
-			conditions.MarkReconciling(tj, o.claim.reason, "Waiting for the checkpoint claim before starting: "+o.claim.message)
-		case restarting:
-			c := *conditions.Get(tj, trainingv1alpha1.ConditionRestarting)
-			conditions.MarkTrue(tj, trainingv1alpha1.ConditionRestarting, c.Reason, c.Message)
-			conditions.MarkReconciling(tj, ReasonRestarting, c.Message)
-			tj.Status.Phase = trainingv1alpha1.PhaseRestarting
-		case o.stores != nil && !o.stores.AllReady():
-			conditions.MarkReconciling(tj, o.stores.Reason(), "Waiting for FeatureStores before starting: "+o.stores.Message())
-		default:
-			conditions.MarkReconciling(tj, commonv1alpha1.ReasonProgressing, fmt.Sprintf("Creating %s %s", o.kind, o.jobName))
-		}
-		if tj.Spec.QueueName != "" && tj.Spec.Suspend {
+		rules = waitingRules
+	} else {
+		markCreated(tj, o)
+	}
+	for _, r := range rules {
+		if r.apply(tj, o) {
 			return
 		}
-		// Ready is for long-running kinds; kstatus reads Reconciling
-		// and Stalled, and people read Succeeded and Failed.
-		conditions.Remove(tj, commonv1alpha1.ConditionReady)
-		return
 	}
+}
 
-	tj.Status.Job = &trainingv1alpha1.JobReference{APIVersion: kubeflowv1.GroupVersion.String(), Kind: o.kind, Name: o.jobName}
-	tj.Status.Roles = roleStatuses(o.job)
+// statusRule sets the conditions of one situation and says whether it
+// applied; the first rule that applies decides.
+type statusRule struct {
+	name  string
+	apply func(tj *trainingv1alpha1.TrainingJob, o observation) bool
+}
+
+// waitingRules decide the status of a run without a child, most pressing
+// first.
+var waitingRules = []statusRule{
+	{"suspended in its queue", suspendedWithoutJob},
+	{"cannot be created", stalledWithoutJob},
+	{"checkpoint claim needs a person", claimStalled},
+	{"waiting for the checkpoint claim", claimWaiting},
+	{"backing off before the next run", backingOff},
+	{"waiting for FeatureStores", storesWaiting},
+	{"creating", creating},
+}
+
+// runRules decide the status of a run whose child exists.
+var runRules = []statusRule{
+	{"succeeded", succeeded},
+	{"failed", failed},
+	{"waiting in the queue", waitingInQueue},
+	{"admitted, pods pending", admittedPending},
+	{"suspended", suspended},
+	{"suspending", suspending},
+	{"resuming", resuming},
+	{"restarting pods", restartingPods},
+	{"running", running},
+	{"pods pending", podsPending},
+}
+
+func markClaim(tj *trainingv1alpha1.TrainingJob, o observation) {
+	switch {
+	case o.claim == nil:
+	case o.claim.ready:
+		conditions.MarkTrue(tj, trainingv1alpha1.ConditionCheckpointReady, ReasonClaimReady, o.claim.message)
+	default:
+		conditions.MarkFalse(tj, trainingv1alpha1.ConditionCheckpointReady, o.claim.reason, o.claim.message)
+	}
+}
+
+func markStores(tj *trainingv1alpha1.TrainingJob, o observation) {
+	switch {
+	case o.stores == nil:
+	case o.stores.AllReady():
+		conditions.MarkTrue(tj, trainingv1alpha1.ConditionFeatureStoresReady, commonv1alpha1.ReasonReconciled, o.stores.Message())
+	default:
+		conditions.MarkFalse(tj, trainingv1alpha1.ConditionFeatureStoresReady, o.stores.Reason(), o.stores.Message())
+	}
+}
+
+// markCreated records the run's child and closes a restart.
+func markCreated(tj *trainingv1alpha1.TrainingJob, o observation) {
+	if o.ref != nil {
+		ref := *o.ref
+		tj.Status.Job = &ref
+	}
+	tj.Status.Roles = o.job.Roles
 	// Derived from the spec rather than remembered from the reconcile that
 	// checked the claim, so a reconcile from a lagging cache writes the same.
-	tj.Status.CheckpointClaim = kubeflowjob.CheckpointClaimName(tj)
+	tj.Status.CheckpointClaim = backend.CheckpointClaimName(tj)
 	conditions.MarkTrue(tj, trainingv1alpha1.ConditionCreated, ReasonJobCreated, fmt.Sprintf("%s %s created", o.kind, o.jobName))
 	if conditions.Get(tj, trainingv1alpha1.ConditionRestarting) != nil {
 		// Only jobs that restarted carry the condition; it stays, False,
@@ -191,86 +223,203 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 		conditions.MarkFalse(tj, trainingv1alpha1.ConditionRestarting, ReasonRunStarted, fmt.Sprintf("Run %d started (restart %d)", o.run, tj.Status.RestartCount))
 		tj.Status.NextRunTime = nil
 	}
-	queued := tj.Spec.QueueName != ""
-	if !queued {
+	if tj.Spec.QueueName == "" {
 		// Taken out of its queue while it waited.
 		conditions.Remove(tj, trainingv1alpha1.ConditionQueued)
 	}
+}
 
-	succeeded := jobCondition(o.job, kubeflowv1.JobSucceeded)
-	failed := jobCondition(o.job, kubeflowv1.JobFailed)
-	running := jobCondition(o.job, kubeflowv1.JobRunning)
-	restarting := jobCondition(o.job, kubeflowv1.JobRestarting)
-	suspended := jobCondition(o.job, kubeflowv1.JobSuspended)
-
-	switch {
-	case succeeded != nil:
-		finish(tj, o, succeeded)
-		conditions.MarkSucceeded(tj, ReasonSucceeded, orDefault(succeeded.Message, fmt.Sprintf("%s %s succeeded", o.kind, o.jobName)))
-		tj.Status.Phase = trainingv1alpha1.PhaseSucceeded
-		appendRun(tj, trainingv1alpha1.RunRecord{Run: o.run, Reason: ReasonSucceeded, StartTime: o.runStart, EndTime: tj.Status.CompletionTime})
-	case failed != nil:
-		finish(tj, o, failed)
-		tj.Status.Failure = explainFailure(failed, o.pods)
-		msg := failureMessage(tj.Status.Failure)
-		if o.decision != nil && tj.Spec.Checkpoint != nil {
-			msg += "; not restarted: " + o.decision.Message
-		}
-		conditions.MarkFailed(tj, ReasonFailed, msg)
-		tj.Status.Phase = trainingv1alpha1.PhaseFailed
-		f := tj.Status.Failure
-		appendRun(tj, trainingv1alpha1.RunRecord{Run: o.run, Reason: orDefault(f.Cause, ReasonFailed), Class: f.Class, Message: msg, StartTime: o.runStart, EndTime: tj.Status.CompletionTime})
-	case queued && o.jobSuspended && !tj.Spec.Suspend:
-		// Kueue has not admitted the job yet, or evicted it. Waiting in a
-		// queue is neither a failure nor a restart.
-		reason, msg := ReasonWaiting, fmt.Sprintf("%s %s waits for Kueue to admit it from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
-		if c := conditions.Get(tj, trainingv1alpha1.ConditionQueued); c != nil && (c.Reason == ReasonAdmitted || c.Reason == ReasonEvicted) {
-			reason, msg = ReasonEvicted, fmt.Sprintf("Kueue evicted %s %s; it waits to be admitted again from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
-		}
-		conditions.MarkTrue(tj, trainingv1alpha1.ConditionQueued, reason, msg)
-		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
-		markInProgress(tj, ReasonQueued, msg)
-		tj.Status.Phase = trainingv1alpha1.PhaseQueued
-	case queued && restarting == nil && running == nil:
-		// Admitted; Kubeflow may still report the job suspended until it
-		// created the pods.
-		markAdmitted(tj, o)
-		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
-		markInProgress(tj, ReasonPodsPending, "Waiting for the pods to run")
-	case suspended != nil && tj.Spec.Suspend:
-		conditions.MarkTrue(tj, commonv1alpha1.ConditionSuspended, ReasonSuspended, "The job is suspended; its pods are deleted")
-		conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonSuspended, "The job is suspended")
-		conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
-		conditions.Remove(tj, commonv1alpha1.ConditionStalled)
-		tj.Status.Phase = trainingv1alpha1.PhaseSuspended
-	case tj.Spec.Suspend:
-		markSuspendedFalse(tj, ReasonSuspending, "Suspending the job")
-		markInProgress(tj, ReasonSuspending, "Waiting for the Kubeflow job to suspend")
-	case suspended != nil || o.jobSuspended:
-		markSuspendedFalse(tj, ReasonResuming, "Resuming the job")
-		markInProgress(tj, ReasonResuming, "Waiting for the Kubeflow job to resume")
-	case restarting != nil:
-		if queued {
-			markAdmitted(tj, o)
-		}
-		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
-		markInProgress(tj, ReasonRestarting, orDefault(restarting.Message, "Pods are restarting"))
-	case running != nil:
-		if queued {
-			markAdmitted(tj, o)
-		}
-		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
-		if tj.Status.StartTime == nil {
-			tj.Status.StartTime = timeOr(running.LastTransitionTime, o.now)
-		}
-		conditions.MarkTrue(tj, trainingv1alpha1.ConditionRunning, ReasonRunning, orDefault(running.Message, fmt.Sprintf("%s %s is running", o.kind, o.jobName)))
-		conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
-		conditions.Remove(tj, commonv1alpha1.ConditionStalled)
-		tj.Status.Phase = trainingv1alpha1.PhaseRunning
-	default:
-		markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
-		markInProgress(tj, ReasonPodsPending, "Waiting for the pods to run")
+// suspendedWithoutJob: a queued job is suspended by having no child.
+func suspendedWithoutJob(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
+	if tj.Spec.QueueName == "" || !tj.Spec.Suspend {
+		return false
 	}
+	markSuspended(tj, "The job is suspended; its run ended and the next one starts when suspend is false")
+	return true
+}
+
+// waiting says that the job waits without a child, in Reconciling or
+// Stalled. Ready is for long-running kinds; kstatus reads Reconciling and
+// Stalled, and people read Succeeded, Failed and Finished.
+func waiting(tj *trainingv1alpha1.TrainingJob, stalled bool, reason, message string) bool {
+	if stalled {
+		conditions.MarkStalled(tj, reason, message)
+	} else {
+		conditions.MarkReconciling(tj, reason, message)
+	}
+	conditions.Remove(tj, commonv1alpha1.ConditionReady)
+	return true
+}
+
+func stalledWithoutJob(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	return o.invalid != nil && waiting(tj, true, o.invalidReason, o.invalid.Error())
+}
+
+func claimStalled(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	return o.claim != nil && o.claim.stalled && waiting(tj, true, o.claim.reason, o.claim.message)
+}
+
+func claimWaiting(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	return o.claim != nil && !o.claim.ready && waiting(tj, false, o.claim.reason, "Waiting for the checkpoint claim before starting: "+o.claim.message)
+}
+
+func backingOff(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
+	if !conditions.IsTrue(tj, trainingv1alpha1.ConditionRestarting) {
+		return false
+	}
+	c := *conditions.Get(tj, trainingv1alpha1.ConditionRestarting)
+	// Set again only to stamp this generation.
+	conditions.MarkTrue(tj, trainingv1alpha1.ConditionRestarting, c.Reason, c.Message)
+	tj.Status.Phase = trainingv1alpha1.PhaseRestarting
+	return waiting(tj, false, ReasonRestarting, c.Message)
+}
+
+func storesWaiting(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	return o.stores != nil && !o.stores.AllReady() && waiting(tj, false, o.stores.Reason(), "Waiting for FeatureStores before starting: "+o.stores.Message())
+}
+
+func creating(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	return waiting(tj, false, commonv1alpha1.ReasonProgressing, fmt.Sprintf("Creating %s %s", o.kind, o.jobName))
+}
+
+func succeeded(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	t := o.job.Succeeded
+	if t == nil {
+		return false
+	}
+	finish(tj, o, t)
+	msg := orDefault(t.Message, fmt.Sprintf("%s %s succeeded", o.kind, o.jobName))
+	conditions.MarkSucceeded(tj, ReasonSucceeded, msg)
+	conditions.MarkTrue(tj, trainingv1alpha1.ConditionFinished, ReasonSucceeded, msg)
+	tj.Status.Phase = trainingv1alpha1.PhaseSucceeded
+	appendRun(tj, trainingv1alpha1.RunRecord{Run: o.run, Reason: ReasonSucceeded, StartTime: o.runStart, EndTime: tj.Status.CompletionTime})
+	return true
+}
+
+// failed records a failure that is not restarted. A failed job is also
+// Stalled, which is what kstatus reads as Failed.
+func failed(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	t := o.job.Failed
+	if t == nil {
+		return false
+	}
+	finish(tj, o, t)
+	tj.Status.Failure = explainFailure(t, o.pods)
+	msg := failureMessage(tj.Status.Failure)
+	if o.decision != nil && tj.Spec.Checkpoint != nil {
+		msg += "; not restarted: " + o.decision.Message
+	}
+	conditions.MarkFailed(tj, ReasonFailed, msg)
+	conditions.MarkTrue(tj, commonv1alpha1.ConditionStalled, ReasonFailed, msg)
+	conditions.MarkTrue(tj, trainingv1alpha1.ConditionFinished, ReasonFailed, msg)
+	tj.Status.Phase = trainingv1alpha1.PhaseFailed
+	f := tj.Status.Failure
+	appendRun(tj, trainingv1alpha1.RunRecord{Run: o.run, Reason: orDefault(f.Cause, ReasonFailed), Class: f.Class, Message: msg, StartTime: o.runStart, EndTime: tj.Status.CompletionTime})
+	return true
+}
+
+// waitingInQueue: Kueue has not admitted the child yet, or evicted it.
+// Waiting in a queue is neither a failure nor a restart.
+func waitingInQueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	if tj.Spec.QueueName == "" || !o.job.SpecSuspended || tj.Spec.Suspend {
+		return false
+	}
+	reason, msg := ReasonWaiting, fmt.Sprintf("%s %s waits for Kueue to admit it from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
+	if c := conditions.Get(tj, trainingv1alpha1.ConditionQueued); c != nil && (c.Reason == ReasonAdmitted || c.Reason == ReasonEvicted) {
+		reason, msg = ReasonEvicted, fmt.Sprintf("Kueue evicted %s %s; it waits to be admitted again from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
+	}
+	conditions.MarkTrue(tj, trainingv1alpha1.ConditionQueued, reason, msg)
+	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
+	markInProgress(tj, ReasonQueued, msg)
+	tj.Status.Phase = trainingv1alpha1.PhaseQueued
+	return true
+}
+
+// admittedPending: admitted; the child may still report itself suspended
+// until its pods exist.
+func admittedPending(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	if tj.Spec.QueueName == "" || o.job.Restarting != nil || o.job.Running != nil {
+		return false
+	}
+	markAdmitted(tj, o)
+	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
+	markInProgress(tj, ReasonPodsPending, "Waiting for the pods to run")
+	return true
+}
+
+func suspended(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	if o.job.Suspended == nil || !tj.Spec.Suspend {
+		return false
+	}
+	markSuspended(tj, "The job is suspended; its pods are deleted")
+	return true
+}
+
+func suspending(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
+	if !tj.Spec.Suspend {
+		return false
+	}
+	markSuspendedFalse(tj, ReasonSuspending, "Suspending the job")
+	markInProgress(tj, ReasonSuspending, "Waiting for the job's pods to stop")
+	return true
+}
+
+func resuming(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	if o.job.Suspended == nil && !o.job.SpecSuspended {
+		return false
+	}
+	markSuspendedFalse(tj, ReasonResuming, "Resuming the job")
+	markInProgress(tj, ReasonResuming, "Waiting for the job to resume")
+	return true
+}
+
+func restartingPods(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	if o.job.Restarting == nil {
+		return false
+	}
+	if tj.Spec.QueueName != "" {
+		markAdmitted(tj, o)
+	}
+	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
+	markInProgress(tj, ReasonRestarting, orDefault(o.job.Restarting.Message, "Pods are restarting"))
+	return true
+}
+
+func running(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	t := o.job.Running
+	if t == nil {
+		return false
+	}
+	if tj.Spec.QueueName != "" {
+		markAdmitted(tj, o)
+	}
+	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
+	if tj.Status.StartTime == nil {
+		tj.Status.StartTime = o.runStart
+		if tj.Status.StartTime == nil {
+			tj.Status.StartTime = timeOr(t.Time, o.now)
+		}
+	}
+	conditions.MarkTrue(tj, trainingv1alpha1.ConditionRunning, ReasonRunning, orDefault(t.Message, fmt.Sprintf("%s %s is running", o.kind, o.jobName)))
+	conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
+	conditions.Remove(tj, commonv1alpha1.ConditionStalled)
+	tj.Status.Phase = trainingv1alpha1.PhaseRunning
+	return true
+}
+
+func podsPending(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
+	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
+	markInProgress(tj, ReasonPodsPending, "Waiting for the pods to run")
+	return true
+}
+
+// markSuspended says the job is suspended by the user.
+func markSuspended(tj *trainingv1alpha1.TrainingJob, message string) {
+	conditions.MarkTrue(tj, commonv1alpha1.ConditionSuspended, ReasonSuspended, message)
+	conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonSuspended, "The job is suspended")
+	conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
+	conditions.Remove(tj, commonv1alpha1.ConditionStalled)
+	tj.Status.Phase = trainingv1alpha1.PhaseSuspended
 }
 
 // markAdmitted records Kueue's admission of the current run.
@@ -280,7 +429,7 @@ func markAdmitted(tj *trainingv1alpha1.TrainingJob, o observation) {
 
 // endRun records the end of the current run and moves status to the next
 // one: this write is the durable decision that the next reconcile acts on
-// (the previous run's job is retired, the next one created once
+// (the previous run's child is retired, the next one created once
 // nextRunTime has passed).
 func endRun(tj *trainingv1alpha1.TrainingJob, o observation) {
 	e := o.end
@@ -288,13 +437,9 @@ func endRun(tj *trainingv1alpha1.TrainingJob, o observation) {
 	tj.Status.Run = e.next
 	tj.Status.Roles = nil
 	conditions.Remove(tj, trainingv1alpha1.ConditionQueued)
-	conditions.MarkFalse(tj, trainingv1alpha1.ConditionCreated, ReasonJobNotCreated, fmt.Sprintf("Run %d has no Kubeflow job yet", e.next))
+	conditions.MarkFalse(tj, trainingv1alpha1.ConditionCreated, ReasonJobNotCreated, fmt.Sprintf("Run %d has no %s yet", e.next, orDefault(o.kind, "job")))
 	if !e.restart {
-		conditions.MarkTrue(tj, commonv1alpha1.ConditionSuspended, ReasonSuspended, e.message)
-		conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonSuspended, "The job is suspended")
-		conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
-		conditions.Remove(tj, commonv1alpha1.ConditionStalled)
-		tj.Status.Phase = trainingv1alpha1.PhaseSuspended
+		markSuspended(tj, e.message)
 		return
 	}
 	tj.Status.RestartCount++
@@ -326,13 +471,11 @@ func markSuspendedFalse(tj *trainingv1alpha1.TrainingJob, reason, message string
 	conditions.MarkFalse(tj, commonv1alpha1.ConditionSuspended, reason, message)
 }
 
-// finish records the end of the run: completion time, duration, and the
-// Running and Suspended conditions closed.
-func finish(tj *trainingv1alpha1.TrainingJob, o observation, terminal *kubeflowv1.JobCondition) {
-	end := o.job.CompletionTime
-	if end == nil {
-		end = timeOr(terminal.LastTransitionTime, o.now)
-	}
+// finish records the end of the run: the completion time the child itself
+// recorded (so the TTL counts from the real end, not from when the
+// operator noticed), the duration, and Running and Suspended closed.
+func finish(tj *trainingv1alpha1.TrainingJob, o observation, terminal *backend.Transition) {
+	end := timeOr(terminal.Time, o.now)
 	tj.Status.CompletionTime = end
 	start := tj.Status.StartTime
 	if start == nil {
@@ -345,36 +488,10 @@ func finish(tj *trainingv1alpha1.TrainingJob, o observation, terminal *kubeflowv
 	conditions.MarkFalse(tj, commonv1alpha1.ConditionSuspended, ReasonFinished, "The job finished")
 }
 
-// jobCondition returns the Kubeflow job's condition of the given type when
-// it is True.
-func jobCondition(s *kubeflowv1.JobStatus, t kubeflowv1.JobConditionType) *kubeflowv1.JobCondition {
-	for i := range s.Conditions {
-		if s.Conditions[i].Type == t && s.Conditions[i].Status == corev1.ConditionTrue {
-			return &s.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func roleStatuses(s *kubeflowv1.JobStatus) []trainingv1alpha1.RoleStatus {
-	if len(s.ReplicaStatuses) == 0 {
-		return nil
-	}
-	out := make([]trainingv1alpha1.RoleStatus, 0, len(s.ReplicaStatuses))
-	for role, rs := range s.ReplicaStatuses {
-		if rs == nil {
-			continue
-		}
-		out = append(out, trainingv1alpha1.RoleStatus{Name: string(role), Active: rs.Active, Succeeded: rs.Succeeded, Failed: rs.Failed})
-	}
-	slices.SortFunc(out, func(a, b trainingv1alpha1.RoleStatus) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
-
 // explainFailure combines Kubeflow's reason with what the pods say:
 // the failure's class and cause, and the failed container's termination
 // message (see package failure).
-func explainFailure(failed *kubeflowv1.JobCondition, pods []corev1.Pod) *trainingv1alpha1.Failure {
+func explainFailure(failed *backend.Transition, pods []corev1.Pod) *trainingv1alpha1.Failure {
 	r := failure.Classify(pods)
 	return &trainingv1alpha1.Failure{
 		Reason: failed.Reason, Message: failed.Message,
@@ -385,7 +502,7 @@ func explainFailure(failed *kubeflowv1.JobCondition, pods []corev1.Pod) *trainin
 }
 
 func failureMessage(f *trainingv1alpha1.Failure) string {
-	msg := orDefault(f.Message, "The Kubeflow job failed")
+	msg := orDefault(f.Message, "The run's job failed")
 	switch {
 	case f.Cause == failure.CauseOOMKilled && f.MemoryLimit != "":
 		msg = fmt.Sprintf("%s; container %s of pod %s was OOMKilled (memory limit %s)", msg, f.Container, f.Pod, f.MemoryLimit)
@@ -469,9 +586,6 @@ func transitionEvents(before, after []metav1.Condition) []event {
 	if c := became(trainingv1alpha1.ConditionQueued, metav1.ConditionFalse); c != nil && c.Reason == ReasonAdmitted {
 		out = append(out, event{corev1.EventTypeNormal, "Admitted", c.Message})
 	}
-	if c := became(trainingv1alpha1.ConditionCreated, metav1.ConditionTrue); c != nil {
-		out = append(out, event{corev1.EventTypeNormal, "Created", c.Message})
-	}
 	if c := became(commonv1alpha1.ConditionSuspended, metav1.ConditionTrue); c != nil {
 		out = append(out, event{corev1.EventTypeNormal, "Suspended", c.Message})
 	}
@@ -480,11 +594,13 @@ func transitionEvents(before, after []metav1.Condition) []event {
 			out = append(out, event{corev1.EventTypeNormal, "Resumed", "The job was resumed"})
 		}
 	}
-	// Running gets no event of its own: the condition shows it, and the
-	// Kubeflow job records its own JobRunning event. Leaving it out keeps a
-	// whole lifecycle within six writes (child create, three status
-	// patches, Created and Succeeded events), which matters when hundreds of
-	// jobs start at once, while every event people act on stays.
+	// Created and Running get no event of their own: the conditions show
+	// them, and the child records its own events (the Job controller's
+	// SuccessfulCreate, Kubeflow's JobRunning). Leaving them out keeps a
+	// whole lifecycle within six writes on both backends (child create, the
+	// native backend's Service, three status patches, the terminal event),
+	// which matters when hundreds of jobs start at once, while every event
+	// people act on stays.
 	if c := became(commonv1alpha1.ConditionSucceeded, metav1.ConditionTrue); c != nil {
 		out = append(out, event{corev1.EventTypeNormal, "Succeeded", c.Message})
 	}

@@ -1,0 +1,134 @@
+package backends
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// write is one write request the API server answered, from its audit log.
+type write struct {
+	at        time.Time
+	user      string
+	key       string // "verb resource[/subresource]"
+	namespace string
+	failed    bool
+}
+
+// auditEntry holds the fields of an audit.k8s.io/v1 Event the benchmark
+// reads.
+type auditEntry struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+}
+
+// auditReader reads the audit log as it grows.
+type auditReader struct {
+	path   string
+	offset int64
+	writes []write
+}
+
+// readAll appends the writes logged since the last call. A line the API
+// server is still writing is left for the next call.
+func (r *auditReader) readAll() error {
+	f, err := os.Open(r.path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(r.offset, io.SeekStart); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r.offset += int64(len(line))
+		var e auditEntry
+		if err := json.Unmarshal(line, &e); err != nil {
+			return fmt.Errorf("audit log %s at offset %d: %w", r.path, r.offset, err)
+		}
+		if e.ObjectRef == nil {
+			continue
+		}
+		key := e.Verb + " " + e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			key += "/" + e.ObjectRef.Subresource
+		}
+		r.writes = append(r.writes, write{
+			at: e.RequestReceivedTimestamp, user: e.User.Username, key: key, namespace: e.ObjectRef.Namespace,
+			failed: e.ResponseStatus != nil && e.ResponseStatus.Code >= 400,
+		})
+	}
+}
+
+// tally counts writes by user and by "verb resource".
+type tally struct {
+	total, failed int
+	byUser        map[string]int
+	byUserKey     map[string]map[string]int
+	byKey         map[string]int
+}
+
+// count tallies the writes received in [from, to) whose namespace passes
+// inNamespace.
+func (r *auditReader) count(from, to time.Time, inNamespace func(string) bool) tally {
+	t := tally{byUser: map[string]int{}, byUserKey: map[string]map[string]int{}, byKey: map[string]int{}}
+	for _, w := range r.writes {
+		if w.at.Before(from) || !w.at.Before(to) || !inNamespace(w.namespace) {
+			continue
+		}
+		t.total++
+		if w.failed {
+			t.failed++
+		}
+		t.byUser[w.user]++
+		t.byKey[w.key]++
+		if t.byUserKey[w.user] == nil {
+			t.byUserKey[w.user] = map[string]int{}
+		}
+		t.byUserKey[w.user][w.key]++
+	}
+	return t
+}
+
+// perJob formats counts divided by jobs, largest first.
+func perJob(counts map[string]int, jobs int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(counts[k])/float64(jobs)))
+	}
+	return strings.Join(parts, ", ")
+}

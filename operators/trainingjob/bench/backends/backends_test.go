@@ -1,0 +1,143 @@
+// Package backends compares the TrainingJob operator's backends (native
+// Indexed Jobs and the Kubeflow training-operator) on a real control plane
+// with kwok nodes. Run it with `make bench-backends`; README.md describes
+// what it measures and how to read it.
+package backends
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+var (
+	flagJobs          = flag.Int("jobs", 200, "TrainingJobs per backend in the paced run")
+	flagRate          = flag.Float64("rate", 20, "submissions per second in the paced run")
+	flagSatJobs       = flag.Int("saturation-jobs", 400, "TrainingJobs per backend in the saturation run, all submitted at once (0 skips it)")
+	flagWorkers       = flag.Int("workers", 4, "pods per TrainingJob (one master, the rest workers)")
+	flagNodes         = flag.Int("nodes", 300, "simulated nodes with 8 GPUs each")
+	flagPodRuntime    = flag.Duration("pod-runtime", 10*time.Second, "how long each pod runs before it succeeds")
+	flagSettle        = flag.Duration("settle", time.Minute, "how long writes are counted once a run's jobs all finished")
+	flagBackends      = flag.String("backends", "kubeflow,native", "backends to compare, in this order")
+	flagKCMQPS        = flag.Int("kcm-api-qps", 0, "kube-controller-manager --kube-api-qps (burst twice that); 0 keeps its default of 20 (burst 30)")
+	flagJobSyncs      = flag.Int("kcm-concurrent-job-syncs", 0, "kube-controller-manager --concurrent-job-syncs; 0 keeps its default of 5")
+	flagOperatorArgs  = flag.String("operator-args", "", "extra flags of our operator, space-separated, e.g. \"--kube-api-qps=50 --kube-api-burst=100\"")
+	flagCeilingObjs   = flag.Int("ceiling-objects", 3000, "ConfigMaps created to measure the API server's write ceiling")
+	flagCeilingConc   = flag.Int("ceiling-concurrency", 100, "concurrent creates while measuring the write ceiling")
+	flagPhaseTimeout  = flag.Duration("phase-timeout", 15*time.Minute, "the longest one run may take before it is reported unfinished")
+	flagNamespaces    = flag.Int("namespaces", 4, "namespaces each run spreads its TrainingJobs over")
+	flagSubmitWorkers = flag.Int("submit-workers", 32, "concurrent TrainingJob creates of the benchmark's own client")
+)
+
+// settings are the flags of one benchmark run.
+type settings struct {
+	jobs, saturationJobs, workers, nodes, namespaces, submitWorkers int
+	rate                                                            float64
+	podRuntime, settle, phaseTimeout                                time.Duration
+	backends                                                        []string
+	kcmQPS, jobSyncs                                                int
+	operatorArgs                                                    []string
+	ceilingObjects, ceilingConcurrency                              int
+	// backendField is whether the CRD has spec.backend; without it every
+	// TrainingJob runs on Kubeflow and the field is not sent.
+	backendField bool
+}
+
+func settingsFromFlags() settings {
+	return settings{
+		jobs: *flagJobs, saturationJobs: *flagSatJobs, workers: *flagWorkers, nodes: *flagNodes,
+		namespaces: *flagNamespaces, submitWorkers: *flagSubmitWorkers, rate: *flagRate,
+		podRuntime: *flagPodRuntime, settle: *flagSettle, phaseTimeout: *flagPhaseTimeout,
+		backends: strings.Split(*flagBackends, ","), kcmQPS: *flagKCMQPS, jobSyncs: *flagJobSyncs,
+		operatorArgs: strings.Fields(*flagOperatorArgs), ceilingObjects: *flagCeilingObjs, ceilingConcurrency: *flagCeilingConc,
+	}
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Only `go test -bench` starts the control plane; `go test ./...` runs
+	// nothing here.
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	// The figures are the output: only errors of the benchmark's own
+	// informers are logged.
+	ctrl.SetLogger(zap.New(zap.Level(zap.Options{}.Level), zap.WriteTo(os.Stderr)))
+	os.Exit(m.Run())
+}
+
+// BenchmarkBackends runs, on one control plane, a paced run and a
+// saturation run per backend, after measuring the API server's write
+// ceiling, and reports the figures of each. It stops by itself: every run
+// is bounded by -phase-timeout and the whole by go test's -timeout.
+func BenchmarkBackends(b *testing.B) {
+	s := settingsFromFlags()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	c, err := startCluster(ctx, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.stop()
+	b.Logf("control plane, %d kwok nodes, Kubeflow and our operator up in %s (work folder %s)", s.nodes, time.Since(start).Round(time.Second), c.workDir)
+	if s.backendField, err = checkBackends(ctx, c.bench, s.backends); err != nil {
+		b.Fatal(err)
+	}
+	trk := newTracker(s.workers)
+	if err := trk.start(ctx, c.benchCfg); err != nil {
+		b.Fatal(err)
+	}
+	audit := &auditReader{path: c.auditLog}
+	ceiling, err := measureCeiling(ctx, c.bench, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("API server write ceiling: %.0f creates/s (%d ConfigMaps, %d concurrent)", ceiling, s.ceilingObjects, s.ceilingConcurrency)
+	var results []*result
+	for range b.N {
+		for _, p := range phasesOf(s) {
+			r, err := runPhase(ctx, c, trk, audit, s, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.report(b)
+			results = append(results, r)
+		}
+	}
+	summarize(b, results, ceiling)
+}
+
+// checkBackends fails when a backend is asked for that the installed CRD
+// does not know: the API server would prune spec.backend silently and every
+// "native" job would run on the default backend.
+func checkBackends(ctx context.Context, c client.Client, backends []string) (bool, error) {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	if err := c.Get(ctx, client.ObjectKey{Name: "trainingjobs.training.mlplatform.dev"}, crd); err != nil {
+		return false, err
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		vm, _ := v.(map[string]any)
+		if _, found, _ := unstructured.NestedMap(vm, "schema", "openAPIV3Schema", "properties", "spec", "properties", "backend"); found {
+			return true, nil
+		}
+	}
+	for _, b := range backends {
+		if b != "kubeflow" {
+			return false, fmt.Errorf("backend %q asked for, but this TrainingJob CRD has no spec.backend: run with -backends=kubeflow", b)
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,108 @@
+package backends
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// clientName names the users of the audit log for the report.
+func clientName(user string) string {
+	switch user {
+	case userBench:
+		return "benchmark (TrainingJob creates)"
+	case userKCM:
+		return "kube-controller-manager"
+	case userScheduler:
+		return "kube-scheduler"
+	case userKwok:
+		return "kwok (kubelet)"
+	case userOperator:
+		return "our operator"
+	case userKubeflow:
+		return "Kubeflow"
+	default:
+		return user
+	}
+}
+
+func (r *result) jobsPerSecond() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.succeeded) / r.elapsed.Seconds()
+}
+
+func (r *result) writesPerJob() float64 {
+	return float64(r.writes.total) / float64(r.phase.jobs)
+}
+
+func (r *result) report(b *testing.B) {
+	p, n := r.phase, r.phase.jobs
+	pace := "all at once"
+	if p.rate > 0 {
+		pace = fmt.Sprintf("at %g/s", p.rate)
+	}
+	b.Logf("== %s: %d TrainingJobs submitted %s", p.name, n, pace)
+	b.Logf("  finished: %d succeeded, %d failed, %d unfinished; first submission to last success %s: %.2f jobs/s",
+		r.succeeded, r.failed, r.unfinished, r.elapsed.Round(10*time.Millisecond), r.jobsPerSecond())
+	b.Logf("  submission to child created (our operator alone): p50 %s p99 %s; to all pods created: p50 %s p99 %s; to Succeeded: p50 %s p99 %s",
+		round(r.childP50), round(r.childP99), round(r.podsP50), round(r.podsP99), round(r.doneP50), round(r.doneP99))
+	b.Logf("  server-side writes per job, all clients: %.2f (%d failed in all)", r.writesPerJob(), r.writes.failed)
+	for user, count := range r.writes.byUser {
+		b.Logf("    %-32s %6.2f: %s", clientName(user), float64(count)/float64(n), perJob(r.writes.byUserKey[user], n))
+	}
+	b.Logf("  by resource: %s", perJob(r.writes.byKey, n))
+	for _, op := range []struct {
+		name  string
+		user  string
+		stats procStats
+	}{{"our operator", userOperator, r.ours}, {"Kubeflow", userKubeflow, r.kubeflow}} {
+		b.Logf("  %s: %.2f writes/job, %.1f reconciles/job, %.1f ms CPU/job, heap in use up to %.0f MiB; a reconcile waited %s for a worker and took %s on average",
+			op.name, float64(r.writes.byUser[op.user])/float64(n), op.stats.reconciles/float64(n),
+			1000*op.stats.cpuSeconds/float64(n), op.stats.maxHeapBytes/(1<<20),
+			mean(op.stats.queueSeconds, op.stats.queueCount), mean(op.stats.workSeconds, op.stats.workCount))
+	}
+	b.ReportMetric(r.jobsPerSecond(), p.name+"-jobs/s")
+	b.ReportMetric(r.writesPerJob(), p.name+"-writes/job")
+	if r.settleWindow <= 0 {
+		return
+	}
+	perMinute := func(count int) float64 { return float64(count) / r.settleWindow.Minutes() }
+	b.Logf("  once settled (%s): our operator %.1f writes/min, Kubeflow %.1f writes/min, all clients %.1f writes/min in these namespaces",
+		r.settleWindow, perMinute(r.settled.byUser[userOperator]), perMinute(r.settled.byUser[userKubeflow]), perMinute(r.settled.total))
+}
+
+// summarize compares the backends: their best jobs/s, the ceiling-bound
+// rate and the goals of issue 16.
+func summarize(b *testing.B, results []*result, ceiling float64) {
+	best := map[string]*result{}
+	for _, r := range results {
+		if cur := best[r.phase.backend]; cur == nil || r.jobsPerSecond() > cur.jobsPerSecond() {
+			best[r.phase.backend] = r
+		}
+	}
+	b.Logf("== summary (API server write ceiling %.0f writes/s)", ceiling)
+	for _, backend := range []string{"kubeflow", "native"} {
+		r := best[backend]
+		if r == nil {
+			continue
+		}
+		bound := ceiling / r.writesPerJob()
+		b.Logf("  %-8s best %.2f jobs/s (%s); %.1f server-side writes/job, so the ceiling allows %.1f jobs/s: %.0f %% of it",
+			backend, r.jobsPerSecond(), r.phase.name, r.writesPerJob(), bound, 100*r.jobsPerSecond()/bound)
+	}
+	if kf, nat := best["kubeflow"], best["native"]; kf != nil && nat != nil && kf.jobsPerSecond() > 0 {
+		b.Logf("  native / Kubeflow: %.1fx the jobs/s, %.2fx the server-side writes per job",
+			nat.jobsPerSecond()/kf.jobsPerSecond(), nat.writesPerJob()/kf.writesPerJob())
+	}
+}
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+func mean(seconds, count float64) time.Duration {
+	if count == 0 {
+		return 0
+	}
+	return time.Duration(seconds / count * float64(time.Second)).Round(time.Millisecond)
+}

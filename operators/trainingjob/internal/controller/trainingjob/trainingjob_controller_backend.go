@@ -1,0 +1,119 @@
+package trainingjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+)
+
+// Condition reasons of backend resolution and child creation.
+const (
+	// ReasonBackendUnavailable: the job's backend cannot run in this
+	// cluster, such as kubeflow without the Kubeflow CRDs.
+	ReasonBackendUnavailable = "BackendUnavailable"
+	// ReasonJobRejected: the API server refused the run's child, a
+	// problem of the spec that only a person can fix.
+	ReasonJobRejected = "JobRejected"
+)
+
+// staleRequeue is how soon a reconcile that found its cache behind a
+// recorded decision looks again.
+const staleRequeue = time.Second
+
+// resolveBackend picks the job's backend: the one recorded in status, else
+// spec.backend, else the operator's default. A backend that is not
+// registered, not available in this cluster, or cannot run this job makes
+// the job Stalled with the reason; a finished job needs no backend.
+func (r *Reconciler) resolveBackend(_ context.Context, s *scope) (ctrl.Result, error) {
+	s.backend = r.Backends.Of(s.tj)
+	be, ok := r.Backends.Get(s.backend)
+	if s.finished {
+		s.be = be
+		return ctrl.Result{}, nil
+	}
+	if !ok {
+		s.invalid, s.reason = fmt.Errorf("backend %s is not one this operator runs (%v)", s.backend, r.Backends.Names()), ReasonBackendUnavailable
+		return ctrl.Result{}, nil
+	}
+	if a, ok := be.(backend.Availability); ok {
+		if err := a.Available(); err != nil {
+			s.invalid, s.reason = err, ReasonBackendUnavailable
+			return ctrl.Result{}, nil
+		}
+	}
+	if err := be.Validate(s.tj); err != nil {
+		s.invalid, s.reason = err, commonv1alpha1.ReasonInvalidSpec
+		return ctrl.Result{}, nil
+	}
+	s.be = be
+	return ctrl.Result{}, nil
+}
+
+// ensureCompanions creates the objects a backend needs beside the run's
+// child, such as the native backend's headless Service, owned by the child
+// so that they go with it. Existing ones are left alone: they carry nothing
+// that changes during a run.
+func (r *Reconciler) ensureCompanions(ctx context.Context, s *scope) error {
+	c, ok := s.be.(backend.Companions)
+	if !ok || s.job == nil {
+		return nil
+	}
+	for _, obj := range c.Companions(s.tj, s.run) {
+		existing := obj.DeepCopyObject().(client.Object)
+		err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+		if err == nil || !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err := controllerutil.SetOwnerReference(s.job, obj, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s of run %d: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), s.run, err)
+		}
+	}
+	return nil
+}
+
+// isRejection tells the API server's refusals of an object itself (invalid,
+// malformed, too large once stored) from failures worth retrying.
+func isRejection(err error) bool {
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity {
+		return true
+	}
+	return strings.Contains(err.Error(), "request is too large")
+}
+
+// apiMessage is the API server's own explanation of an error.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// rejected is true when the API server refused the child of the job's
+// current generation: the Stalled condition recorded it, for this
+// generation.
+func rejected(tj *trainingv1alpha1.TrainingJob) bool {
+	c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonJobRejected && c.ObservedGeneration == tj.GetGeneration()
+}

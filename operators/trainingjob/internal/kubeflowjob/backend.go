@@ -1,0 +1,142 @@
+package kubeflowjob
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/shared/featureref"
+)
+
+// Backend runs each run as a Kubeflow training-operator v1 job.
+type Backend struct {
+	settings   backend.Settings
+	frameworks map[trainingv1alpha1.Framework]Framework
+	// missing is why the Kubeflow CRDs cannot be used, nil when they are
+	// installed.
+	missing error
+}
+
+var (
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Availability = (*Backend)(nil)
+)
+
+// NewBackend returns the Kubeflow backend. missing is non-nil when the
+// Kubeflow CRDs were not installed when the operator started: jobs on this
+// backend are then Stalled with its message, and nothing watches their kinds.
+func NewBackend(s backend.Settings, missing error) *Backend {
+	return &Backend{settings: s, frameworks: Frameworks(), missing: missing}
+}
+
+// Name is kubeflow.
+func (*Backend) Name() trainingv1alpha1.Backend { return trainingv1alpha1.BackendKubeflow }
+
+// Available is nil when the Kubeflow CRDs are installed.
+func (b *Backend) Available() error { return b.missing }
+
+// Validate accepts every framework of the CRD.
+func (b *Backend) Validate(tj *trainingv1alpha1.TrainingJob) error {
+	if _, ok := b.frameworks[tj.Spec.Framework]; !ok {
+		return &backend.InvalidSpecError{Err: fmt.Errorf("framework %s is not supported by the kubeflow backend", tj.Spec.Framework)}
+	}
+	return nil
+}
+
+// Reference names the Kubeflow job of a run.
+func (b *Backend) Reference(tj *trainingv1alpha1.TrainingJob, run int32) trainingv1alpha1.JobReference {
+	return trainingv1alpha1.JobReference{APIVersion: kubeflowv1.GroupVersion.String(), Kind: b.frameworks[tj.Spec.Framework].Kind(), Name: backend.JobName(tj.Name, run)}
+}
+
+// Empty returns an empty job of tj's framework.
+func (b *Backend) Empty(tj *trainingv1alpha1.TrainingJob) client.Object {
+	return b.frameworks[tj.Spec.Framework].Empty()
+}
+
+// Build translates a run of tj.
+func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []featureref.Store) (client.Object, error) {
+	return Build(b.frameworks[tj.Spec.Framework], tj, run, stores, b.settings)
+}
+
+// SuspendPatch sets runPolicy.suspend.
+func (*Backend) SuspendPatch(suspend bool) client.Patch {
+	return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"runPolicy":{"suspend":%t}}}`, suspend))
+}
+
+// Owned lists the job kinds of every framework.
+func (b *Backend) Owned() []client.Object {
+	out := make([]client.Object, 0, len(b.frameworks))
+	for _, fw := range b.frameworks {
+		out = append(out, fw.Empty())
+	}
+	slices.SortFunc(out, func(x, y client.Object) int { return strings.Compare(fmt.Sprintf("%T", x), fmt.Sprintf("%T", y)) })
+	return out
+}
+
+// Observe reads a Kubeflow job's run policy and status.
+func (b *Backend) Observe(child client.Object) backend.RunState {
+	rp, st := partsOf(child)
+	out := backend.RunState{SpecSuspended: rp.Suspend != nil && *rp.Suspend, StartTime: st.StartTime.DeepCopy(), Roles: roleStatuses(st)}
+	out.Suspended = transition(st, kubeflowv1.JobSuspended)
+	out.Running = transition(st, kubeflowv1.JobRunning)
+	out.Restarting = transition(st, kubeflowv1.JobRestarting)
+	out.Succeeded = transition(st, kubeflowv1.JobSucceeded)
+	out.Failed = transition(st, kubeflowv1.JobFailed)
+	// The completion time Kubeflow records is the terminal time; the
+	// condition's transition time stands in when it is missing.
+	for _, t := range []*backend.Transition{out.Succeeded, out.Failed} {
+		if t != nil && st.CompletionTime != nil {
+			t.Time = *st.CompletionTime
+		}
+	}
+	return out
+}
+
+// partsOf returns the run policy and status of any Kubeflow job kind; an
+// object of another type reads as a job that reports nothing.
+func partsOf(child client.Object) (*kubeflowv1.RunPolicy, *kubeflowv1.JobStatus) {
+	switch j := child.(type) {
+	case *kubeflowv1.PyTorchJob:
+		return &j.Spec.RunPolicy, &j.Status
+	case *kubeflowv1.TFJob:
+		return &j.Spec.RunPolicy, &j.Status
+	case *kubeflowv1.XGBoostJob:
+		return &j.Spec.RunPolicy, &j.Status
+	case *kubeflowv1.PaddleJob:
+		return &j.Spec.RunPolicy, &j.Status
+	default:
+		return &kubeflowv1.RunPolicy{}, &kubeflowv1.JobStatus{}
+	}
+}
+
+func transition(st *kubeflowv1.JobStatus, t kubeflowv1.JobConditionType) *backend.Transition {
+	for _, c := range st.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return &backend.Transition{Reason: c.Reason, Message: c.Message, Time: c.LastTransitionTime}
+		}
+	}
+	return nil
+}
+
+// roleStatuses counts the pods of each replica type. Replica types whose
+// counts are all zero are left out: Kubeflow reports them as soon as it
+// first sees the job, and recording them would cost a status write that
+// says nothing.
+func roleStatuses(s *kubeflowv1.JobStatus) []trainingv1alpha1.RoleStatus {
+	var out []trainingv1alpha1.RoleStatus
+	for role, rs := range s.ReplicaStatuses {
+		if rs == nil || rs.Active == 0 && rs.Succeeded == 0 && rs.Failed == 0 {
+			continue
+		}
+		out = append(out, trainingv1alpha1.RoleStatus{Name: string(role), Active: rs.Active, Succeeded: rs.Succeeded, Failed: rs.Failed})
+	}
+	slices.SortFunc(out, func(a, b trainingv1alpha1.RoleStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

@@ -1,0 +1,169 @@
+package nativejob
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+)
+
+// EnvCompletionIndex is the variable the Job controller sets to a pod's
+// completion index. The operator defines it itself, first among the
+// framework's variables, because the Job controller appends its own after
+// every other variable and Kubernetes expands $(VAR) only from variables
+// defined earlier; the Job controller keeps a definition that exists.
+const EnvCompletionIndex = "JOB_COMPLETION_INDEX"
+
+// completionIndex refers to the completion index inside another
+// variable's value.
+const completionIndex = "$(" + EnvCompletionIndex + ")"
+
+// launcher is what differs between frameworks on the native backend: the
+// container and port Kubeflow uses for them (so images and probes written
+// for Kubeflow keep working) and the launcher's environment.
+type launcher struct {
+	container string
+	port      corev1.ContainerPort
+	env       func(t topology) []corev1.EnvVar
+}
+
+// topology is a run's ranks: its Job (also the headless Service's name),
+// namespace and pod count. Rank i runs as completion index i, host
+// <job>-<i>.<job>.
+type topology struct {
+	job, namespace string
+	pods           int32
+	port           int32
+	nprocPerNode   int32
+}
+
+// host is the stable name of rank i, resolvable in the namespace through
+// the headless Service, as Kubeflow's per-pod Service names are.
+func (t topology) host(i int32) string { return fmt.Sprintf("%s-%d.%s", t.job, i, t.job) }
+
+// launchers are the frameworks the native backend runs, registered
+// explicitly.
+func launchers() map[trainingv1alpha1.Framework]launcher {
+	return map[trainingv1alpha1.Framework]launcher{
+		trainingv1alpha1.FrameworkPyTorch:    {kubeflowv1.PyTorchJobDefaultContainerName, port(kubeflowv1.PyTorchJobDefaultPortName, kubeflowv1.PyTorchJobDefaultPort), pytorchEnv},
+		trainingv1alpha1.FrameworkTensorFlow: {kubeflowv1.TFJobDefaultContainerName, port(kubeflowv1.TFJobDefaultPortName, kubeflowv1.TFJobDefaultPort), tensorflowEnv},
+		trainingv1alpha1.FrameworkXGBoost:    {kubeflowv1.XGBoostJobDefaultContainerName, port(kubeflowv1.XGBoostJobDefaultPortName, kubeflowv1.XGBoostJobDefaultPort), xgboostEnv},
+		trainingv1alpha1.FrameworkPaddle:     {kubeflowv1.PaddleJobDefaultContainerName, port(kubeflowv1.PaddleJobDefaultPortName, kubeflowv1.PaddleJobDefaultPort), paddleEnv},
+	}
+}
+
+func port(name string, number int32) corev1.ContainerPort {
+	return corev1.ContainerPort{Name: name, ContainerPort: number, Protocol: corev1.ProtocolTCP}
+}
+
+func value(name, v string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: v} }
+
+func itoa(i int32) string { return strconv.Itoa(int(i)) }
+
+// indexVar defines the completion index for the variables that follow.
+func indexVar() corev1.EnvVar {
+	return corev1.EnvVar{Name: EnvCompletionIndex, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']"},
+	}}
+}
+
+// pytorchEnv is what Kubeflow gives every PyTorchJob pod with a Master:
+// rank 0 (the Master) is the rendezvous point, Worker k is rank k+1, the
+// world is pods*nprocPerNode processes, and torchrun reads the PET_*
+// variables.
+func pytorchEnv(t topology) []corev1.EnvVar {
+	master := t.host(0)
+	return []corev1.EnvVar{
+		indexVar(),
+		value("PYTHONUNBUFFERED", "1"),
+		value("MASTER_PORT", itoa(t.port)),
+		value("PET_MASTER_PORT", itoa(t.port)),
+		value("MASTER_ADDR", master),
+		value("PET_MASTER_ADDR", master),
+		value("WORLD_SIZE", itoa(t.pods*t.nprocPerNode)),
+		value("RANK", completionIndex),
+		value("PET_NODE_RANK", completionIndex),
+		value("PET_NPROC_PER_NODE", itoa(t.nprocPerNode)),
+		value("PET_NNODES", itoa(t.pods)),
+	}
+}
+
+// xgboostEnv is Kubeflow's XGBoostJob environment: the Master (rank 0) is
+// the tracker, and WORKER_ADDRS lists the other ranks in rank order.
+func xgboostEnv(t topology) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		indexVar(),
+		value("MASTER_PORT", itoa(t.port)),
+		value("MASTER_ADDR", t.host(0)),
+		value("WORLD_SIZE", itoa(t.pods)),
+		value("RANK", completionIndex),
+		value("PYTHONUNBUFFERED", "1"),
+	}
+	if t.pods > 1 {
+		workers := make([]string, 0, t.pods-1)
+		for i := int32(1); i < t.pods; i++ {
+			workers = append(workers, t.host(i))
+		}
+		env = append(env, value("WORKER_PORT", itoa(t.port)), value("WORKER_ADDRS", strings.Join(workers, ",")))
+	}
+	return env
+}
+
+// tensorflowEnv is a TF_CONFIG per index for MultiWorkerMirroredStrategy.
+// Kubeflow lists a Chief and Workers; one pod template cannot make rank 0
+// differ, so every rank is a worker, in the same order (Kubeflow's chief 0
+// is worker 0 here, its worker k is worker k+1), and TensorFlow makes
+// worker 0 the chief when the cluster has none. A single pod gets no
+// TF_CONFIG, as with Kubeflow.
+func tensorflowEnv(t topology) []corev1.EnvVar {
+	if t.pods <= 1 {
+		return nil
+	}
+	workers := make([]string, 0, t.pods)
+	for i := int32(0); i < t.pods; i++ {
+		workers = append(workers, fmt.Sprintf("%s.%s.svc:%d", t.host(i), t.namespace, t.port))
+	}
+	// Written by hand around the marshalled host list, because the index
+	// is a reference the kubelet expands into a JSON number, not JSON
+	// itself; the key order is Kubeflow's.
+	list, err := json.Marshal(workers)
+	if err != nil {
+		return nil
+	}
+	cfg := fmt.Sprintf(`{"cluster":{"worker":%s},"task":{"type":"worker","index":%s},"environment":"cloud"}`, list, completionIndex)
+	return []corev1.EnvVar{indexVar(), value("TF_CONFIG", cfg)}
+}
+
+// paddleEnv is Kubeflow's PaddleJob environment in collective mode for a
+// single pod, which is its own rendezvous point (its pod IP); the CRD
+// sends paddle with more than one worker to the kubeflow backend, whose
+// rank-0 pod differs from the others.
+func paddleEnv(t topology) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		value("PYTHONUNBUFFERED", "1"),
+		value("PADDLE_JOB_ID", t.job),
+		value("PADDLE_NNODES", itoa(t.pods)),
+		{Name: "POD_IP_DUMMY", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		value("PADDLE_MASTER", fmt.Sprintf("$(POD_IP_DUMMY):%d", t.port)),
+	}
+}
+
+// pods is the number of ranks of tj on the native backend.
+func pods(tj *trainingv1alpha1.TrainingJob) int32 { return max(tj.Spec.Workers, 1) }
+
+// topologyOf is the topology of a run of tj.
+func topologyOf(tj *trainingv1alpha1.TrainingJob, run int32, l launcher) topology {
+	return topology{
+		job:          backend.JobName(tj.Name, run),
+		namespace:    tj.Namespace,
+		pods:         pods(tj),
+		port:         l.port.ContainerPort,
+		nprocPerNode: backend.NprocPerNode(&tj.Spec),
+	}
+}
