@@ -58,6 +58,13 @@ golangci-lint)
   ;;
 helm)
   ldflags+=" -X helm.sh/helm/v3/internal/version.version=$(modver helm.sh/helm/v3) -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  # Helm's release builds stamp the Kubernetes version of their client-go
+  # (v0.X.Y is Kubernetes 1.X) as the one `helm template` and `helm lint`
+  # assume without --kube-version; unstamped, Helm assumes 1.20 and refuses
+  # every chart with kubeVersion >=1.30.
+  k8s=$(modver k8s.io/client-go)
+  k8s_minor=${k8s#v0.}
+  ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${k8s_minor%%.*}"
   ;;
 kubeconform)
   ldflags+=" -X main.version=$(modver github.com/yannh/kubeconform)"

@@ -1,7 +1,6 @@
 package platform
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -14,11 +13,11 @@ func handOverCRDs(t *testing.T, release, namespace string) {
 	t.Helper()
 	args := []string{"label", "crd", "-l", "app.kubernetes.io/part-of=ml-platform", "app.kubernetes.io/managed-by=Helm", "--overwrite"}
 	if out, err := kubectl(t, args...); err != nil {
-		t.Fatalf("kubectl %v: %v %s %s", args, err, out, err.(*exec.ExitError).Stderr)
+		t.Fatalf("%v: %s", err, out)
 	}
 	args = []string{"annotate", "crd", "-l", "app.kubernetes.io/part-of=ml-platform", "meta.helm.sh/release-name=" + release, "meta.helm.sh/release-namespace=" + namespace, "--overwrite"}
 	if out, err := kubectl(t, args...); err != nil {
-		t.Fatalf("kubectl %v: %v %s %s", args, err, out, err.(*exec.ExitError).Stderr)
+		t.Fatalf("%v: %s", err, out)
 	}
 }
 

@@ -107,23 +107,23 @@ func ArgoCD(obj runtime.Object) (ArgoCDHealth, error) {
 // message. Only the base, table and string libraries are open, as in Argo
 // CD's sandbox.
 func RunLua(script string, obj map[string]any) (ArgoCDHealth, error) {
-	L := lua.NewState(lua.Options{SkipOpenLibs: true})
-	defer L.Close()
+	ls := lua.NewState(lua.Options{SkipOpenLibs: true})
+	defer ls.Close()
 	for _, lib := range []struct {
 		name string
 		fn   lua.LGFunction
 	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}} {
-		L.Push(L.NewFunction(lib.fn))
-		L.Push(lua.LString(lib.name))
-		L.Call(1, 0)
+		ls.Push(ls.NewFunction(lib.fn))
+		ls.Push(lua.LString(lib.name))
+		ls.Call(1, 0)
 	}
-	L.SetGlobal("obj", toLua(L, obj))
-	if err := L.DoString(script); err != nil {
+	ls.SetGlobal("obj", toLua(ls, obj))
+	if err := ls.DoString(script); err != nil {
 		return ArgoCDHealth{}, err
 	}
-	ret, ok := L.Get(-1).(*lua.LTable)
+	ret, ok := ls.Get(-1).(*lua.LTable)
 	if !ok {
-		return ArgoCDHealth{}, fmt.Errorf("the health check returned %s, not a table", L.Get(-1).Type())
+		return ArgoCDHealth{}, fmt.Errorf("the health check returned %s, not a table", ls.Get(-1).Type())
 	}
 	h := ArgoCDHealth{Status: lua.LVAsString(ret.RawGetString("status")), Message: lua.LVAsString(ret.RawGetString("message"))}
 	switch h.Status {
@@ -136,18 +136,18 @@ func RunLua(script string, obj map[string]any) (ArgoCDHealth, error) {
 // toLua converts decoded JSON (maps, slices, strings, numbers, booleans) to
 // Lua values the way Argo CD does: objects and arrays become tables, arrays
 // indexed from 1.
-func toLua(L *lua.LState, v any) lua.LValue {
+func toLua(ls *lua.LState, v any) lua.LValue {
 	switch v := v.(type) {
 	case map[string]any:
-		t := L.NewTable()
+		t := ls.NewTable()
 		for k, x := range v {
-			t.RawSetString(k, toLua(L, x))
+			t.RawSetString(k, toLua(ls, x))
 		}
 		return t
 	case []any:
-		t := L.NewTable()
+		t := ls.NewTable()
 		for _, x := range v {
-			t.Append(toLua(L, x))
+			t.Append(toLua(ls, x))
 		}
 		return t
 	case string:

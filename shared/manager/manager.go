@@ -212,7 +212,7 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 
-	registerStalledCollector(mgr, opts.Scheme)
+	registerStalledCollector(mgr)
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding health check: %w", err)
@@ -276,8 +276,8 @@ func metricsOptions(cfg Config) metricsserver.Options {
 // registerStalledCollector exports mlplatform_objects_stalled for the
 // operator's own kinds, counted from the manager's cache. A process that
 // builds several managers (tests) keeps the newest one's.
-func registerStalledCollector(mgr ctrl.Manager, scheme *runtime.Scheme) {
-	c := metrics.NewStalledCollector(mgr.GetCache(), scheme)
+func registerStalledCollector(mgr ctrl.Manager) {
+	c := metrics.NewStalledCollector(mgr.GetCache(), mgr.GetScheme())
 	err := ctrlmetrics.Registry.Register(c)
 	var already prometheus.AlreadyRegisteredError
 	if errors.As(err, &already) {
