@@ -29,7 +29,7 @@ func TestClaimedAheadPicksTheOldestCollidingClaim(t *testing.T) {
 			others: []Claim{{UID: "uid-c", Project: "sales", Created: t0.Add(time.Hour)}},
 		},
 		"same second: the smaller UID first": {
-			others: []Claim{{UID: "uid-a", Project: "sales", Created: self.Created}, {UID: "uid-c", Project: "sales", Created: self.Created}},
+			others:    []Claim{{UID: "uid-a", Project: "sales", Created: self.Created}, {UID: "uid-c", Project: "sales", Created: self.Created}},
 			wantAhead: "uid-a",
 		},
 		"older handed-off cleanup": {
@@ -39,7 +39,7 @@ func TestClaimedAheadPicksTheOldestCollidingClaim(t *testing.T) {
 			others: []Claim{{UID: "uid-z", Project: "sales", Pending: true}}, wantAhead: "uid-z",
 		},
 		"the oldest of several": {
-			others: []Claim{{UID: "uid-2", Project: "sales", Created: t0.Add(time.Second)}, {UID: "uid-1", Project: "presales", Created: t0}},
+			others:    []Claim{{UID: "uid-2", Project: "sales", Created: t0.Add(time.Second)}, {UID: "uid-1", Project: "presales", Created: t0}},
 			wantAhead: "uid-1",
 		},
 	}
