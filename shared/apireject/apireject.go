@@ -3,13 +3,15 @@ package apireject
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Is reports whether err is the API server rejecting the object itself:
 // 422 Invalid (field validation, CRD CEL rules), 400 BadRequest (a
-// malformed object) or 413 "request is too large". Retrying the same
+// malformed object) or 413 "request is too large" (or etcd's own limit,
+// which the API server reports as an internal error). Retrying the same
 // object cannot succeed; only a change of the spec it was derived from
 // can. Conflicts, timeouts, missing namespaces, permission and server
 // errors are not rejections: a retry may pass.
@@ -18,6 +20,10 @@ func Is(err error) bool {
 		return false
 	}
 	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	if apierrors.IsInternalError(err) && strings.Contains(err.Error(), "request is too large") {
+		// etcd's limit on a value surfaces as an internal error.
 		return true
 	}
 	var status apierrors.APIStatus

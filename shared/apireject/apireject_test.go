@@ -32,6 +32,7 @@ func TestIsAcceptsOnlyRejectionsOfTheObject(t *testing.T) {
 		"forbidden":               {err: apierrors.NewForbidden(gr, "x", errors.New("no")), want: false},
 		"timeout":                 {err: apierrors.NewTimeoutError("slow", 1), want: false},
 		"server error":            {err: apierrors.NewInternalError(errors.New("etcd")), want: false},
+		"etcd's size limit":       {err: apierrors.NewInternalError(errors.New("etcdserver: request is too large")), want: true},
 		"too many requests":       {err: apierrors.NewTooManyRequests("later", int(time.Second.Seconds())), want: false},
 		"plain error":             {err: errors.New("dial tcp: connection refused"), want: false},
 		"nil":                     {err: nil, want: false},

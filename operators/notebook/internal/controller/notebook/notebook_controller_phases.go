@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,6 +27,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/drift"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
+	"github.com/ml-platform/ml-platform/shared/apireject"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/requeue"
@@ -196,26 +196,9 @@ func (e errChildRejected) Error() string {
 
 func (e errChildRejected) Unwrap() error { return e.err }
 
-// isRejection tells a refusal of the object itself (invalid, malformed,
-// too large for the request or for etcd) from failures a retry can cure
-// (conflicts, timeouts, an unreachable or forbidding API server).
-// The operators' shared classifier of child rejections was not in shared/
-// when this was written; this local one should give way to it.
-func isRejection(err error) bool {
-	switch {
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
-		return true
-	case apierrors.IsInternalError(err):
-		// etcd's limit on a value surfaces as an internal error.
-		return strings.Contains(err.Error(), "request is too large")
-	default:
-		return false
-	}
-}
-
 // rejected wraps err when it is the API server refusing obj itself.
 func rejected(obj client.Object, err error) error {
-	if err == nil || !isRejection(err) {
+	if !apireject.Is(err) {
 		return err
 	}
 	return errChildRejected{kind: obj.GetObjectKind().GroupVersionKind().Kind, name: obj.GetName(), err: err}
