@@ -98,7 +98,7 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	var missing error
 	for _, obj := range kubeflowjob.NewBackend(settings, nil).Owned() {
 		if !installed(mgr, obj) {
-			missing = fmt.Errorf("the Kubeflow training-operator's CRDs (%T) are not installed in this cluster: install them (the chart's kubeflow.enabled) and restart the operator, or use backend: native", obj)
+			missing = kubeflowMissing(obj)
 			break
 		}
 	}
@@ -119,6 +119,11 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	fs.SetGroupVersionKind(featureref.GVK)
 	r.WatchesFeatureStores = installed(mgr, fs)
 	return r, nil
+}
+
+// kubeflowMissing explains a cluster without the Kubeflow CRDs.
+func kubeflowMissing(obj client.Object) error {
+	return fmt.Errorf("the Kubeflow training-operator's CRDs (%T) are not installed in this cluster: install them (the chart's kubeflow.enabled) and restart the operator, or use backend: native", obj)
 }
 
 // OwnedObjects are the kinds the operator creates, for shared/manager's
