@@ -38,9 +38,10 @@ func main() {
 	must(kubeflowv1.AddToScheme(scheme))
 
 	manager.Main(manager.Options{
-		Name:         name,
-		Scheme:       scheme,
-		OwnedObjects: trainingjob.OwnedObjects(),
+		Name:                 name,
+		Scheme:               scheme,
+		OwnedObjects:         trainingjob.OwnedObjects(),
+		OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 			catalog, err := accelerator.Load(*acceleratorConfig)
 			if err != nil {

@@ -109,9 +109,10 @@ func newManager(op *Operator, mc manager.Config, scheme *runtime.Scheme, opts Op
 		def = trainingv1alpha1.BackendNative
 	}
 	return manager.New(mc, manager.Options{
-		Name:         OperatorName,
-		Scheme:       scheme,
-		OwnedObjects: trainingjob.OwnedObjects(),
+		Name:                 OperatorName,
+		Scheme:               scheme,
+		OwnedObjects:         trainingjob.OwnedObjects(),
+		OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 			r, err := trainingjob.NewReconciler(mgr, Settings(), def)
 			if err != nil {

@@ -169,9 +169,10 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	cfg.HealthProbeBindAddress = "0"
 	cfg.MaxBackoff = 2 * time.Second
 	mgr, err := manager.New(cfg, manager.Options{
-		Name:         operatorName,
-		Scheme:       scheme,
-		OwnedObjects: OwnedObjects(),
+		Name:                 operatorName,
+		Scheme:               scheme,
+		OwnedObjects:         OwnedObjects(),
+		OptionalOwnedObjects: OptionalOwnedObjects(),
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 			r, err := NewReconciler(mgr, testSettings, defaultBackend)
 			if err != nil {

@@ -127,13 +127,16 @@ func kubeflowMissing(obj client.Object) error {
 }
 
 // OwnedObjects are the kinds the operator creates, for shared/manager's
-// label-restricted caches: a cache of a kind whose CRD is missing is never
-// started unless something reads or watches it, so the Kubeflow kinds are
-// listed whether or not their CRDs are installed.
+// label-restricted caches.
 func OwnedObjects() []client.Object {
 	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}}
-	owned = append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
-	return append(owned, kubeflowjob.NewBackend(backend.Settings{}, nil).Owned()...)
+	return append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
+}
+
+// OptionalOwnedObjects are the Kubeflow job kinds, cached only where their
+// CRDs are installed: the operator runs without them.
+func OptionalOwnedObjects() []client.Object {
+	return kubeflowjob.NewBackend(backend.Settings{}, nil).Owned()
 }
 
 func installed(mgr ctrl.Manager, obj client.Object) bool {
@@ -271,9 +274,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if s.end != nil {
-		// The next run starts once its backoff has passed; no watch event
-		// brings that moment.
-		result = requeue.Shortest(result, ctrl.Result{RequeueAfter: untilNextRun(tj, r.Now())})
+		// The decision just recorded is acted on by the next reconcile
+		// (retire the ended run, wait out the backoff, create the next
+		// run); our own status write wakes nothing, so ask for it.
+		result = requeue.Shortest(result, ctrl.Result{RequeueAfter: decisionRequeue})
 	}
 	if finished(tj) {
 		// The outcome is recorded now, so the pods may go.
@@ -389,14 +393,4 @@ func (r *Reconciler) childMatters() predicate.Funcs {
 			return !ok1 || !ok2 || !equality.Semantic.DeepEqual(before, after)
 		},
 	}
-}
-
-// untilNextRun is how long until the next run recorded in status may
-// start; never zero, which would mean no requeue at all.
-func untilNextRun(tj *trainingv1alpha1.TrainingJob, now time.Time) time.Duration {
-	const soon = 100 * time.Millisecond
-	if next := tj.Status.NextRunTime; next != nil {
-		return max(next.Sub(now), soon)
-	}
-	return soon
 }

@@ -34,6 +34,10 @@ const (
 // recorded decision looks again.
 const staleRequeue = time.Second
 
+// decisionRequeue is how soon the reconcile after a recorded run end
+// comes.
+const decisionRequeue = 100 * time.Millisecond
+
 // resolveBackend picks the job's backend: the one recorded in status, else
 // spec.backend, else the operator's default. A backend that is not
 // registered, not available in this cluster, or cannot run this job makes
