@@ -261,11 +261,3 @@ func deployments(t *testing.T, manifest string) []appsv1.Deployment {
 	}
 	return out
 }
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}

@@ -79,9 +79,7 @@ func waitPods(t *testing.T, c client.Client, ns, job string, n int) []corev1.Pod
 		}
 		return len(pods) == n, nil
 	})
-	slices.SortFunc(pods, func(a, b corev1.Pod) int {
-		return compareIndex(a, b)
-	})
+	slices.SortFunc(pods, compareIndex)
 	return pods
 }
 

@@ -55,7 +55,7 @@ func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kf.Stop() })
-	op, err := testharness.StartOperator(env.Config, scheme, testharness.Options{})
+	op, err := testharness.StartOperator(env.Config, scheme, testharness.Options{DefaultBackend: trainingv1alpha1.BackendKubeflow})
 	if err != nil {
 		t.Fatal(err)
 	}
