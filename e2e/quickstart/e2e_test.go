@@ -47,7 +47,6 @@ func TestQuickstartOperatorsAvailable(t *testing.T) {
 	cs := cluster.Client(t)
 	for _, name := range []string{
 		"ml-platform-trainingjob-operator",
-		"ml-platform-trainingjob-operator-kubeflow",
 		"ml-platform-notebook-operator",
 		"ml-platform-featurestore-operator",
 	} {

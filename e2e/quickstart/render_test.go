@@ -98,10 +98,6 @@ func TestKindRenderRunsTheLocalImages(t *testing.T) {
 				"--managed-redis-image=localhost/ml-platform/redis:7.0",
 			},
 		},
-		"ml-platform-trainingjob-operator-kubeflow": {
-			image: "localhost/ml-platform/kubeflow-training-operator:v1.8.1",
-			args:  []string{"--pytorch-init-container-image=" + BusyboxPrefix},
-		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d, ok := byName[name]
@@ -127,8 +123,10 @@ func TestKindRenderRunsTheLocalImages(t *testing.T) {
 			}
 		})
 	}
-	if len(byName) != 4 {
-		t.Errorf("%d Deployments in the render, want the three operators and the training-operator", len(byName))
+	// The quickstart runs TrainingJobs on the native backend: no
+	// Kubeflow training-operator.
+	if len(byName) != 3 {
+		t.Errorf("%d Deployments in the render, want the three operators", len(byName))
 	}
 }
 
@@ -144,11 +142,7 @@ func TestKindRenderHasEveryCRD(t *testing.T) {
 		"featurestorebackends.features.mlplatform.dev",
 		"featurestores.features.mlplatform.dev",
 		"notebooks.notebooks.mlplatform.dev",
-		"paddlejobs.kubeflow.org",
-		"pytorchjobs.kubeflow.org",
-		"tfjobs.kubeflow.org",
 		"trainingjobs.training.mlplatform.dev",
-		"xgboostjobs.kubeflow.org",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CRDs (-want +got):\n%s", diff)
@@ -187,14 +181,10 @@ func TestKindRenderNamesOnlyLocalImages(t *testing.T) {
 		"localhost/ml-platform/jupyter:1.23",
 		"localhost/ml-platform/postgres:15",
 		"localhost/ml-platform/redis:7.0",
-		"localhost/ml-platform/kubeflow-training-operator:v1.8.1",
 	} {
 		if _, ok := refs[ref]; !ok {
 			t.Errorf("the render does not refer to %q", ref)
 		}
-	}
-	if !slices.ContainsFunc(keys(refs), func(r string) bool { return strings.HasPrefix(r, BusyboxPrefix) }) {
-		t.Errorf("the render does not refer to the busybox image %s*", BusyboxPrefix)
 	}
 }
 
@@ -268,14 +258,6 @@ func deployments(t *testing.T, manifest string) []appsv1.Deployment {
 		if d.Kind == "Deployment" {
 			out = append(out, d)
 		}
-	}
-	return out
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
 	}
 	return out
 }

@@ -12,13 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap/zapcore"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -62,6 +65,13 @@ type Options struct {
 	// cached client cannot see unlabelled objects of these kinds: read
 	// those, such as a user's Secret, with the manager's APIReader.
 	OwnedObjects []client.Object
+
+	// OptionalOwnedObjects are owned kinds of CRDs a cluster may lack (the
+	// Kubeflow job kinds): those the API server serves when the manager is
+	// built are cached like OwnedObjects; the others are left out, because
+	// a label-restricted cache of a kind the server does not know fails
+	// the manager's creation.
+	OptionalOwnedObjects []client.Object
 
 	// Setup registers the operator's reconcilers.
 	Setup func(mgr ctrl.Manager, cfg Config) error
@@ -164,9 +174,13 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	cfg.apiServer = &apiServerHealth{}
 	cfg.apiServer.wrap(restConfig)
 
+	owned, err := servedObjects(restConfig, opts)
+	if err != nil {
+		return nil, err
+	}
 	managedBy := labels.SelectorFromSet(ManagedByLabels(opts.Name))
-	byObject := make(map[client.Object]cache.ByObject, len(opts.OwnedObjects))
-	for _, obj := range opts.OwnedObjects {
+	byObject := make(map[client.Object]cache.ByObject, len(owned))
+	for _, obj := range owned {
 		byObject[obj] = cache.ByObject{Label: managedBy}
 	}
 
@@ -287,4 +301,37 @@ func registerStalledCollector(mgr ctrl.Manager) {
 	if err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Registering the Stalled objects metric failed")
 	}
+}
+
+// servedObjects is OwnedObjects plus the OptionalOwnedObjects whose kind the
+// API server serves.
+func servedObjects(cfg *rest.Config, opts Options) ([]client.Object, error) {
+	out := append([]client.Object(nil), opts.OwnedObjects...)
+	if len(opts.OptionalOwnedObjects) == 0 {
+		return out, nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range opts.OptionalOwnedObjects {
+		gvk, err := apiutil.GVKForObject(obj, opts.Scheme)
+		if err != nil {
+			return nil, err
+		}
+		list, err := dc.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("discovering %s: %w", gvk.GroupVersion(), err)
+		}
+		for _, r := range list.APIResources {
+			if r.Kind == gvk.Kind {
+				out = append(out, obj)
+				break
+			}
+		}
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,11 @@ type Options struct {
 	// reference cascades, namespace deletion and PVC protection are real.
 	ControllerManager bool
 
+	// Controllers are further kube-controller-manager controllers to run
+	// with ControllerManager, such as job-controller for tests in which
+	// the real Job controller creates pods.
+	Controllers []string
+
 	// APIServerArgs are extra kube-apiserver flags, name to values.
 	APIServerArgs map[string][]string
 
@@ -56,6 +62,8 @@ type Env struct {
 	kcmDone chan struct{}
 	// stopRecording ends the watch that records Secrets for VerifyLogs.
 	stopRecording context.CancelFunc
+	// controllers are the Options.Controllers kube-controller-manager runs.
+	controllers []string
 }
 
 // BinaryDir is where the control-plane binaries are: KUBEBUILDER_ASSETS when
@@ -99,7 +107,8 @@ func Start(opts Options) (*Env, error) {
 		apiServer.Configure().Set(name, values...)
 	}
 	e := &Env{
-		workDir: workDir,
+		workDir:     workDir,
+		controllers: opts.Controllers,
 		env: &envtest.Environment{
 			BinaryAssetsDirectory: bin,
 			CRDDirectoryPaths:     opts.CRDDirectoryPaths,
@@ -242,7 +251,7 @@ func (e *Env) startControllerManager(bin string) error {
 	}
 	cmd := exec.Command(path,
 		"--kubeconfig="+kubeconfig,
-		"--controllers=garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller",
+		"--controllers="+strings.Join(append([]string{"garbage-collector-controller", "namespace-controller", "persistentvolumeclaim-protection-controller"}, e.controllers...), ","),
 		"--leader-elect=false",
 		"--secure-port=0",
 		// Namespace deletion waits for discovery of every API; resync

@@ -133,7 +133,7 @@ func runLifecycle(b *testing.B) {
 	lat := &latencies{}
 	requests := &requestCounter{}
 	qps, burst := manager.DefaultConfig().KubeAPIQPS, manager.DefaultConfig().KubeAPIBurst
-	op, err := testharness.StartOperator(requests.wrap(env.Config), scheme, testharness.Options{Wrap: lat.wrap})
+	op, err := testharness.StartOperator(requests.wrap(env.Config), scheme, testharness.Options{Wrap: lat.wrap, DefaultBackend: trainingv1alpha1.BackendKubeflow})
 	if err != nil {
 		b.Fatal(err)
 	}

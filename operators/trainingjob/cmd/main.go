@@ -38,9 +38,10 @@ func main() {
 	must(kubeflowv1.AddToScheme(scheme))
 
 	manager.Main(manager.Options{
-		Name:         name,
-		Scheme:       scheme,
-		OwnedObjects: trainingjob.OwnedObjects(),
+		Name:                 name,
+		Scheme:               scheme,
+		OwnedObjects:         trainingjob.OwnedObjects(),
+		OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 		// Measured with `make bench-backends` (bench/backends/README.md):
 		// under 20 submissions/s the shared defaults (50 QPS, one worker)
 		// took 13 s (p50) and 22 s (p99) to create each job's child, 300

@@ -76,9 +76,10 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 			}
 		},
 		Manager: manager.Options{
-			Name:         OperatorName,
-			Scheme:       scheme,
-			OwnedObjects: trainingjob.OwnedObjects(),
+			Name:                 OperatorName,
+			Scheme:               scheme,
+			OwnedObjects:         trainingjob.OwnedObjects(),
+			OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 				r, err := trainingjob.NewReconciler(mgr, Settings(), def)
 				if err != nil {

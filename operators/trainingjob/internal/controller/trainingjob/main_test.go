@@ -164,9 +164,10 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	op.Operator = operatortest.Start(t, operatortest.Options{
 		RESTConfig: operatorConfig(t),
 		Manager: manager.Options{
-			Name:         operatorName,
-			Scheme:       scheme,
-			OwnedObjects: OwnedObjects(),
+			Name:                 operatorName,
+			Scheme:               scheme,
+			OwnedObjects:         OwnedObjects(),
+			OptionalOwnedObjects: OptionalOwnedObjects(),
 			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 				r, err := NewReconciler(mgr, testSettings, defaultBackend)
 				if err != nil {

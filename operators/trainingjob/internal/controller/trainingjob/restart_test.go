@@ -394,7 +394,7 @@ func TestAStaleCacheNeverDecidesTwice(t *testing.T) {
 
 	op.nsWrites.reset()
 	s := newScope(stale, time.Now())
-	for _, p := range []phase{op.reconciler.ensureJob, op.reconciler.observePods, op.reconciler.decideRunEnd} {
+	for _, p := range []phase{op.reconciler.resolveBackend, op.reconciler.ensureJob, op.reconciler.observePods, op.reconciler.decideRunEnd} {
 		if _, err := p(t.Context(), s); err != nil {
 			t.Fatal(err)
 		}
@@ -446,7 +446,9 @@ func TestSettledPart2JobsCostNoWrites(t *testing.T) {
 		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRestarting)
 	})
 	for _, tj := range all {
-		testenv.WaitForEvent(t, c, tj, "Created")
+		waitTJ(t, c, tj, "Created", func(tj *trainingv1alpha1.TrainingJob) bool {
+			return conditions.IsTrue(tj, trainingv1alpha1.ConditionCreated) || conditions.IsTrue(tj, trainingv1alpha1.ConditionRestarting)
+		})
 	}
 	testenv.WaitForEvent(t, c, backoff, "Restarting")
 	// Let the reconciles triggered by our own writes run out.

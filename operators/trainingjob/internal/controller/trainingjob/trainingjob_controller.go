@@ -99,7 +99,7 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	var missing error
 	for _, obj := range kubeflowjob.NewBackend(settings, nil).Owned() {
 		if !installed(mgr, obj) {
-			missing = fmt.Errorf("the Kubeflow training-operator's CRDs (%T) are not installed in this cluster: install them (the chart's kubeflow.enabled) and restart the operator, or use backend: native", obj)
+			missing = kubeflowMissing(obj)
 			break
 		}
 	}
@@ -122,14 +122,22 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	return r, nil
 }
 
+// kubeflowMissing explains a cluster without the Kubeflow CRDs.
+func kubeflowMissing(obj client.Object) error {
+	return fmt.Errorf("the Kubeflow training-operator's CRDs (%T) are not installed in this cluster: install them (the chart's kubeflow.enabled) and restart the operator, or use backend: native", obj)
+}
+
 // OwnedObjects are the kinds the operator creates, for shared/manager's
-// label-restricted caches: a cache of a kind whose CRD is missing is never
-// started unless something reads or watches it, so the Kubeflow kinds are
-// listed whether or not their CRDs are installed.
+// label-restricted caches.
 func OwnedObjects() []client.Object {
 	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}}
-	owned = append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
-	return append(owned, kubeflowjob.NewBackend(backend.Settings{}, nil).Owned()...)
+	return append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
+}
+
+// OptionalOwnedObjects are the Kubeflow job kinds, cached only where their
+// CRDs are installed: the operator runs without them.
+func OptionalOwnedObjects() []client.Object {
+	return kubeflowjob.NewBackend(backend.Settings{}, nil).Owned()
 }
 
 func installed(mgr ctrl.Manager, obj client.Object) bool {
@@ -267,9 +275,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if s.end != nil {
-		// The next run starts once its backoff has passed; no watch event
-		// brings that moment.
-		result = requeue.Shortest(result, ctrl.Result{RequeueAfter: untilNextRun(tj, r.Now())})
+		// The decision just recorded is acted on by the next reconcile
+		// (retire the ended run, wait out the backoff, create the next
+		// run); our own status write wakes nothing, so ask for it.
+		result = requeue.Shortest(result, ctrl.Result{RequeueAfter: decisionRequeue})
 	}
 	if finished(tj) {
 		// The outcome is recorded now, so the pods may go.
@@ -385,14 +394,4 @@ func (r *Reconciler) childMatters() predicate.Funcs {
 			return !ok1 || !ok2 || !equality.Semantic.DeepEqual(before, after)
 		},
 	}
-}
-
-// untilNextRun is how long until the next run recorded in status may
-// start; never zero, which would mean no requeue at all.
-func untilNextRun(tj *trainingv1alpha1.TrainingJob, now time.Time) time.Duration {
-	const soon = 100 * time.Millisecond
-	if next := tj.Status.NextRunTime; next != nil {
-		return max(next.Sub(now), soon)
-	}
-	return soon
 }

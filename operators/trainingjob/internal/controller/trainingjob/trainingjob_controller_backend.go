@@ -34,6 +34,10 @@ const (
 // recorded decision looks again.
 const staleRequeue = time.Second
 
+// decisionRequeue is how soon the reconcile after a recorded run end
+// comes.
+const decisionRequeue = 100 * time.Millisecond
+
 // resolveBackend picks the job's backend: the one recorded in status, else
 // spec.backend, else the operator's default. A backend that is not
 // registered, not available in this cluster, or cannot run this job makes
@@ -49,18 +53,25 @@ func (r *Reconciler) resolveBackend(_ context.Context, s *scope) (ctrl.Result, e
 		s.invalid, s.reason = fmt.Errorf("backend %s is not one this operator runs (%v)", s.backend, r.Backends.Names()), ReasonBackendUnavailable
 		return ctrl.Result{}, nil
 	}
+	// Both are conditions for a person to act on, not errors to retry.
+	s.reason, s.invalid = unusable(be, s.tj)
+	if s.invalid == nil {
+		s.be = be
+	}
+	return ctrl.Result{}, nil
+}
+
+// unusable says why be cannot run tj, with the condition reason.
+func unusable(be backend.Backend, tj *trainingv1alpha1.TrainingJob) (string, error) {
 	if a, ok := be.(backend.Availability); ok {
 		if err := a.Available(); err != nil {
-			s.invalid, s.reason = err, ReasonBackendUnavailable
-			return ctrl.Result{}, nil
+			return ReasonBackendUnavailable, err
 		}
 	}
-	if err := be.Validate(s.tj); err != nil {
-		s.invalid, s.reason = err, commonv1alpha1.ReasonInvalidSpec
-		return ctrl.Result{}, nil
+	if err := be.Validate(tj); err != nil {
+		return commonv1alpha1.ReasonInvalidSpec, err
 	}
-	s.be = be
-	return ctrl.Result{}, nil
+	return "", nil
 }
 
 // ensureCompanions creates the objects a backend needs beside the run's

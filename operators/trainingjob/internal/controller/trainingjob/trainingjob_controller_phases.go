@@ -64,10 +64,10 @@ type scope struct {
 	// state is what the backend observed about job.
 	state   backend.RunState
 	created bool
-	stores   *featureref.Resolution
-	invalid  error
-	reason   string
-	pods     []corev1.Pod
+	stores  *featureref.Resolution
+	invalid error
+	reason  string
+	pods    []corev1.Pod
 	// claim is the checkpoint claim's state; createdClaim is true when
 	// this reconcile created it.
 	claim        *claimObservation
@@ -644,7 +644,8 @@ func (r *Reconciler) cleanPods(ctx context.Context, s *scope) (ctrl.Result, erro
 }
 
 // expireTTL deletes a finished TrainingJob once ttlSecondsAfterFinished has
-// passed since its terminal condition's lastTransitionTime. That time is
+// passed since it finished: status.completionTime, the time its child
+// recorded, else its terminal condition's lastTransitionTime. Both are
 // persisted, so the deadline survives operator restarts.
 func (r *Reconciler) expireTTL(ctx context.Context, tj *trainingv1alpha1.TrainingJob) (ctrl.Result, error) {
 	expiry, ok := ttlExpiry(tj)
@@ -670,7 +671,13 @@ func ttlExpiry(tj *trainingv1alpha1.TrainingJob) (time.Time, bool) {
 	}
 	for _, t := range []string{commonv1alpha1.ConditionSucceeded, commonv1alpha1.ConditionFailed} {
 		if c := conditions.Get(tj, t); c != nil && c.Status == metav1.ConditionTrue {
-			return c.LastTransitionTime.Add(time.Duration(*ttl) * time.Second), true
+			// The end the child recorded, not when the operator noticed:
+			// after an outage the two differ by the outage.
+			end := c.LastTransitionTime.Time
+			if ct := tj.Status.CompletionTime; ct != nil && ct.Before(&c.LastTransitionTime) {
+				end = ct.Time
+			}
+			return end.Add(time.Duration(*ttl) * time.Second), true
 		}
 	}
 	return time.Time{}, false

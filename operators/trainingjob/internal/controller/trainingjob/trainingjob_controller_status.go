@@ -20,18 +20,18 @@ import (
 
 // Condition reasons of a TrainingJob, each one CamelCase word.
 const (
-	ReasonJobCreated        = "JobCreated"
-	ReasonJobNotCreated     = "JobNotCreated"
-	ReasonPodsPending       = "PodsPending"
-	ReasonRunning           = "Running"
-	ReasonRestarting        = "Restarting"
-	ReasonSuspending        = "Suspending"
-	ReasonSuspended         = "Suspended"
-	ReasonNotSuspended      = "NotSuspended"
-	ReasonResuming          = "Resuming"
-	ReasonSucceeded         = "Succeeded"
-	ReasonFailed            = "Failed"
-	ReasonFinished          = "Finished"
+	ReasonJobCreated    = "JobCreated"
+	ReasonJobNotCreated = "JobNotCreated"
+	ReasonPodsPending   = "PodsPending"
+	ReasonRunning       = "Running"
+	ReasonRestarting    = "Restarting"
+	ReasonSuspending    = "Suspending"
+	ReasonSuspended     = "Suspended"
+	ReasonNotSuspended  = "NotSuspended"
+	ReasonResuming      = "Resuming"
+	ReasonSucceeded     = "Succeeded"
+	ReasonFailed        = "Failed"
+	ReasonFinished      = "Finished"
 	// ReasonInProgress: the job has not finished yet.
 	ReasonInProgress = "InProgress"
 	// Queue reasons: waiting for Kueue's first admission, waiting again
@@ -567,7 +567,8 @@ func transitionEvents(before, after []metav1.Condition) []event {
 	if c := became(trainingv1alpha1.ConditionFeatureStoresReady, metav1.ConditionFalse); c != nil {
 		out = append(out, event{corev1.EventTypeWarning, "WaitingForFeatureStores", c.Message})
 	}
-	if c := became(commonv1alpha1.ConditionStalled, metav1.ConditionTrue); c != nil {
+	// A failed job is Stalled too; its Failed event says it once.
+	if c := became(commonv1alpha1.ConditionStalled, metav1.ConditionTrue); c != nil && became(commonv1alpha1.ConditionFailed, metav1.ConditionTrue) == nil {
 		out = append(out, event{corev1.EventTypeWarning, c.Reason, c.Message})
 	}
 	if c := became(trainingv1alpha1.ConditionCheckpointReady, metav1.ConditionFalse); c != nil {

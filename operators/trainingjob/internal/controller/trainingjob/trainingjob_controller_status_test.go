@@ -390,6 +390,12 @@ func TestTransitionEvents(t *testing.T) {
 			after:  []metav1.Condition{c("Running", "False"), c("Failed", "True")},
 			want:   []string{"Warning/Failed"},
 		},
+		// A failed job is Stalled too (kstatus Failed), with one event.
+		"failed and stalled": {
+			before: []metav1.Condition{c("Running", "True")},
+			after:  []metav1.Condition{c("Running", "False"), c("Failed", "True"), c("Stalled", "True")},
+			want:   []string{"Warning/Failed"},
+		},
 		"suspended and resumed": {
 			before: []metav1.Condition{c("Suspended", "True")},
 			after:  []metav1.Condition{c("Suspended", "False")},
@@ -452,6 +458,13 @@ func TestTTLExpiry(t *testing.T) {
 		"succeeded":            {tj: withCond(commonv1alpha1.ConditionSucceeded, ptr.To[int32](90)), want: t0.Add(90 * time.Second), wantOK: true},
 		"failed":               {tj: withCond(commonv1alpha1.ConditionFailed, ptr.To[int32](3600)), want: t0.Add(time.Hour), wantOK: true},
 		"zero deletes at once": {tj: withCond(commonv1alpha1.ConditionSucceeded, ptr.To[int32](0)), want: t0, wantOK: true},
+		// The child finished 42 s before the operator noticed (an
+		// apiserver outage): the TTL counts from the child's time.
+		"from the child's completion time": {tj: func() *trainingv1alpha1.TrainingJob {
+			tj := withCond(commonv1alpha1.ConditionSucceeded, ptr.To[int32](60))
+			tj.Status.CompletionTime = ptr.To(metav1.NewTime(t0.Add(-42 * time.Second)))
+			return tj
+		}(), want: t0.Add(18 * time.Second), wantOK: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

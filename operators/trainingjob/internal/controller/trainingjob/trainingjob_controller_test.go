@@ -90,7 +90,6 @@ func TestLifecycleCreatedRunningSucceeded(t *testing.T) {
 		got.Status.Job == nil || got.Status.Job.Name != "mnist-r1" || got.Status.Job.Kind != "PyTorchJob" {
 		t.Errorf("status after create: %+v", got.Status)
 	}
-	testenv.WaitForEvent(t, c, tj, "Created")
 
 	// Kubeflow starts the pods.
 	setJobStatus(t, c, job, func(s *kubeflowv1.JobStatus) {
@@ -553,7 +552,6 @@ func TestSettledJobsCostNoWrites(t *testing.T) {
 		return condStatus(tj, trainingv1alpha1.ConditionRunning) == metav1.ConditionTrue
 	})
 	succeed(t, c, done)
-	testenv.WaitForEvent(t, c, running, "Created")
 	testenv.WaitForEvent(t, c, done, "Succeeded")
 	// Let the reconciles triggered by our own writes run out.
 	settle(t, c, op, ns, running, done)

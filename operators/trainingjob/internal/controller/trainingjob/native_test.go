@@ -1,0 +1,586 @@
+package trainingjob
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+// native is a TrainingJob on the native backend.
+func native(tj *trainingv1alpha1.TrainingJob) *trainingv1alpha1.TrainingJob {
+	tj.Spec.Backend = trainingv1alpha1.BackendNative
+	return tj
+}
+
+func waitBatchJob(t *testing.T, c client.Client, ns, name string) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	testenv.Eventually(t, "Job "+name+" exists", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	return job
+}
+
+// setBatchStatus acts out the Job controller writing the Job's status.
+func setBatchStatus(t *testing.T, c client.Client, job *batchv1.Job, mutate func(*batchv1.JobStatus)) {
+	t.Helper()
+	testenv.Eventually(t, "update Job "+job.Name+" status", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		mutate(&job.Status)
+		err := c.Status().Update(ctx, job)
+		return err == nil, ignoreConflict(err)
+	})
+}
+
+func batchCond(s *batchv1.JobStatus, typ batchv1.JobConditionType, reason, message string, at metav1.Time) {
+	s.Conditions = append(s.Conditions, batchv1.JobCondition{Type: typ, Status: corev1.ConditionTrue, Reason: reason, Message: message, LastTransitionTime: at, LastProbeTime: at})
+}
+
+// runRanks acts out the Job controller and the kubelet starting every rank
+// of a Job: one running pod per completion index, then the Job's counts.
+func runRanks(t *testing.T, c client.Client, job *batchv1.Job) []*corev1.Pod {
+	t.Helper()
+	n := int(*job.Spec.Completions)
+	pods := make([]*corev1.Pod, 0, n)
+	for i := range n {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: job.Namespace, Name: fmt.Sprintf("%s-%d-abcde", job.Name, i),
+				Labels:          job.Spec.Template.Labels,
+				Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: fmt.Sprint(i)},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+			},
+			Spec: job.Spec.Template.Spec,
+		}
+		pod.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, i)
+		if err := c.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodRunning
+			s.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			s.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: "x", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		})
+		pods = append(pods, pod)
+	}
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		s.StartTime = ptr.To(metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second)))
+		s.Active = int32(n)
+		s.Ready = ptr.To(int32(n))
+	})
+	return pods
+}
+
+// completeJob acts out the Job controller recording success at a time in
+// the past, as after a delay before the operator noticed.
+func completeJob(t *testing.T, c client.Client, job *batchv1.Job, pods []*corev1.Pod, at metav1.Time) {
+	t.Helper()
+	for _, pod := range pods {
+		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodSucceeded
+			s.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			s.ContainerStatuses[0].Ready = false
+			s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: at}}
+		})
+	}
+	n := *job.Spec.Completions
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		s.Active, s.Ready, s.Succeeded = 0, ptr.To[int32](0), n
+		s.CompletedIndexes = fmt.Sprintf("0-%d", n-1)
+		if n == 1 {
+			s.CompletedIndexes = "0"
+		}
+		s.CompletionTime = &at
+		batchCond(s, batchv1.JobSuccessCriteriaMet, "CompletionsReached", "Reached expected number of succeeded pods", at)
+		batchCond(s, batchv1.JobComplete, "CompletionsReached", "Reached expected number of succeeded pods", at)
+	})
+}
+
+// failJobAfter acts out a pod failing and the Job controller failing the
+// Job for it (backoffLimit 0).
+func failBatchJob(t *testing.T, c client.Client, job *batchv1.Job) {
+	t.Helper()
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		s.Active, s.Ready, s.Failed = 0, ptr.To[int32](0), 1
+		s.FailedIndexes = nil
+		batchCond(s, batchv1.JobFailureTarget, "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
+		batchCond(s, batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
+	})
+}
+
+func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	clk := &clock{}
+	op := startOperator(t, func(r *Reconciler) { r.Now = clk.now })
+
+	tj := native(newTrainingJob(ns, "mnist", 2))
+	tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](600)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "mnist-r1")
+	if !metav1.IsControlledBy(job, tj) || *job.Spec.CompletionMode != batchv1.IndexedCompletion || *job.Spec.Completions != 2 || *job.Spec.BackoffLimit != 0 {
+		t.Errorf("Job: owners %v mode %v completions %d backoffLimit %d", job.OwnerReferences, *job.Spec.CompletionMode, *job.Spec.Completions, *job.Spec.BackoffLimit)
+	}
+	svc := &corev1.Service{}
+	testenv.Eventually(t, "the headless Service", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mnist-r1"}, svc)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !metav1.IsControlledBy(svc, job) && !ownedBy(svc, job) {
+		t.Errorf("Service clusterIP %q owners %v, want headless and owned by the Job", svc.Spec.ClusterIP, svc.OwnerReferences)
+	}
+	got := waitTJ(t, c, tj, "Created", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			trainingv1alpha1.ConditionCreated:   metav1.ConditionTrue,
+			trainingv1alpha1.ConditionFinished:  metav1.ConditionFalse,
+			commonv1alpha1.ConditionReconciling: metav1.ConditionTrue,
+		})
+	})
+	if got.Status.Backend != trainingv1alpha1.BackendNative || got.Status.Job == nil || got.Status.Job.Kind != "Job" || got.Status.Job.APIVersion != "batch/v1" {
+		t.Errorf("status after create: backend %q job %+v", got.Status.Backend, got.Status.Job)
+	}
+
+	pods := runRanks(t, c, job)
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{trainingv1alpha1.ConditionRunning: metav1.ConditionTrue, commonv1alpha1.ConditionReconciling: ""})
+	})
+	// The Job controller recorded the end 40 s before the operator could
+	// have seen it: status and the TTL take the Job's time.
+	end := metav1.NewTime(time.Now().Add(-40 * time.Second).Truncate(time.Second))
+	completeJob(t, c, job, pods, end)
+	got = waitTJ(t, c, tj, "Succeeded and Finished", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			commonv1alpha1.ConditionSucceeded:  metav1.ConditionTrue,
+			trainingv1alpha1.ConditionFinished: metav1.ConditionTrue,
+			commonv1alpha1.ConditionStalled:    "",
+		})
+	})
+	if got.Status.CompletionTime == nil || !got.Status.CompletionTime.Equal(&end) {
+		t.Errorf("completionTime %v, want the Job's %v", got.Status.CompletionTime, end)
+	}
+	if want := []trainingv1alpha1.RoleStatus{{Name: nativejob.RolePods, Succeeded: 2}}; len(got.Status.Roles) != 1 || got.Status.Roles[0] != want[0] {
+		t.Errorf("roles %+v, want %+v", got.Status.Roles, want)
+	}
+	testenv.WaitForEvent(t, c, tj, "Succeeded")
+	// Job and Service creates, three status patches, one event.
+	if w := op.nsWrites.in(ns); len(w) > 6 {
+		t.Errorf("a quiet native lifecycle cost %d writes, want at most 6: %v", len(w), w)
+	}
+
+	op.nsWrites.reset()
+	for range 20 {
+		if _, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := op.nsWrites.in(ns); len(w) != 0 {
+		t.Fatalf("20 reconciles of a settled native TrainingJob wrote %d times: %v", len(w), w)
+	}
+
+	// The TTL counts from the Job's completion time: 600 s after it, not
+	// after the operator noticed.
+	clk.advance(600*time.Second - time.Since(end.Time) + time.Second)
+	poke(t, c, tj)
+	waitGone(t, c, tj)
+}
+
+func ownedBy(obj client.Object, owner client.Object) bool {
+	for _, r := range obj.GetOwnerReferences() {
+		if r.UID == owner.GetUID() {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNativeUserErrorFailsWithoutANewRun(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := native(checkpointed(ns, "crash", 1, 3, 0))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "crash-r1")
+	pods := runRanks(t, c, job)
+	setPodStatus(t, c, pods[0], func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodFailed
+		s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "ValueError: bad learning rate", FinishedAt: metav1.Now()}}
+	})
+	failBatchJob(t, c, job)
+	got := waitTJ(t, c, tj, "Failed, Stalled and Finished", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{
+			commonv1alpha1.ConditionFailed:     metav1.ConditionTrue,
+			commonv1alpha1.ConditionStalled:    metav1.ConditionTrue,
+			trainingv1alpha1.ConditionFinished: metav1.ConditionTrue,
+		})
+	})
+	if f := got.Status.Failure; f == nil || f.Class != trainingv1alpha1.FailureClassUser || f.ExitCode != 1 || f.TerminationMessage != "ValueError: bad learning rate" {
+		t.Errorf("failure %+v", got.Status.Failure)
+	}
+	if got.Status.Run != 1 || got.Status.RestartCount != 0 {
+		t.Errorf("run %d restarts %d, want 1 0", got.Status.Run, got.Status.RestartCount)
+	}
+	err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crash-r2"}, &batchv1.Job{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("a user error started run 2: %v", err)
+	}
+	ev := testenv.WaitForEvent(t, c, tj, "Failed")
+	if ev.Type != corev1.EventTypeWarning {
+		t.Errorf("Failed event type %s", ev.Type)
+	}
+}
+
+func TestNativeDisruptionResumesFromTheCheckpointUntilMaxRestarts(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := native(checkpointed(ns, "resume", 1, 1, 0))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 2; run++ {
+		job := waitBatchJob(t, c, ns, fmt.Sprintf("resume-r%d", run))
+		spec := job.Spec.Template.Spec
+		if !mountsCheckpoint(spec, "resume-checkpoint") {
+			t.Errorf("run %d does not mount the checkpoint claim", run)
+		}
+		env := envOf(spec.Containers[0])
+		if env[trainingv1alpha1.EnvRun] != fmt.Sprint(run) || env[trainingv1alpha1.EnvRestartCount] != fmt.Sprint(run-1) || env[trainingv1alpha1.EnvResume] != fmt.Sprint(run > 1) {
+			t.Errorf("run %d checkpoint contract %v", run, env)
+		}
+		pods := runRanks(t, c, job)
+		disrupt(t, c, pods[0], corev1.PodReasonPreemptionByScheduler)
+		failBatchJob(t, c, job)
+	}
+	got := waitTJ(t, c, tj, "Failed after its one restart", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
+	})
+	if got.Status.RestartCount != 1 || len(got.Status.Runs) != 2 || got.Status.Runs[0].Class != trainingv1alpha1.FailureClassInfrastructure {
+		t.Errorf("restarts %d runs %+v", got.Status.RestartCount, got.Status.Runs)
+	}
+	if msg := conditions.Get(got, commonv1alpha1.ConditionFailed).Message; !strings.Contains(msg, "not restarted") {
+		t.Errorf("Failed message %q does not say why it was not restarted", msg)
+	}
+}
+
+func TestNativeSuspendAndResume(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := native(newTrainingJob(ns, "pause", 2))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "pause-r1")
+	runRanks(t, c, job)
+	setSuspend(t, c, tj, true)
+	testenv.Eventually(t, "the Job is suspended", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), job)
+		return err == nil && ptr.Deref(job.Spec.Suspend, false), err
+	})
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		s.Active, s.Ready = 0, ptr.To[int32](0)
+		batchCond(s, batchv1.JobSuspended, "JobSuspended", "Job suspended", metav1.Now())
+	})
+	waitTJ(t, c, tj, "Suspended", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{commonv1alpha1.ConditionSuspended: metav1.ConditionTrue, commonv1alpha1.ConditionReconciling: ""}) &&
+			tj.Status.Phase == trainingv1alpha1.PhaseSuspended
+	})
+	setSuspend(t, c, tj, false)
+	testenv.Eventually(t, "the Job resumes", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), job)
+		return err == nil && !ptr.Deref(job.Spec.Suspend, true), err
+	})
+	waitTJ(t, c, tj, "resuming", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, commonv1alpha1.ConditionSuspended) == metav1.ConditionFalse
+	})
+	if jobs := nativeJobsOf(t, c, tj); len(jobs) != 1 {
+		t.Errorf("jobs %v, want the one run's Job suspended in place", jobs)
+	}
+}
+
+func setSuspend(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob, suspend bool) {
+	t.Helper()
+	p := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspend))
+	if err := c.Patch(t.Context(), tj.DeepCopy(), p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nativeJobsOf(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) []string {
+	t.Helper()
+	list := &batchv1.JobList{}
+	if err := c.List(t.Context(), list, client.InNamespace(tj.Namespace), client.MatchingLabels{trainingv1alpha1.LabelJobName: tj.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, j := range list.Items {
+		names = append(names, j.Name)
+	}
+	return names
+}
+
+// TestNativeKueueAdmitsAndEvicts acts out Kueue's batch/Job integration:
+// it admits the Job by unsuspending it and injecting its flavor's node
+// selector and tolerations, and evicts it by suspending it again. The
+// operator keeps what Kueue owns.
+func TestNativeKueueAdmitsAndEvicts(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	tj := native(newTrainingJob(ns, "queued", 2))
+	tj.Spec.QueueName = "team-a"
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "queued-r1")
+	if !ptr.Deref(job.Spec.Suspend, false) || job.Labels[trainingv1alpha1.LabelKueueQueueName] != "team-a" {
+		t.Fatalf("queued Job suspend %v labels %v, want created suspended with the queue label", job.Spec.Suspend, job.Labels)
+	}
+	waitTJ(t, c, tj, "Queued", func(tj *trainingv1alpha1.TrainingJob) bool { return queuedStatus(tj, ReasonWaiting) })
+
+	kueueAdmit := func() {
+		testenv.Eventually(t, "Kueue admits the Job", func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+				return false, err
+			}
+			job.Spec.Suspend = ptr.To(false)
+			job.Spec.Template.Spec.NodeSelector = map[string]string{"cloud.example.com/flavor": "a100-spot"}
+			job.Spec.Template.Spec.Tolerations = append(job.Spec.Template.Spec.Tolerations, corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists})
+			err := c.Update(ctx, job)
+			return err == nil, ignoreConflict(err)
+		})
+	}
+	kueueAdmit()
+	waitTJ(t, c, tj, "Admitted", func(tj *trainingv1alpha1.TrainingJob) bool {
+		c := conditions.Get(tj, trainingv1alpha1.ConditionQueued)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == ReasonAdmitted
+	})
+	runRanks(t, c, job)
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
+	})
+	// Reconciles of the admitted job leave Kueue's changes alone.
+	for range 5 {
+		if _, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), job); err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(job.Spec.Suspend, true) || job.Spec.Template.Spec.NodeSelector["cloud.example.com/flavor"] != "a100-spot" || len(job.Spec.Template.Spec.Tolerations) == 0 {
+		t.Errorf("Kueue's admission was undone: suspend %v nodeSelector %v tolerations %v", job.Spec.Suspend, job.Spec.Template.Spec.NodeSelector, job.Spec.Template.Spec.Tolerations)
+	}
+
+	// Kueue evicts: it suspends the Job; the operator never unsuspends it.
+	testenv.Eventually(t, "Kueue evicts the Job", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err
+		}
+		job.Spec.Suspend = ptr.To(true)
+		err := c.Update(ctx, job)
+		return err == nil, ignoreConflict(err)
+	})
+	got := waitTJ(t, c, tj, "Queued again", func(tj *trainingv1alpha1.TrainingJob) bool { return queuedStatus(tj, ReasonEvicted) })
+	if got.Status.RestartCount != 0 || got.Status.Run != 1 {
+		t.Errorf("an eviction counted: run %d restarts %d", got.Status.Run, got.Status.RestartCount)
+	}
+	for range 5 {
+		if _, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), job); err != nil {
+		t.Fatal(err)
+	}
+	if !ptr.Deref(job.Spec.Suspend, false) {
+		t.Error("the operator unsuspended a Job that Kueue evicted")
+	}
+}
+
+func TestNativeOperatorRestartMidRunCreatesNoSecondJob(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	tj := native(newTrainingJob(ns, "steady", 2))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "steady-r1")
+	runRanks(t, c, job)
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
+	})
+	op.stop(t)
+	op2 := startOperator(t, nil)
+	for range 5 {
+		if _, err := op2.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobs := nativeJobsOf(t, c, tj); len(jobs) != 1 || jobs[0] != "steady-r1" {
+		t.Errorf("jobs after an operator restart %v, want only steady-r1", jobs)
+	}
+	if w := op2.nsWrites.in(ns); len(w) != 0 {
+		t.Errorf("a restarted operator wrote %d times for a running job: %v", len(w), w)
+	}
+}
+
+// TestNativeJobTheAPIRejectsStallsWithoutHotRetry: requests above limits
+// pass the TrainingJob's CRD but not the Job's validation.
+func TestNativeJobTheAPIRejectsStallsWithoutHotRetry(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	tj := native(newTrainingJob(ns, "greedy", 1))
+	tj.Spec.Resources = &commonv1alpha1.Resources{ResourceRequirements: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+	}}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTJ(t, c, tj, "Stalled with the API's message", func(tj *trainingv1alpha1.TrainingJob) bool {
+		c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonJobRejected
+	})
+	if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, "must be less than or equal to cpu limit") {
+		t.Errorf("Stalled message %q lacks the API's explanation", msg)
+	}
+	testenv.WaitForEvent(t, c, tj, ReasonJobRejected)
+	creates := func() int {
+		n := 0
+		for _, w := range op.nsWrites.in(ns) {
+			if w.Verb == "create" && w.Resource == "jobs" {
+				n++
+			}
+		}
+		return n
+	}
+	for range 10 {
+		if _, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := creates(); n != 1 {
+		t.Errorf("the rejected Job was sent %d times, want once until the spec changes", n)
+	}
+	// A change of the spec tries again.
+	p := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"runPolicy":{"ttlSecondsAfterFinished":60}}}`))
+	if err := c.Patch(t.Context(), tj.DeepCopy(), p); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "a second attempt after the spec changed", func(context.Context) (bool, error) { return creates() == 2, nil })
+}
+
+func TestKubeflowBackendWithoutItsCRDsStalls(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, func(r *Reconciler) {
+		// As NewReconciler registers them on a cluster without the
+		// Kubeflow CRDs.
+		backends, err := backendsWithoutKubeflow(r.Settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Backends = backends
+	})
+	tj := newTrainingJob(ns, "legacy", 1)
+	tj.Spec.Backend = trainingv1alpha1.BackendKubeflow
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTJ(t, c, tj, "Stalled: backend unavailable", func(tj *trainingv1alpha1.TrainingJob) bool {
+		c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonBackendUnavailable
+	})
+	if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, "not installed") {
+		t.Errorf("message %q", msg)
+	}
+	// A native job next to it runs.
+	other := native(newTrainingJob(ns, "fresh", 1))
+	if err := c.Create(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	waitBatchJob(t, c, ns, "fresh-r1")
+}
+
+func TestBackendAdmission(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	ps := native(newTrainingJob(ns, "ps", 2))
+	ps.Spec.Framework = trainingv1alpha1.FrameworkTensorFlow
+	ps.Spec.ParameterServers = ptr.To[int32](1)
+	paddle := native(newTrainingJob(ns, "paddle", 2))
+	paddle.Spec.Framework = trainingv1alpha1.FrameworkPaddle
+	for _, tj := range []*trainingv1alpha1.TrainingJob{ps, paddle} {
+		err := c.Create(t.Context(), tj)
+		if err == nil || !strings.Contains(err.Error(), "use backend: kubeflow") {
+			t.Errorf("%s: %v, want a rejection saying to use backend: kubeflow", tj.Name, err)
+		}
+	}
+	// The same jobs on kubeflow are accepted.
+	ps.Spec.Backend = trainingv1alpha1.BackendKubeflow
+	if err := c.Create(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	for name, patch := range map[string]string{
+		"changed": `{"spec":{"backend":"native"}}`,
+		"removed": `{"spec":{"backend":null}}`,
+	} {
+		err := c.Patch(t.Context(), ps.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+		if err == nil || !strings.Contains(err.Error(), "backend is immutable") {
+			t.Errorf("backend %s: %v, want it refused as immutable", name, err)
+		}
+	}
+	unset := newTrainingJob(ns, "unset", 1)
+	if err := c.Create(t.Context(), unset); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Patch(t.Context(), unset.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"backend":"native"}}`)))
+	if err == nil || !strings.Contains(err.Error(), "backend is immutable") {
+		t.Errorf("setting backend later: %v, want it refused as immutable", err)
+	}
+}
+
+// backendsWithoutKubeflow registers the backends as NewReconciler does on
+// a cluster without the Kubeflow CRDs.
+func backendsWithoutKubeflow(s backend.Settings) (*backend.Registry, error) {
+	return backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(s),
+		kubeflowjob.NewBackend(s, kubeflowMissing(&kubeflowv1.PyTorchJob{})))
+}
