@@ -56,8 +56,8 @@ func managerFlags(t *testing.T, container corev1.Container) manager.Config {
 }
 
 func TestLogLevelStaysBelowClientGoDumps(t *testing.T) {
-	accepted := []any{"error", "info", "debug", 1, logging.MaxLevel}
-	refused := []any{logging.MaxLevel + 1, 8, 10, "8", "trace", 0, -1}
+	accepted := []any{"error", "info", "debug", 1, logging.MaxLevel, "2"}
+	refused := []any{logging.MaxLevel + 1, 8, 10, "8", "6", "0", "trace", 0, -1}
 	for _, operator := range Operators {
 		for _, level := range accepted {
 			t.Run(fmt.Sprintf("%s accepts %v", operator, level), func(t *testing.T) {
