@@ -112,3 +112,26 @@ func TestIsFinished(t *testing.T) {
 		t.Fatal("removing Failed makes it unfinished")
 	}
 }
+
+func TestEventTypeIsNormalOnlyForOrdinaryWaits(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		waits  []string
+		want   string
+	}{
+		"progressing":              {reason: commonv1alpha1.ReasonProgressing, want: "Normal"},
+		"dependency not ready":     {reason: commonv1alpha1.ReasonDependencyNotReady, want: "Normal"},
+		"the kind's own wait":      {reason: "WaitingForServer", waits: []string{"WaitingForServer"}, want: "Normal"},
+		"dependency not found":     {reason: commonv1alpha1.ReasonDependencyNotFound, want: "Warning"},
+		"invalid spec":             {reason: commonv1alpha1.ReasonInvalidSpec, want: "Warning"},
+		"another kind's wait only": {reason: "WaitingForServer", want: "Warning"},
+		"empty":                    {reason: "", want: "Warning"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := EventType(tc.reason, tc.waits...); got != tc.want {
+				t.Errorf("EventType(%q, %q) = %s, want %s", tc.reason, tc.waits, got, tc.want)
+			}
+		})
+	}
+}

@@ -21,7 +21,7 @@ func (r *Reconciler) emit(fs *featuresv1alpha1.FeatureStore, s *scope, before []
 		if c == nil || c.Status == metav1.ConditionTrue || !conditionChanged(before, fs.Status.Conditions, t) {
 			continue
 		}
-		r.Recorder.Event(fs, corev1.EventTypeWarning, c.Reason, c.Message)
+		r.Recorder.Event(fs, conditions.EventType(c.Reason, featuresv1alpha1.ReasonWaitingForServer), c.Reason, c.Message)
 	}
 	if conditions.IsTrue(fs, commonv1alpha1.ConditionReady) && conditionChanged(before, fs.Status.Conditions, commonv1alpha1.ConditionReady) {
 		r.Recorder.Event(fs, corev1.EventTypeNormal, "Ready", conditions.Get(fs, commonv1alpha1.ConditionReady).Message)

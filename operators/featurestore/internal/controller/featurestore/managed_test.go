@@ -35,6 +35,11 @@ func TestManagedModeCreatesRestrictedServers(t *testing.T) {
 	if !conditions.IsTrue(got, commonv1alpha1.ConditionReconciling) {
 		t.Errorf("a store waiting for its servers must be Reconciling: %+v", got.Status.Conditions)
 	}
+	// Waiting for a new server is what every managed store goes through:
+	// a Normal event, not a Warning that alerts would count.
+	if ev := testenv.WaitForEvent(t, c, fs, featuresv1alpha1.ReasonWaitingForServer); ev.Type != corev1.EventTypeNormal {
+		t.Errorf("event %s is %s, want Normal", ev.Reason, ev.Type)
+	}
 	recordPasswords(t, c, ns)
 	for _, name := range []string{"managed-postgres", "managed-redis"} {
 		var sts appsv1.StatefulSet

@@ -96,5 +96,5 @@ func (r *Reconciler) emit(b *featuresv1alpha1.FeatureStoreBackend, before []meta
 		r.Recorder.Event(b, corev1.EventTypeNormal, "Ready", ready.Message)
 		return
 	}
-	r.Recorder.Event(b, corev1.EventTypeWarning, ready.Reason, ready.Message)
+	r.Recorder.Event(b, conditions.EventType(ready.Reason), ready.Reason, ready.Message)
 }

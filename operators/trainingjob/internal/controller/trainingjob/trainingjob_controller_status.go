@@ -565,7 +565,7 @@ func transitionEvents(before, after []metav1.Condition) []event {
 		return a
 	}
 	if c := became(trainingv1alpha1.ConditionFeatureStoresReady, metav1.ConditionFalse); c != nil {
-		out = append(out, event{corev1.EventTypeWarning, "WaitingForFeatureStores", c.Message})
+		out = append(out, event{conditions.EventType(c.Reason), "WaitingForFeatureStores", c.Message})
 	}
 	// A failed job is Stalled too; its Failed event says it once.
 	if c := became(commonv1alpha1.ConditionStalled, metav1.ConditionTrue); c != nil && became(commonv1alpha1.ConditionFailed, metav1.ConditionTrue) == nil {

@@ -405,6 +405,10 @@ func TestTransitionEvents(t *testing.T) {
 			after: []metav1.Condition{c("FeatureStoresReady", "False"), {Type: "Stalled", Status: "True", Reason: "InvalidSpec"}},
 			want:  []string{"Warning/WaitingForFeatureStores", "Warning/InvalidSpec"},
 		},
+		"waiting for stores that are only not ready yet": {
+			after: []metav1.Condition{{Type: "FeatureStoresReady", Status: "False", Reason: "DependencyNotReady"}},
+			want:  []string{"Normal/WaitingForFeatureStores"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
