@@ -13,11 +13,17 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
-// scripts are the Argo CD health checks, one per kind, named
-// <group>_<Kind>.lua as Argo CD names the resource customization keys.
+// scripts are the Argo CD health checks: common.lua, the part every kind
+// shares (observed generation, conditions by type, deletion), and one file
+// per kind with its own rules, named <group>_<Kind>.lua as Argo CD names the
+// resource customization keys. Argo CD runs one script per kind, so each
+// check it gets is common.lua followed by the kind's file.
 //
 //go:embed argocd/*.lua
 var scripts embed.FS
+
+// commonScript is the file every kind's check starts with.
+const commonScript = "common.lua"
 
 // Argo CD health statuses (argoproj/gitops-engine pkg/health).
 const (
@@ -40,13 +46,20 @@ func ArgoCDScripts() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	common, err := scripts.ReadFile(path.Join("argocd", commonScript))
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]string{}
 	for _, e := range entries {
+		if e.Name() == commonScript {
+			continue
+		}
 		b, err := scripts.ReadFile(path.Join("argocd", e.Name()))
 		if err != nil {
 			return nil, err
 		}
-		out[strings.TrimSuffix(e.Name(), ".lua")] = string(b)
+		out[strings.TrimSuffix(e.Name(), ".lua")] = string(common) + string(b)
 	}
 	return out, nil
 }
