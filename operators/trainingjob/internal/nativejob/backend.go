@@ -155,11 +155,15 @@ func (*Backend) Observe(child client.Object) backend.RunState {
 	}
 	out := backend.RunState{SpecSuspended: ptr.Deref(job.Spec.Suspend, false), StartTime: job.Status.StartTime.DeepCopy()}
 	out.Suspended = condition(job, batchv1.JobSuspended)
-	out.Succeeded = firstOf(condition(job, batchv1.JobComplete), condition(job, batchv1.JobSuccessCriteriaMet))
-	out.Failed = firstOf(condition(job, batchv1.JobFailed), condition(job, batchv1.JobFailureTarget))
-	if out.Succeeded != nil && job.Status.CompletionTime != nil {
-		out.Succeeded.Time = *job.Status.CompletionTime
-	}
+	// The Job controller records its decision (SuccessCriteriaMet,
+	// FailureTarget) first and the terminal condition (Complete, with
+	// completionTime, or Failed) once the pods are gone. The decision's
+	// time is the end of the training, and reading it first gives the same
+	// time whichever of the two status writes the operator happens to see
+	// first; a Job of a cluster that writes only the terminal condition
+	// gives that one's time, which then equals completionTime.
+	out.Succeeded = firstOf(condition(job, batchv1.JobSuccessCriteriaMet), condition(job, batchv1.JobComplete))
+	out.Failed = firstOf(condition(job, batchv1.JobFailureTarget), condition(job, batchv1.JobFailed))
 	if out.Finished() {
 		out.Roles = []trainingv1alpha1.RoleStatus{{Name: RolePods, Active: job.Status.Active, Succeeded: job.Status.Succeeded, Failed: job.Status.Failed}}
 		return out

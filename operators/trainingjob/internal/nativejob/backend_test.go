@@ -167,14 +167,29 @@ func TestObserve(t *testing.T) {
 			job:  job(2, true, 0, batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: "JobSuspended"}}}),
 			want: backend.RunState{SpecSuspended: true, Suspended: &backend.Transition{Reason: "JobSuspended"}},
 		},
-		// The completion time the Job recorded is the terminal time, not
-		// when the operator happened to look.
+		// The time the Job recorded is the terminal time, not when the
+		// operator happened to look: the decision's (SuccessCriteriaMet),
+		// which the Job controller writes before Complete and completionTime.
 		"complete": {
-			job: job(2, false, 0, batchv1.JobStatus{Succeeded: 2, CompletionTime: &done, Conditions: []batchv1.JobCondition{
+			job: job(2, false, 0, batchv1.JobStatus{Succeeded: 2, CompletionTime: &later, Conditions: []batchv1.JobCondition{
 				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: done},
 				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: later},
 			}}),
 			want: backend.RunState{Succeeded: &backend.Transition{Time: done}, Roles: []trainingv1alpha1.RoleStatus{{Name: RolePods, Succeeded: 2}}},
+		},
+		// Seen before and after the Job is Complete, the run ended at the
+		// same time: when the Job controller decided it.
+		"success decided, pods not yet gone": {
+			job: job(2, false, 0, batchv1.JobStatus{Succeeded: 2, Conditions: []batchv1.JobCondition{
+				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: done},
+			}}),
+			want: backend.RunState{Succeeded: &backend.Transition{Time: done}, Roles: []trainingv1alpha1.RoleStatus{{Name: RolePods, Succeeded: 2}}},
+		},
+		"complete on a cluster without SuccessCriteriaMet": {
+			job: job(2, false, 0, batchv1.JobStatus{Succeeded: 2, CompletionTime: &later, Conditions: []batchv1.JobCondition{
+				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: later},
+			}}),
+			want: backend.RunState{Succeeded: &backend.Transition{Time: later}, Roles: []trainingv1alpha1.RoleStatus{{Name: RolePods, Succeeded: 2}}},
 		},
 		"failure target before the pods are gone": {
 			job: job(2, false, 1, batchv1.JobStatus{Active: 1, Failed: 1, Conditions: []batchv1.JobCondition{
