@@ -1,0 +1,58 @@
+package notebooks
+
+// kernelClient is a Jupyter client in Python, run in the platform's Jupyter
+// image (tornado comes with the server): it starts a kernel through the
+// REST API of $NB_URL with $JUPYTER_TOKEN, sends $CODE over the kernel's
+// websocket and prints the kernel's output. It exits 0 when the cell ran
+// without error. With HOLD=1 it does not wait for the cell: once the kernel
+// reports busy it prints BUSY and keeps the connection open, so that the
+// kernel stays busy for as long as the cell runs.
+const kernelClient = `
+import asyncio, json, os, sys, urllib.request, uuid
+from tornado import httpclient, websocket
+
+base = os.environ["NB_URL"].rstrip("/") + "/"
+headers = {"Authorization": "token " + os.environ["JUPYTER_TOKEN"], "Content-Type": "application/json"}
+hold = os.environ.get("HOLD") == "1"
+
+def api(method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(req, timeout=60) as res:
+        return json.loads(res.read() or b"null")
+
+async def main():
+    kernel = api("POST", "api/kernels", {})["id"]
+    session = uuid.uuid4().hex
+    url = base.replace("http", "ws", 1) + "api/kernels/%s/channels?session_id=%s" % (kernel, session)
+    conn = await websocket.websocket_connect(httpclient.HTTPRequest(url, headers=headers, request_timeout=120))
+    msg_id = uuid.uuid4().hex
+    await conn.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "username": "e2e", "session": session,
+                   "msg_type": "execute_request", "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": os.environ["CODE"], "silent": False, "store_history": False,
+                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+    }))
+    while True:
+        raw = await conn.read_message()
+        if raw is None:
+            sys.exit("the server closed the kernel's websocket")
+        if not isinstance(raw, str):
+            continue
+        msg = json.loads(raw)
+        if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            sys.stdout.write(content["text"])
+        elif kind == "error":
+            print("ERROR %s: %s" % (content["ename"], content["evalue"]))
+        elif kind == "status" and hold and content["execution_state"] == "busy":
+            print("BUSY", flush=True)
+            await asyncio.sleep(24 * 3600)
+        elif kind == "execute_reply":
+            sys.exit(0 if content["status"] == "ok" else 1)
+
+asyncio.run(main())
+`
