@@ -28,7 +28,10 @@ status=0
 for pkg in "${packages[@]}"; do
   start=$SECONDS
   rc=0
-  go test -json -count=1 -p 1 -timeout "$timeout" -v "$pkg" | tee -a "$artifacts/test.json" |
+  # The uninstall suite removes the platform: it runs only when asked.
+  uninstall=0
+  [[ $pkg != ./uninstall/ ]] || uninstall=1
+  ML_PLATFORM_E2E_UNINSTALL=$uninstall go test -json -count=1 -p 1 -timeout "$timeout" -v "$pkg" | tee -a "$artifacts/test.json" |
     "$artifacts/.junit" "$artifacts/.suite.xml" || rc=$?
   printf '%-16s %5d s  %s\n' "${pkg#./}" $((SECONDS - start)) "$([[ $rc == 0 ]] && echo pass || echo FAIL)" |
     tee -a "$artifacts/suite-times.txt"
