@@ -44,7 +44,7 @@ async def main():
     for i, code in enumerate(cells):
         msg_id = await execute(conn, session, code)
         last = i == len(cells) - 1
-        reply = None
+        reply, idle = None, False
         while True:
             raw = await conn.read_message()
             if raw is None:
@@ -63,9 +63,11 @@ async def main():
                 await until_server_busy(kernel)
             elif kind == "execute_reply":
                 reply = content["status"]
-            # The reply (shell) can come before the output (iopub): the
-            # cell is done once the kernel went idle after it.
-            if reply is not None and kind == "status" and content["execution_state"] == "idle":
+            if kind == "status" and content["execution_state"] == "idle":
+                idle = True
+            # The reply (shell) and the kernel's idle status (iopub, after
+            # all output) come in either order: the cell is done with both.
+            if reply is not None and idle:
                 break
         if reply != "ok":
             sys.exit(1)
