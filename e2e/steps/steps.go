@@ -1,0 +1,213 @@
+// Package steps holds the reusable steps of the platform's e2e suites
+// (notebooks, featurestores, training, uninstall): a client for the
+// platform's kinds, a throw-away namespace that saves its state when the
+// test fails, waits on kstatus conditions, and one-shot client pods that run
+// a script in one of the platform's images. Every step skips the test
+// unless ML_PLATFORM_E2E=1 (cluster.Client), so make test stays
+// cluster-free.
+package steps
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/e2e/cluster"
+)
+
+// Poll is how often the steps look at the cluster. The waits' timeouts are
+// bounds, not expectations: the build machines have two shared cores.
+const Poll = 2 * time.Second
+
+// ArtifactsEnv names the directory where a failed test saves the state of
+// its namespace (make e2e sets it under $E2E_ARTIFACTS).
+const ArtifactsEnv = "ML_PLATFORM_E2E_ARTIFACTS"
+
+// Env is what a suite's test talks to.
+type Env struct {
+	CS kubernetes.Interface
+	C  client.Client
+}
+
+// Scheme knows the built-in kinds and every kind of the platform.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, notebooksv1alpha1.AddToScheme,
+		featuresv1alpha1.AddToScheme, trainingv1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Connect returns the Env of the cluster under test, or skips the test
+// without ML_PLATFORM_E2E=1.
+func Connect(t testing.TB) *Env {
+	t.Helper()
+	cs := cluster.Client(t)
+	cfg, err := cluster.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{CS: cs, C: c}
+}
+
+// Image is the reference hack/images/build.sh gives the Debian image NAME
+// of images/ (its tag is images/NAME/tag); suites run in e2e/SUITE.
+func Image(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "images", name, "tag"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "localhost/ml-platform/" + name + ":" + strings.TrimSpace(string(b))
+}
+
+// Namespace creates a namespace that enforces the restricted Pod Security
+// Standard, as the platform's users' namespaces do. When the test fails,
+// its state is logged and saved under $ML_PLATFORM_E2E_ARTIFACTS before the
+// namespace is deleted.
+func (e *Env) Namespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: prefix + "-",
+		Labels: map[string]string{
+			"app.kubernetes.io/part-of":          "ml-platform-e2e",
+			"pod-security.kubernetes.io/enforce": "restricted",
+		},
+	}}
+	created, err := e.CS.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.SaveNamespace(t, created.Name)
+		}
+		err := e.CS.CoreV1().Namespaces().Delete(context.Background(), created.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", created.Name, err)
+		}
+	})
+	return created.Name
+}
+
+// SaveNamespace logs a namespace's pods and events (the test output is in
+// the JUnit report) and writes them, with the platform's objects as YAML,
+// to $ML_PLATFORM_E2E_ARTIFACTS/TEST/NAMESPACE. Secrets are never saved.
+func (e *Env) SaveNamespace(t *testing.T, ns string) {
+	t.Helper()
+	cluster.DumpNamespace(t, e.CS, ns)
+	root := os.Getenv(ArtifactsEnv)
+	if root == "" {
+		return
+	}
+	dir := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"), ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("artifacts: %v", err)
+		return
+	}
+	ctx := context.Background()
+	lists := map[string]client.ObjectList{
+		"notebooks": &notebooksv1alpha1.NotebookList{}, "featurestores": &featuresv1alpha1.FeatureStoreList{},
+		"trainingjobs": &trainingv1alpha1.TrainingJobList{}, "pods": &corev1.PodList{},
+		"events": &corev1.EventList{}, "pvcs": &corev1.PersistentVolumeClaimList{},
+	}
+	for name, list := range lists {
+		if err := e.C.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Logf("artifacts: list %s: %v", name, err)
+			continue
+		}
+		b, err := yaml.Marshal(list)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".yaml"), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("artifacts: %s: %v", name, err)
+		}
+	}
+	var pods corev1.PodList
+	if err := e.C.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+		for _, p := range pods.Items {
+			_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), []byte(cluster.PodLogs(e.CS, ns, p.Name)), 0o644)
+		}
+	}
+	t.Logf("artifacts of namespace %s saved in %s", ns, dir)
+}
+
+// Conditioned is a platform object with kstatus conditions.
+type Conditioned interface {
+	client.Object
+	GetConditions() []metav1.Condition
+}
+
+// WaitCondition waits until obj (re-read by its key) has condition typ with
+// status; it fails at once when the object reports failed (a condition
+// type, e.g. Stalled or Failed, True), with the object's conditions.
+func (e *Env) WaitCondition(t *testing.T, obj Conditioned, typ string, status metav1.ConditionStatus, failed string, timeout time.Duration) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	err := wait.PollUntilContextTimeout(t.Context(), Poll, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := e.C.Get(ctx, key, obj); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if failed != "" && meta.IsStatusConditionTrue(obj.GetConditions(), failed) {
+			return false, fmt.Errorf("%s is %s", failed, meta.FindStatusCondition(obj.GetConditions(), failed).Message)
+		}
+		c := meta.FindStatusCondition(obj.GetConditions(), typ)
+		return c != nil && c.Status == status && c.ObservedGeneration == obj.GetGeneration(), nil
+	})
+	if err != nil {
+		t.Fatalf("%T %s: waiting for %s=%s: %v; conditions %+v", obj, key, typ, status, err, obj.GetConditions())
+	}
+}
+
+// Until polls cond until it holds, failing the test with what after timeout.
+func Until(t *testing.T, what string, timeout time.Duration, cond wait.ConditionWithContextFunc) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), Poll, timeout, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// Gone waits until obj no longer exists.
+func (e *Env) Gone(t *testing.T, obj client.Object, timeout time.Duration) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	Until(t, fmt.Sprintf("%T %s to be gone", obj, key), timeout, func(ctx context.Context) (bool, error) {
+		err := e.C.Get(ctx, key, obj)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
