@@ -38,7 +38,7 @@ func backends() []string {
 	if v := os.Getenv(BackendsEnv); v != "" {
 		return strings.Split(v, ",")
 	}
-	return []string{"kubeflow"}
+	return []string{"native"}
 }
 
 // forEachBackend runs test once per backend, in its own namespace.
