@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -266,3 +269,18 @@ func parsePath(path string) (resource, namespace, name string) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// WaitQuiet waits until the view has counted no new write for window: the
+// operator has finished reacting to what the test did so far, so writes
+// counted afterwards belong to the test's next step. A cache that caught up
+// is not enough: a reconcile already queued may still write.
+func (v *WriteView) WaitQuiet(t testing.TB, window time.Duration) {
+	t.Helper()
+	last, since := v.Total(), time.Now()
+	Eventually(t, fmt.Sprintf("no operator write for %s", window), func(context.Context) (bool, error) {
+		if n := v.Total(); n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= window, nil
+	})
+}

@@ -784,6 +784,7 @@ func settle(t *testing.T, c client.Client, op *operator, nb *notebooksv1alpha1.N
 		got, err := getNotebook(ctx, op.reconciler.Client, nb)
 		return err == nil && cached.ResourceVersion == sts.ResourceVersion && isReady(got), err
 	})
+	op.writesIn(nb.Namespace).WaitQuiet(t, time.Second)
 }
 
 func TestCullingMetrics(t *testing.T) {

@@ -213,14 +213,7 @@ func settle(t *testing.T, c client.Client, op *operator, ns string, objs ...clie
 			return cached.GetResourceVersion() == live.GetResourceVersion(), nil
 		})
 	}
-	view := op.Writes.Namespace(ns)
-	last, since := view.Total(), time.Now()
-	testenv.Eventually(t, "the operator stops writing into "+ns, func(context.Context) (bool, error) {
-		if n := view.Total(); n != last {
-			last, since = n, time.Now()
-		}
-		return time.Since(since) >= time.Second, nil
-	})
+	op.Writes.Namespace(ns).WaitQuiet(t, time.Second)
 }
 
 func (op *operator) stop(t *testing.T) {
