@@ -8,6 +8,7 @@ import (
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/health"
+	"github.com/ml-platform/ml-platform/shared/health/healthtest"
 )
 
 // TestHealthOfEveryState feeds computeStatus every outcome a store can
@@ -38,20 +39,7 @@ func TestHealthOfEveryState(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "sales", Namespace: "team-a", Generation: 2},
 			}
 			computeStatus(fs, tc.obs)
-			ks, err := health.Kstatus(fs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ks.Status != tc.kstatus {
-				t.Errorf("kstatus %s (%s), want %s", ks.Status, ks.Message, tc.kstatus)
-			}
-			argo, err := health.ArgoCD(fs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if argo.Status != tc.argo {
-				t.Errorf("Argo CD %s (%s), want %s", argo.Status, argo.Message, tc.argo)
-			}
+			healthtest.Expect(t, fs, tc.kstatus, tc.argo)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/health"
+	"github.com/ml-platform/ml-platform/shared/health/healthtest"
 )
 
 // TestHealthOfEveryState feeds the status functions every outcome of the
@@ -40,20 +41,7 @@ func TestHealthOfEveryState(t *testing.T) {
 				b.DeletionTimestamp = &now
 				computeDeletionStatus(b, users{stores: []string{"team-a/sales"}})
 			}
-			ks, err := health.Kstatus(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ks.Status != tc.kstatus {
-				t.Errorf("kstatus %s (%s), want %s", ks.Status, ks.Message, tc.kstatus)
-			}
-			argo, err := health.ArgoCD(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if argo.Status != tc.argo {
-				t.Errorf("Argo CD %s (%s), want %s", argo.Status, argo.Message, tc.argo)
-			}
+			healthtest.Expect(t, b, tc.kstatus, tc.argo)
 		})
 	}
 }
