@@ -70,6 +70,11 @@ type Runner[T Object] struct {
 	// NoTransitionEvents turns transition events off, for controllers that
 	// record their own.
 	NoTransitionEvents bool
+	// AfterWrite, when set, runs after a successful write (or when nothing
+	// needed writing) and after the transition events, with the object as
+	// the reconcile read it; statusWritten says whether status changed.
+	// It is where a controller records metrics of what it persisted.
+	AfterWrite func(before, after T, statusWritten bool)
 }
 
 // Run runs every phase in order on obj, then writes obj's metadata and
@@ -78,12 +83,21 @@ type Runner[T Object] struct {
 // the later ones (their effects are independent); the errors are joined and
 // returned without a RequeueAfter, which controller-runtime would ignore.
 func (r *Runner[T]) Run(ctx context.Context, obj T) (ctrl.Result, error) {
+	return r.RunPhases(ctx, obj, r.Phases)
+}
+
+// RunPhases is Run with the phases given, for controllers whose phases
+// share what one reconcile learned (closures over a per-reconcile scope).
+func (r *Runner[T]) RunPhases(ctx context.Context, obj T, phases []Phase[T]) (ctrl.Result, error) {
 	h, err := patch.NewHelper(obj, r.Client, r.APIReader)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	before := append([]metav1.Condition(nil), obj.GetConditions()...)
-	res, phaseErr := r.runPhases(ctx, obj)
+	before, ok := obj.DeepCopyObject().(T)
+	if !ok {
+		return ctrl.Result{}, fmt.Errorf("phase: %T copies to another type", obj)
+	}
+	res, phaseErr := r.runPhases(ctx, obj, phases)
 	if r.ObservedGeneration != nil {
 		*r.ObservedGeneration(obj) = obj.GetGeneration()
 	}
@@ -96,7 +110,10 @@ func (r *Runner[T]) Run(ctx context.Context, obj T) (ctrl.Result, error) {
 		return ctrl.Result{}, errors.Join(phaseErr, err)
 	}
 	if written.StatusPatched {
-		r.recordEvents(obj, before)
+		r.recordEvents(obj, before.GetConditions())
+	}
+	if r.AfterWrite != nil {
+		r.AfterWrite(before, obj, written.StatusPatched)
 	}
 	if phaseErr != nil {
 		return ctrl.Result{}, phaseErr
@@ -104,7 +121,7 @@ func (r *Runner[T]) Run(ctx context.Context, obj T) (ctrl.Result, error) {
 	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
 }
 
-func (r *Runner[T]) runPhases(ctx context.Context, obj T) (Result, error) {
+func (r *Runner[T]) runPhases(ctx context.Context, obj T, phases []Phase[T]) (Result, error) {
 	var (
 		res  ctrl.Result
 		errs []error
@@ -113,7 +130,7 @@ func (r *Runner[T]) runPhases(ctx context.Context, obj T) (Result, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	for _, p := range r.Phases {
+	for _, p := range phases {
 		start := clk.Now()
 		pr, err := p.Run(ctx, obj)
 		if r.Metrics != nil {

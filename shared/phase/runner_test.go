@@ -3,6 +3,7 @@ package phase
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -360,5 +361,34 @@ func TestTransitionsRule(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("event %d = %v, want %v", i, got[i], want[i])
 		}
+	}
+}
+
+func TestAfterWriteSeesBeforeAndAfter(t *testing.T) {
+	f := newFixture(t)
+	r := f.runner(t, Phase[W]{Name: "ready", Run: ready})
+	var calls []string
+	r.AfterWrite = func(before, after W, statusWritten bool) {
+		calls = append(calls, fmt.Sprintf("%v->%v written=%v",
+			conditions.IsTrue(before, commonv1alpha1.ConditionReady), conditions.IsTrue(after, commonv1alpha1.ConditionReady), statusWritten))
+	}
+	for range 2 {
+		w := f.get(t)
+		if _, err := r.RunPhases(context.Background(), w, []Phase[W]{{Name: "ready", Run: ready}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"false->true written=true", "true->true written=false"}
+	if strings.Join(calls, "|") != strings.Join(want, "|") {
+		t.Errorf("AfterWrite calls = %v, want %v", calls, want)
+	}
+	f.failStatus = true
+	w := f.get(t)
+	r.Phases = []Phase[W]{{Name: "echo", Run: echo}}
+	if _, err := r.Run(context.Background(), w); err == nil {
+		t.Fatal("want the injected status write error")
+	}
+	if len(calls) != 2 {
+		t.Errorf("AfterWrite ran although the write failed: %v", calls)
 	}
 }
