@@ -22,11 +22,11 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/lifecycle"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/apireject"
 	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/featureref"
-	"github.com/ml-platform/ml-platform/shared/requeue"
 )
 
 // scope is what one reconcile learned and decided, phase by phase.
@@ -402,126 +402,27 @@ func ptrValue(p *int32) int32 {
 	return *p
 }
 
-// decisionKeys are the StatefulSet annotations that record decisions.
-var decisionKeys = []string{
-	render.AnnotationStartedAt, render.AnnotationCulled, render.AnnotationCulledAt,
-	render.AnnotationRestartHandled, render.AnnotationForceUpdateHandled,
-}
-
 // decideLifecycle decides how many replicas run and records why on the
-// StatefulSet: start, suspend, cull, restart after a cull.
+// StatefulSet (package lifecycle).
 func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, error) {
-	nb := s.nb
-	restartReq := nb.Annotations[notebooksv1alpha1.AnnotationRestart]
-	forceReq := nb.Annotations[notebooksv1alpha1.AnnotationForceUpdate]
-	ann := map[string]string{}
-	if s.sts == nil {
-		// Requests made before the Notebook first ran are not pending.
-		ann[render.AnnotationRestartHandled] = restartReq
-		ann[render.AnnotationForceUpdateHandled] = forceReq
-	} else {
-		for _, k := range decisionKeys {
-			if v, ok := s.sts.Annotations[k]; ok {
-				ann[k] = v
-			}
-		}
+	in := lifecycle.Input{
+		Now: s.now, Policy: s.policy, Suspend: s.nb.Spec.Suspend,
+		RestartRequest: s.nb.Annotations[notebooksv1alpha1.AnnotationRestart],
+		ForceRequest:   s.nb.Annotations[notebooksv1alpha1.AnnotationForceUpdate],
+		Exists:         s.sts != nil, WasStopped: true, Running: s.running, Probe: s.probe,
 	}
-	wasStopped := s.sts == nil || ptrValue(s.sts.Spec.Replicas) == 0
-
-	if ann[render.AnnotationCulled] != "" && restartReq != "" && restartReq != ann[render.AnnotationRestartHandled] {
-		s.restarted = true
-		s.wasCulledFor = culledFor(ann, s.now)
-		delete(ann, render.AnnotationCulled)
-		delete(ann, render.AnnotationCulledAt)
-		ann[render.AnnotationRestartHandled] = restartReq
+	if s.sts != nil {
+		in.Recorded, in.WasStopped = s.sts.Annotations, ptrValue(s.sts.Spec.Replicas) == 0
+		in.TemplateChanged = s.sts.Annotations[render.AnnotationTemplateHash] != render.Hash(render.PodTemplate(s.input))
 	}
-	if nb.Spec.Suspend && ann[render.AnnotationCulled] != "" {
-		// Suspending supersedes a cull: resuming is itself the user's
-		// request to run again.
-		s.wasCulledFor = culledFor(ann, s.now)
-		delete(ann, render.AnnotationCulled)
-		delete(ann, render.AnnotationCulledAt)
+	if s.nb.Status.CullDeadline != nil {
+		in.Warned = s.nb.Status.CullDeadline.Time
 	}
-	s.culled = ann[render.AnnotationCulled]
-
-	s.replicas = 1
-	if nb.Spec.Suspend || s.culled != "" {
-		s.replicas = 0
-	}
-	if s.replicas == 1 && wasStopped {
-		ann[render.AnnotationStartedAt] = s.now.UTC().Format(time.RFC3339)
-	}
-
-	var res ctrl.Result
-	if s.replicas == 1 && !wasStopped && s.policy.Active() {
-		startedAt, _ := time.Parse(time.RFC3339, ann[render.AnnotationStartedAt])
-		activity := culling.Activity{}
-		if s.probe != nil && s.probe.OK() {
-			activity = culling.Activity{OK: true, Last: s.probe.LastActivity, Busy: s.probe.Busy}
-		}
-		var warned time.Time
-		if nb.Status.CullDeadline != nil {
-			warned = nb.Status.CullDeadline.Time
-		}
-		d := culling.Decide(culling.Input{Now: s.now, Policy: s.policy, StartedAt: startedAt, Activity: activity, Warned: warned})
-		s.decision = &d
-		if d.Action == culling.Cull {
-			s.justCulled = true
-			s.culled = d.Reason
-			s.replicas = 0
-			ann[render.AnnotationCulled] = d.Reason
-			ann[render.AnnotationCulledAt] = s.now.UTC().Format(time.RFC3339)
-			// A restart request standing at the time of the cull is old.
-			ann[render.AnnotationRestartHandled] = restartReq
-		} else {
-			res.RequeueAfter = d.NextCheck
-		}
-	} else if s.replicas == 1 && s.probe != nil && s.probe.OK() {
-		d := culling.Decision{Action: culling.None, LastActivity: probeActivity(s)}
-		s.decision = &d
-	}
-	if s.running && s.probe != nil && !s.probe.OK() && s.replicas == 1 {
-		res = requeue.Shortest(res, ctrl.Result{RequeueAfter: min(retryNotAnswering, max(s.policy.CheckPeriod, time.Second))})
-	}
-	if s.running && s.probe == nil && s.replicas == 1 {
-		// No token in the cache yet: look again shortly.
-		res = requeue.Shortest(res, ctrl.Result{RequeueAfter: 2 * time.Second})
-	}
-
-	// A template change while a kernel is busy waits, unless forced.
-	if s.replicas == 1 && s.running && s.sts != nil {
-		desiredHash := render.Hash(render.PodTemplate(s.input))
-		if s.sts.Annotations[render.AnnotationTemplateHash] != desiredHash {
-			forced := forceReq != "" && forceReq != ann[render.AnnotationForceUpdateHandled]
-			switch {
-			case forced:
-				ann[render.AnnotationForceUpdateHandled] = forceReq
-				s.applied = true
-			case s.probe != nil && s.probe.OK() && s.probe.Busy:
-				s.deferred = true
-				res = requeue.Shortest(res, ctrl.Result{RequeueAfter: s.policy.CheckPeriod})
-			default:
-				s.applied = true
-			}
-		}
-	}
-	s.annotations = ann
-	return res, nil
-}
-
-func probeActivity(s *scope) time.Time {
-	if s.probe.Busy {
-		return s.now.Truncate(time.Second)
-	}
-	return s.probe.LastActivity.Truncate(time.Second)
-}
-
-func culledFor(ann map[string]string, now time.Time) time.Duration {
-	at, err := time.Parse(time.RFC3339, ann[render.AnnotationCulledAt])
-	if err != nil {
-		return 0
-	}
-	return now.Sub(at)
+	out := lifecycle.Decide(in)
+	s.replicas, s.annotations, s.decision = out.Replicas, out.Annotations, out.Culling
+	s.culled, s.justCulled, s.restarted, s.wasCulledFor = out.Culled, out.JustCulled, out.Restarted, out.WasCulledFor
+	s.deferred, s.applied = out.Deferred, out.Applied
+	return ctrl.Result{RequeueAfter: out.RequeueAfter}, nil
 }
 
 func (r *Reconciler) ensureStatefulSet(ctx context.Context, s *scope) (ctrl.Result, error) {
