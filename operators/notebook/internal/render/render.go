@@ -37,9 +37,7 @@ const (
 	// LabelQueueName is Kueue's queue label.
 	LabelQueueName = "kueue.x-k8s.io/queue-name"
 	// AnnotationAppliedHash is the hash of everything the operator applies
-	// to an object. Being one of the applied fields, it makes any change of
-	// what the operator sets, even a field it stops setting, visible to the
-	// field-by-field drift comparison, which alone could not see a removal.
+	// to an object (apply.Applier.HashAnnotation).
 	AnnotationAppliedHash = "notebooks.mlplatform.dev/applied-hash"
 	// AnnotationTemplateHash is the hash of the generated pod template; a
 	// change restarts the pod and may be deferred while a kernel is busy.
@@ -288,19 +286,7 @@ func StatefulSet(in Input, state StatefulSetState) *appsv1.StatefulSet {
 		sts.Annotations = map[string]string{}
 	}
 	sts.Annotations[AnnotationTemplateHash] = hash
-	stampAppliedHash(&sts.ObjectMeta, sts.Spec)
 	return sts
-}
-
-// stampAppliedHash records the hash of everything applied, metadata and
-// spec, so that a changed desired object always differs from the live one.
-func stampAppliedHash(m *metav1.ObjectMeta, spec any) {
-	m.Annotations = maps.Clone(m.Annotations)
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
-	}
-	delete(m.Annotations, AnnotationAppliedHash)
-	m.Annotations[AnnotationAppliedHash] = Hash([]any{m.Labels, m.Annotations, m.OwnerReferences, spec})
 }
 
 // Service gives the server a stable name.
@@ -317,7 +303,6 @@ func Service(in Input) *corev1.Service {
 			}},
 		},
 	}
-	stampAppliedHash(&svc.ObjectMeta, svc.Spec)
 	return svc
 }
 
@@ -353,7 +338,6 @@ func WorkspaceClaim(in Input) *corev1.PersistentVolumeClaim {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	stampAppliedHash(&pvc.ObjectMeta, pvc.Spec)
 	return pvc
 }
 
@@ -386,7 +370,6 @@ func NetworkPolicy(in Input) *networkingv1.NetworkPolicy {
 			}},
 		},
 	}
-	stampAppliedHash(&np.ObjectMeta, np.Spec)
 	return np
 }
 
@@ -424,6 +407,5 @@ func Ingress(in Input) *networkingv1.Ingress {
 	if len(cfg.Annotations) > 0 {
 		ing.Annotations = maps.Clone(cfg.Annotations)
 	}
-	stampAppliedHash(&ing.ObjectMeta, ing.Spec)
 	return ing
 }

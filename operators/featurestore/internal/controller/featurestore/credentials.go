@@ -158,7 +158,7 @@ func (r *Reconciler) loadCredentials(ctx context.Context, s *scope, rotateFor, f
 		return nil, err
 	}
 	if err := r.Client.Create(ctx, secret); err != nil {
-		return nil, fmt.Errorf("creating the credentials Secret: %w", r.created(ctx, fs, secret, "Secret", err))
+		return nil, fmt.Errorf("creating the credentials Secret: %w", r.created(ctx, fs, secret, err))
 	}
 	return secret, nil
 }

@@ -2,9 +2,6 @@ package featurestore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,12 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -26,6 +20,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/feastconfig"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
 )
 
@@ -36,10 +31,6 @@ const managedUID = 999
 // The user and database of managed servers: the server is dedicated to one
 // FeatureStore, so no per-store names are needed.
 const managedUser = "feast"
-
-// annotationAppliedHash records the desired state last applied to a child,
-// so an unchanged child costs no write.
-const annotationAppliedHash = "features.mlplatform.dev/applied-hash"
 
 // Managed server names.
 func managedPostgresName(fs string) string { return fs + "-postgres" }
@@ -197,7 +188,7 @@ func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha
 		return "", err
 	}
 	if err := r.Client.Create(ctx, secret); err != nil {
-		return "", fmt.Errorf("creating Secret %s: %w", m.name, r.created(ctx, fs, secret, "Secret", err))
+		return "", fmt.Errorf("creating Secret %s: %w", m.name, r.created(ctx, fs, secret, err))
 	}
 	return password, nil
 }
@@ -302,59 +293,15 @@ func itemsOf(files map[string][]byte) []corev1.KeyToPath {
 	return out
 }
 
-// applyChild writes a child with server-side apply under the operator's
-// field manager, so fields other actors set (defaults, admission) are
-// left alone. It writes only when the desired state changed since the
-// last apply, as recorded in an annotation.
+// applyChild writes a child controlled by fs with the applier: only when
+// a field the operator sets drifted, never over a foreign object.
 func (r *Reconciler) applyChild(ctx context.Context, fs *featuresv1alpha1.FeatureStore, obj client.Object) error {
 	if err := controllerutil.SetControllerReference(fs, obj, r.Client.Scheme()); err != nil {
 		return err
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return err
+	_, err := r.applier().Apply(ctx, obj, ownedBy(fs))
+	if err != nil && !apply.IsForeign(err) {
+		return fmt.Errorf("applying %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 	}
-	delete(u, "status")
-	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
-	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
-	raw, err := json.Marshal(u)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(raw)
-	hash := hex.EncodeToString(sum[:])[:16]
-
-	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
-	if err != nil {
-		return err
-	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(gvk)
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live)
-	switch {
-	case err == nil:
-		// Server-side apply with ForceOwnership would take a foreign
-		// object over: never apply to one that is not ours.
-		if err := checkControlled(fs, live, gvk.Kind); err != nil {
-			return err
-		}
-		if live.GetAnnotations()[annotationAppliedHash] == hash {
-			return nil
-		}
-	case apierrors.IsNotFound(err):
-		// The cache holds only labelled objects.
-		live.SetNamespace(obj.GetNamespace())
-		live.SetName(obj.GetName())
-		if err := r.checkLive(ctx, fs, live, gvk.Kind); err != nil {
-			return err
-		}
-	default:
-		return err
-	}
-	desired := &unstructured.Unstructured{Object: u}
-	desired.SetAnnotations(map[string]string{annotationAppliedHash: hash})
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(OperatorName), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
-	}
-	return nil
+	return err
 }
