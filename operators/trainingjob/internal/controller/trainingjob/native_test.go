@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -583,4 +585,59 @@ func TestBackendAdmission(t *testing.T) {
 func backendsWithoutKubeflow(s backend.Settings) (*backend.Registry, error) {
 	return backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(s),
 		kubeflowjob.NewBackend(s, kubeflowMissing(&kubeflowv1.PyTorchJob{})))
+}
+
+// TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce runs one
+// reconcile of a new TrainingJob by hand, with no manager running: it
+// must already create the run's Job and Service and record the backend
+// (the operator's default, native) with the rest of the status, in one
+// status write; a second reconcile writes nothing.
+func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	writes := testenv.NewWriteCounter()
+	oc, err := client.New(writes.Wrap(operatorConfig(t)), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Now: time.Now, Metrics: NewMetrics()}
+
+	tj := newTrainingJob(ns, "first", 2)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "first-r1"}, job); err != nil {
+		t.Fatalf("the first reconcile created no Job: %v", err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "first-r1"}, &corev1.Service{}); err != nil {
+		t.Fatalf("the first reconcile created no Service: %v", err)
+	}
+	got, err := getTJ(t.Context(), c, tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Backend != trainingv1alpha1.BackendNative || got.Status.Job == nil || got.Status.Job.Name != "first-r1" || !conditions.IsTrue(got, trainingv1alpha1.ConditionCreated) {
+		t.Errorf("status after the first reconcile: backend %q job %+v conditions %+v", got.Status.Backend, got.Status.Job, got.Status.Conditions)
+	}
+	want := map[string]int{"create jobs": 1, "create services": 1, "patch trainingjobs/status": 1}
+	if diff := cmp.Diff(want, writes.Namespace(ns).Snapshot()); diff != "" {
+		t.Errorf("writes of the first reconcile (-want +got):\n%s", diff)
+	}
+
+	writes.Reset()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes.Namespace(ns).Writes(); len(w) != 0 {
+		t.Errorf("a second reconcile with nothing new wrote %d times: %v", len(w), w)
+	}
 }
