@@ -74,6 +74,11 @@ func (o Options) validate() error {
 	return nil
 }
 
+// The endpoint reviews tokens, reads pods, their jobs and TrainingJobs
+// (the reconciler's rules cover those) and writes status.progress.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/status,verbs=get;patch
+
 // Setup adds the endpoint to mgr: the HTTPS server on every replica, the
 // status writer and the leader's address record on the leader only. name
 // is the operator's name, for the Lease.
