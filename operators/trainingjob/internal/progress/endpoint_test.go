@@ -37,13 +37,13 @@ func TestReportIsAuthorizedByThePodBehindTheToken(t *testing.T) {
 		wantCode   int
 		wantMsg    string
 	}{
-		"no token":                       {job: "job-a", wantCode: 401, wantMsg: "missing bearer token"},
-		"garbage token":                  {job: "job-a", token: "not-a-token", wantCode: 401, wantMsg: "not valid for audience"},
-		"token of another audience":      {job: "job-a", token: otherAudience, wantCode: 401, wantMsg: "not valid for audience"},
-		"pod of job A reporting for B":   {job: "job-b", token: rank0A, wantCode: 403, wantMsg: "belongs to TrainingJob job-a, not job-b"},
-		"rank 1 of job A":                {job: "job-a", token: rank1A, wantCode: 403, wantMsg: "not rank 0"},
-		"rank 0 of A for a missing job":  {job: "job-z", token: rank0A, wantCode: 403, wantMsg: "not job-z"},
-		"rank 0 of A for A in other ns":  {job: "job-a", token: rank0A, wantCode: 403, wantMsg: "namespace"},
+		"no token":                      {job: "job-a", wantCode: 401, wantMsg: "missing bearer token"},
+		"garbage token":                 {job: "job-a", token: "not-a-token", wantCode: 401, wantMsg: "not valid for audience"},
+		"token of another audience":     {job: "job-a", token: otherAudience, wantCode: 401, wantMsg: "not valid for audience"},
+		"pod of job A reporting for B":  {job: "job-b", token: rank0A, wantCode: 403, wantMsg: "belongs to TrainingJob job-a, not job-b"},
+		"rank 1 of job A":               {job: "job-a", token: rank1A, wantCode: 403, wantMsg: "not rank 0"},
+		"rank 0 of A for a missing job": {job: "job-z", token: rank0A, wantCode: 403, wantMsg: "not job-z"},
+		"rank 0 of A for A in other ns": {job: "job-a", token: rank0A, wantCode: 403, wantMsg: "namespace"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			target := ns
@@ -123,12 +123,12 @@ func TestBadReportsAreRefusedWithAReason(t *testing.T) {
 	token := f.pod(t, c, cs, "bad-r1-0", progress.Audience, rank(0), nil)
 
 	for body, want := range map[string]string{
-		`{"step":`:                                  "not a JSON report",
-		`{"step":30,"totalSteps":20}`:               "past totalSteps",
-		`{"step":-3}`:                               "step must be between 0",
-		`{"step":1,"metrics":{"loss":1e400}}`:       "not a JSON report",
-		`{"step":1,"metrics":{"a b":1}}`:            "metric name",
-		`{"step":1,"gpu":"all"}`:                    "unknown field",
+		`{"step":`:                            "not a JSON report",
+		`{"step":30,"totalSteps":20}`:         "past totalSteps",
+		`{"step":-3}`:                         "step must be between 0",
+		`{"step":1,"metrics":{"loss":1e400}}`: "not a JSON report",
+		`{"step":1,"metrics":{"a b":1}}`:      "metric name",
+		`{"step":1,"gpu":"all"}`:              "unknown field",
 		`{"step":1,"metrics":{"x":"` + strings.Repeat("y", 5000) + `"}}`: "at most 4096 bytes",
 	} {
 		code, got, _ := ep.post(t, ns, "bad", token, body)

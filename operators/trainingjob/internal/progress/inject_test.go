@@ -91,8 +91,12 @@ func TestBothBackendsGivePodsTheReporterSetup(t *testing.T) {
 			Catalog: accelerator.Catalog{DefaultType: "gpu", Classes: []accelerator.Class{{Type: "gpu", ResourceName: "nvidia.com/gpu"}}},
 		}
 		for backendName, build := range map[string]func(*trainingv1alpha1.TrainingJob) (client.Object, error){
-			"native":   func(tj *trainingv1alpha1.TrainingJob) (client.Object, error) { return nativejob.NewBackend(settings).Build(tj, 1, nil) },
-			"kubeflow": func(tj *trainingv1alpha1.TrainingJob) (client.Object, error) { return kubeflowjob.NewBackend(settings, nil).Build(tj, 1, nil) },
+			"native": func(tj *trainingv1alpha1.TrainingJob) (client.Object, error) {
+				return nativejob.NewBackend(settings).Build(tj, 1, nil)
+			},
+			"kubeflow": func(tj *trainingv1alpha1.TrainingJob) (client.Object, error) {
+				return kubeflowjob.NewBackend(settings, nil).Build(tj, 1, nil)
+			},
 		} {
 			t.Run(name+"/"+backendName, func(t *testing.T) {
 				child, err := build(trainingtesting.MakeTrainingJob("team-a", "mnist", 1).Obj())
