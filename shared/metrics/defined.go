@@ -24,18 +24,28 @@ var defined = struct {
 var descName = regexp.MustCompile(`^Desc\{fqName: "([^"]+)"`)
 
 func define(c prometheus.Collector) {
+	names := Names(c)
+	defined.Lock()
+	defer defined.Unlock()
+	for _, n := range names {
+		defined.names[n] = true
+	}
+}
+
+// Names returns the names of the metrics a collector describes.
+func Names(c prometheus.Collector) []string {
 	ch := make(chan *prometheus.Desc, 8)
 	go func() {
 		c.Describe(ch)
 		close(ch)
 	}()
-	defined.Lock()
-	defer defined.Unlock()
+	var out []string
 	for d := range ch {
 		if m := descName.FindStringSubmatch(d.String()); m != nil {
-			defined.names[m[1]] = true
+			out = append(out, m[1])
 		}
 	}
+	return out
 }
 
 // Defined returns, sorted, the name of every metric registered through

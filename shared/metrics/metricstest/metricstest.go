@@ -93,16 +93,22 @@ func series(t testing.TB, g prometheus.Gatherer, name string, labels map[string]
 }
 
 // RequireAsserted fails t unless every metric defined through
-// shared/metrics in this process whose name starts with one of prefixes is
+// shared/metrics in this process, or described by one of collectors (those
+// registered only when a manager starts), whose name starts with one of
+// prefixes is
 // a key of asserted, whose value names the test of the package (in the
 // current directory) that asserts it; that test's body must spell the
 // metric's name as a string literal, which the helpers above take. It
 // also fails on an entry for a metric that is not defined. Call it after
 // constructing every collector of the package, so their names are defined.
-func RequireAsserted(t testing.TB, asserted map[string]string, prefixes ...string) {
+func RequireAsserted(t testing.TB, asserted map[string]string, prefixes []string, collectors ...prometheus.Collector) {
 	t.Helper()
 	bodies := testBodies(t)
-	for _, name := range metrics.Defined() {
+	defined := metrics.Defined()
+	for _, c := range collectors {
+		defined = append(defined, metrics.Names(c)...)
+	}
+	for _, name := range defined {
 		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
@@ -118,7 +124,7 @@ func RequireAsserted(t testing.TB, asserted map[string]string, prefixes ...strin
 		}
 	}
 	for name := range asserted {
-		if !slices.Contains(metrics.Defined(), name) {
+		if !slices.Contains(defined, name) {
 			t.Errorf("%s is listed as asserted but not defined (renamed or removed?)", name)
 		}
 	}

@@ -78,7 +78,7 @@ func TestRequireAssertedFindsEveryGap(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &recorder{TB: t}
-			RequireAsserted(r, tc.asserted, "mlplatform_guardtest_")
+			RequireAsserted(r, tc.asserted, []string{"mlplatform_guardtest_"})
 			slices.Sort(r.errs)
 			if len(r.errs) != len(tc.want) {
 				t.Fatalf("complaints %q, want %q", r.errs, tc.want)
