@@ -9,7 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap/zapcore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,7 +24,6 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -291,14 +289,7 @@ func metricsOptions(cfg Config) metricsserver.Options {
 // operator's own kinds, counted from the manager's cache. A process that
 // builds several managers (tests) keeps the newest one's.
 func registerStalledCollector(mgr ctrl.Manager) {
-	c := metrics.NewStalledCollector(mgr.GetCache(), mgr.GetScheme())
-	err := ctrlmetrics.Registry.Register(c)
-	var already prometheus.AlreadyRegisteredError
-	if errors.As(err, &already) {
-		ctrlmetrics.Registry.Unregister(already.ExistingCollector)
-		err = ctrlmetrics.Registry.Register(c)
-	}
-	if err != nil {
+	if err := metrics.Replace(metrics.NewStalledCollector(mgr.GetCache(), mgr.GetScheme())); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Registering the Stalled objects metric failed")
 	}
 }

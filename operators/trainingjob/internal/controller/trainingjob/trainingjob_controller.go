@@ -28,6 +28,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/requeue"
@@ -115,6 +116,9 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 		Backends:  backends,
 		Now:       time.Now,
 		Metrics:   NewMetrics(),
+	}
+	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
+		return nil, err
 	}
 	fs := &unstructured.Unstructured{}
 	fs.SetGroupVersionKind(featureref.GVK)
