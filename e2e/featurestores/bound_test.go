@@ -15,32 +15,6 @@ import (
 	"github.com/ml-platform/ml-platform/e2e/steps"
 )
 
-// boundClient is what a data scientist's code does with a bound store: it
-// reads the feature_store.yaml the platform mounted (FEAST_FS_YAML_FILE_PATH)
-// with PyYAML and connects with it alone, to the offline store with
-// psycopg2 and to the online store with redis-py (Debian's packages in the
-// jupyter and pytorch images). It writes and reads back a key of the
-// store's project and prints "BOUND db=DATABASE redis=VALUE".
-const boundClient = `
-import os, yaml, psycopg2, redis
-with open(os.environ["FEAST_FS_YAML_FILE_PATH"]) as f:
-    c = yaml.safe_load(f)
-o = c["offline_store"]
-conn = psycopg2.connect(host=o["host"], port=o["port"], dbname=o["database"], user=o["user"],
-                        password=o["password"], sslmode=o.get("sslmode") or "disable", connect_timeout=20)
-cur = conn.cursor()
-cur.execute("SELECT current_database()")
-db = cur.fetchone()[0]
-parts = c["online_store"]["connection_string"].split(",")
-host, port = parts[0].rsplit(":", 1)
-opts = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
-r = redis.Redis(host=host, port=int(port), username=opts.get("username"), password=opts.get("password"),
-                ssl=opts.get("ssl", "false").lower() == "true", socket_timeout=20)
-key = "e2e_key_" + c["project"]
-r.hset(key, "bound", os.environ["WHO"])
-print("BOUND db=%s redis=%s" % (db, r.hget(key, "bound").decode()), flush=True)
-`
-
 const boundTimeout = 20 * time.Minute
 
 // TestBoundNotebookAndTrainingJobConnect: a Notebook and a TrainingJob that
@@ -61,7 +35,7 @@ func TestBoundNotebookAndTrainingJobConnect(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "bound"},
 			Spec: trainingv1alpha1.TrainingJobSpec{
 				Framework: "pytorch", Image: steps.Image(t, "pytorch"), Workers: 1,
-				Command: []string{"/usr/bin/python3", "-c", boundClient},
+				Command: []string{"/usr/bin/python3", "-c", steps.FeastClient},
 				Env:     []corev1.EnvVar{{Name: "WHO", Value: "trainingjob"}},
 				Resources: &commonv1alpha1.Resources{ResourceRequirements: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
@@ -85,7 +59,7 @@ func TestBoundNotebookAndTrainingJobConnect(t *testing.T) {
 		nb := notebooks.NewNotebook(t, tn.ns, "bound", false)
 		nb.Spec.FeatureStores = ref
 		notebooks.CreateReady(t, e, nb)
-		code := "import os; os.environ['WHO'] = 'notebook'\n" + boundClient
+		code := "import os; os.environ['WHO'] = 'notebook'\n" + steps.FeastClient
 		out := e.MustRun(t, tn.ns, notebooks.KernelPod(t, nb, "bound-kernel", code))
 		if !strings.Contains(out, want+"notebook") {
 			t.Errorf("the Notebook's kernel did not connect with the mounted configuration: %q, want %q", out, want+"notebook")
