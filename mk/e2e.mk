@@ -7,7 +7,7 @@ E2E_HACK := hack/e2e
 E2E_ARTIFACTS ?= $(CURDIR)/_artifacts
 # E2E_SUITES restricts make e2e to some suites (packages under e2e/, in the
 # order given); uninstall runs last on purpose, as it removes the release.
-E2E_SUITES ?= cluster images quickstart notebooks featurestores training uninstall
+E2E_SUITES ?= cluster images quickstart notebooks featurestores training ha uninstall
 E2E_TIMEOUT ?= 90m
 export E2E_ARTIFACTS E2E_SUITES E2E_TIMEOUT
 
