@@ -132,7 +132,7 @@ func scaleOperators(t *testing.T, e *steps.Env, n int32) []Operator {
 	t.Helper()
 	var ops []Operator
 	for _, name := range quickstart.Operators {
-		d := operatorDeployment(t, e, name)
+		d := e.OperatorDeployment(t, name)
 		before := ptr.Deref(d.Spec.Replicas, 1)
 		setReplicas(t, e, d, n)
 		t.Cleanup(func() { setReplicas(t, e, d, before) })
@@ -141,11 +141,8 @@ func scaleOperators(t *testing.T, e *steps.Env, n int32) []Operator {
 	for i := range ops {
 		d := ops[i].Deployment
 		steps.Until(t, fmt.Sprintf("%d available replicas of %s and a leader", n, d.Name), scaleTimeout, func(ctx context.Context) (bool, error) {
-			if err := e.C.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			if ok, err := e.RolledOut(ctx, d); !ok || err != nil {
 				return false, err
-			}
-			if d.Status.AvailableReplicas != n || d.Status.UpdatedReplicas != n || d.Status.Replicas != n {
-				return false, nil
 			}
 			lease, err := FindLease(ctx, e.CS, d)
 			ops[i].Lease = lease
@@ -153,23 +150,6 @@ func scaleOperators(t *testing.T, e *steps.Env, n int32) []Operator {
 		})
 	}
 	return ops
-}
-
-// operatorDeployment finds the Deployment of one of the umbrella's
-// operators by the name its chart gives it.
-func operatorDeployment(t *testing.T, e *steps.Env, operator string) *appsv1.Deployment {
-	t.Helper()
-	var list appsv1.DeploymentList
-	if err := e.C.List(t.Context(), &list, client.InNamespace(quickstart.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	for i := range list.Items {
-		if strings.HasSuffix(list.Items[i].Name, operator) {
-			return &list.Items[i]
-		}
-	}
-	t.Fatalf("no Deployment of %s in %s", operator, quickstart.Namespace)
-	return nil
 }
 
 func setReplicas(t *testing.T, e *steps.Env, d *appsv1.Deployment, n int32) {
