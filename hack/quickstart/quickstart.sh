@@ -4,7 +4,9 @@
 # load-images` put on its node (charts/ml-platform/values-kind.yaml).
 # Usage: hack/quickstart/quickstart.sh up|down
 # Environment: KIND_KUBECONFIG (from mk/kind.mk), QUICKSTART_NAMESPACE,
-# QUICKSTART_SAMPLES_NAMESPACE, QUICKSTART_TIMEOUT.
+# QUICKSTART_SAMPLES_NAMESPACE, QUICKSTART_TIMEOUT, QUICKSTART_HELM_ARGS
+# (more arguments for helm upgrade, split on spaces; the upgrade suite keeps
+# Kubeflow with it).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -46,9 +48,11 @@ up() {
   local start=$SECONDS
   local ids
   mapfile -t ids < <(image_ids)
+  local extra
+  read -r -a extra <<<"${QUICKSTART_HELM_ARGS:-}"
   "$helm" upgrade --install "$release" charts/ml-platform \
     --namespace "$namespace" --create-namespace \
-    --values charts/ml-platform/values-kind.yaml "${ids[@]}" \
+    --values charts/ml-platform/values-kind.yaml "${ids[@]}" "${extra[@]}" \
     --wait --timeout "$timeout" 2> >(quiet_symlinks)
   echo "ml-platform is installed in namespace $namespace ($((SECONDS - start)) s)."
   cat <<MSG
