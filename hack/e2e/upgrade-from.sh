@@ -10,13 +10,14 @@
 #   --prepare  only build, load and install REV, and print the upgrade
 #              command (make e2e runs the suite itself, with its report)
 #
-# REV's source comes from `git archive` into the cache; its operator images
-# are built by REV's own hack/images/build.sh (in a cache of their own, so
-# that the working tree's archives are never pruned) and loaded into the
-# node as ml-platform/<op>-operator:upgrade-from-<sha>, renamed inside the
-# archive so that the Docker engine's images of the working tree keep their
-# names. The Debian images and the training-operator are the working
-# tree's (make load-images); REV's chart must name the same tags.
+# REV's source comes from `git archive` into the cache, with the operator
+# charts' appVersion set to upgrade-from-<sha>: REV's own
+# hack/images/build.sh (with a cache of its own, so that the working tree's
+# archives are never pruned) then builds ml-platform/<op>-operator:
+# upgrade-from-<sha>, which never replaces the working tree's images of the
+# same appVersion in the shared Docker engine, and REV's charts run it. The
+# Debian images and the training-operator are the working tree's (make
+# load-images); REV's chart must name the same tags.
 # Environment: KIND_CLUSTER_NAME, KIND_KUBECONFIG, UPGRADE_CACHE.
 set -euo pipefail
 
@@ -43,72 +44,34 @@ release=ml-platform
 namespace=mlp-system
 operators=(trainingjob notebook featurestore)
 
-# source: REV's tree, once.
+# source: REV's tree, once, its operators renamed.
 if [[ ! -f $src/.complete ]]; then
   log "extracting $rev ($sha) into $src"
   rm -rf "$src"
   mkdir -p "$src"
   git archive "$sha" | tar -x -C "$src"
+  for op in "${operators[@]}"; do
+    sed -i "s/^appVersion:.*/appVersion: \"$tag\"/" "$src/charts/$op-operator/Chart.yaml"
+    grep -q "^appVersion: \"$tag\"" "$src/charts/$op-operator/Chart.yaml" || die "no appVersion in $op-operator's chart of $sha"
+  done
   touch "$src/.complete"
 fi
 
-# retag ARCHIVE FROM TO OUT: a copy of a `docker save` archive whose image
-# is named TO instead of FROM (manifest.json and repositories).
-retag() {
-  local dest=$4
-  python3 - "$@" <<'PY'
-import io, json, sys, tarfile
-src, old, new, out = sys.argv[1:]
-repo, _, tag = new.rpartition(":")
-with tarfile.open(src) as tin, tarfile.open(out + ".tmp", "w") as tout:
-    for m in tin.getmembers():
-        f = tin.extractfile(m) if m.isfile() else None
-        if m.name == "manifest.json":
-            manifest = json.load(f)
-            for entry in manifest:
-                if old not in (entry.get("RepoTags") or []):
-                    sys.exit(f"{src}: no image {old}")
-                entry["RepoTags"] = [new]
-            data = json.dumps(manifest).encode()
-        elif m.name == "repositories":
-            ids = json.load(f)
-            image_id = ids[old.rpartition(":")[0]][old.rpartition(":")[2]]
-            data = json.dumps({repo: {tag: image_id}}).encode()
-        else:
-            tout.addfile(m, f)
-            continue
-        m.size = len(data)
-        tout.addfile(m, io.BytesIO(data))
-PY
-  mv "$dest.tmp" "$dest"
-}
-
-# images: REV's operators, built by REV's script, renamed to $tag.
-images=$cache/$sha/images
-mkdir -p "$images"
+# images: REV's operators, built by REV's script.
 log "building the operator images of $sha"
-set_dir=$(IMAGES_CACHE=$cache/images-cache "$src/hack/images/build.sh" "${operators[@]/#/operator-}")
-: >"$images/images.txt.tmp"
-while read -r ref archive; do
-  new=${ref%:*}:$tag
-  out=$images/$(basename "${ref%:*}")-$tag.tar
-  [[ -f $out ]] || retag "$archive" "$ref" "$new" "$out"
-  echo "$new $out" >>"$images/images.txt.tmp"
+set_dir=$(IMAGES_CACHE=$cache/images "$src/hack/images/build.sh" "${operators[@]/#/operator-}")
+while read -r ref _; do
+  [[ $ref == *:$tag ]] || die "REV's build.sh made $ref, not a $tag image"
 done <"$set_dir/images.txt"
-mv "$images/images.txt.tmp" "$images/images.txt"
-"$root/hack/images/load.sh" "$images"
+"$root/hack/images/load.sh" "$set_dir"
 
 # install: REV's umbrella chart with its kind values, in place of whatever
 # is installed (its objects and the release go first; CRDs stay and are
 # taken over).
 "$root/hack/quickstart/quickstart.sh" down >&2
-sets=()
-for op in "${operators[@]}"; do
-  sets+=("--set-string=$op-operator.image.tag=$tag")
-done
 log "installing ml-platform of $sha"
 "$helm" upgrade --install "$release" "$src/charts/ml-platform" --namespace "$namespace" --create-namespace \
-  --values "$src/charts/ml-platform/values-kind.yaml" "${sets[@]}" --wait --timeout 10m 2> >(grep -v 'found symbolic link' >&2 || true) >&2
+  --values "$src/charts/ml-platform/values-kind.yaml" --wait --timeout 10m 2> >(grep -v 'found symbolic link' >&2 || true) >&2
 
 # The upgrade keeps the Kubeflow training-operator when REV's kind values
 # enabled it: jobs REV started on it must finish there.
