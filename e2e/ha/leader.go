@@ -83,7 +83,7 @@ func Handover(ctx context.Context, cs kubernetes.Interface, ns, lease, old strin
 		}
 		select {
 		case <-ctx.Done():
-			return "", 0, fmt.Errorf("lease %s still held by %s after %s (last error %v)", lease, old, time.Since(start).Round(time.Millisecond), err)
+			return "", 0, fmt.Errorf("lease %s still held by %s after %s (last error: %w)", lease, old, time.Since(start).Round(time.Millisecond), err)
 		case <-tick.C:
 		}
 	}
