@@ -138,8 +138,8 @@ func failBatchJob(t *testing.T, c client.Client, job *batchv1.Job) {
 func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	clk := &clock{}
-	op := startOperator(t, func(r *Reconciler) { r.Now = clk.now })
+	clk := &testClock{}
+	op := startOperator(t, func(r *Reconciler) { r.Clock = clk })
 
 	tj := native(newTrainingJob(ns, "mnist", 2))
 	tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](600)
