@@ -95,6 +95,8 @@ func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
 		Recorder:  mgr.GetEventRecorderFor("pendingcleanup-controller"),
 		Backends:  r.Backends,
 		Namespace: opts.Namespace,
+		// One counter for both origins of a cleanup.
+		CleanupFailures: r.CleanupFailures,
 	}
 	// The other controllers follow the FeatureStore controller's options
 	// tuned for tests (name validation, so tests can start several

@@ -216,10 +216,38 @@ func serverService(fs *featuresv1alpha1.FeatureStore, m managedServer) *corev1.S
 }
 
 func serverStatefulSet(fs *featuresv1alpha1.FeatureStore, m managedServer) *appsv1.StatefulSet {
-	storage := resource.MustParse("1Gi")
-	if m.source != nil && m.source.Storage != nil {
-		storage = *m.source.Storage
+	container, volumes := serverContainer(m)
+	retention := appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+	if fs.Spec.DeletionPolicy == commonv1alpha1.DeletionPolicyRetain {
+		retention = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 	}
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: m.name, Labels: serverLabels(fs, m)},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: m.name,
+			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(m)},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: retention, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: serverLabels(fs, m)},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext:              podsecurity.PodSecurityContext(managedUID),
+					Containers:                   []corev1.Container{container},
+					Volumes:                      volumes,
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{dataClaimTemplate(fs, m)},
+		},
+	}
+}
+
+// serverContainer is the server's container and the volumes it mounts
+// besides its data.
+func serverContainer(m managedServer) (corev1.Container, []corev1.Volume) {
 	container := corev1.Container{
 		Name:            "server",
 		Image:           m.image,
@@ -245,42 +273,26 @@ func serverStatefulSet(fs *featuresv1alpha1.FeatureStore, m managedServer) *apps
 		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path})
 	}
-	retention := appsv1.DeletePersistentVolumeClaimRetentionPolicyType
-	if fs.Spec.DeletionPolicy == commonv1alpha1.DeletionPolicyRetain {
-		retention = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
-	}
+	return container, volumes
+}
+
+// dataClaimTemplate is the claim of the server's data volume.
+func dataClaimTemplate(fs *featuresv1alpha1.FeatureStore, m managedServer) corev1.PersistentVolumeClaim {
+	storage := resource.MustParse("1Gi")
 	var class *string
 	if m.source != nil {
 		class = m.source.StorageClassName
+		if m.source.Storage != nil {
+			storage = *m.source.Storage
+		}
 	}
-	return &appsv1.StatefulSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: m.name, Labels: serverLabels(fs, m)},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To[int32](1),
-			ServiceName: m.name,
-			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(m)},
-			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-				WhenDeleted: retention, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
-			},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: serverLabels(fs, m)},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: ptr.To(false),
-					SecurityContext:              podsecurity.PodSecurityContext(managedUID),
-					Containers:                   []corev1.Container{container},
-					Volumes:                      volumes,
-				},
-			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: serverLabels(fs, m)},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: class,
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: storage}},
-				},
-			}},
+	return corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: serverLabels(fs, m)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: storage}},
 		},
 	}
 }
