@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -26,6 +27,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
@@ -639,5 +641,170 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	}
 	if w := writes.Namespace(ns).Writes(); len(w) != 0 {
 		t.Errorf("a second reconcile with nothing new wrote %d times: %v", len(w), w)
+	}
+}
+
+// TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget: the ranks
+// of a run end at different times, each changing the Job's counts. The
+// job stays Running, with no status write, until the Job decides; the
+// whole lifecycle stays within 6 writes.
+func TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	tj := native(newTrainingJob(ns, "ranks", 3))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "ranks-r1")
+	pods := runRanks(t, c, job)
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
+	})
+	settle(t, c, op, ns, job)
+	before := len(op.nsWrites.in(ns))
+	op.nsWrites.reset()
+
+	// Rank 2 ends first, then rank 0; the Job controller counts each.
+	for n, rank := range []int{2, 0} {
+		setPodStatus(t, c, pods[rank], func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodSucceeded
+			s.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			s.ContainerStatuses[0].Ready = false
+			s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: metav1.Now()}}
+		})
+		done := int32(n + 1)
+		setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+			s.Active, s.Ready, s.Succeeded = 3-done, ptr.To(3-done), done
+			s.CompletedIndexes = map[int]string{1: "2", 2: "0,2"}[n+1]
+		})
+		settle(t, c, op, ns, job)
+		consistentlyNoWrites(t, op, ns, fmt.Sprintf("no write after %d of 3 ranks ended", done))
+	}
+	got, err := getTJ(t.Context(), c, tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !conditions.IsTrue(got, trainingv1alpha1.ConditionRunning) || got.Status.Phase != trainingv1alpha1.PhaseRunning {
+		t.Errorf("with 2 of 3 ranks done the job is %s, Running %+v; want Running until the Job decides", got.Status.Phase, conditions.Get(got, trainingv1alpha1.ConditionRunning))
+	}
+
+	completeJob(t, c, job, pods, metav1.NewTime(time.Now().Truncate(time.Second)))
+	waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionSucceeded)
+	})
+	testenv.WaitForEvent(t, c, tj, "Succeeded")
+	settle(t, c, op, ns, tj)
+	if w := op.nsWrites.in(ns); before+len(w) > 6 {
+		t.Errorf("a lifecycle whose ranks ended one by one cost %d writes, want at most 6: %d until Running, then %v", before+len(w), before, w)
+	}
+}
+
+// TestNativeMountsTheFeatureStoreOnceReady: a native job waits for its
+// FeatureStore without a Job, and its Job mounts the store's client
+// configuration once the store is Ready.
+func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	if err := c.Create(t.Context(), featureStoreCRD()); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(featureref.GVK.GroupVersion().WithKind("FeatureStoreList"))
+	testenv.Eventually(t, "the FeatureStore CRD is served", func(ctx context.Context) (bool, error) {
+		return c.List(ctx, list, client.InNamespace(ns)) == nil, nil
+	})
+	op := startOperator(t, nil)
+	if !op.reconciler.WatchesFeatureStores {
+		t.Fatal("the operator must watch FeatureStores once their CRD is installed")
+	}
+	store := &unstructured.Unstructured{}
+	store.SetGroupVersionKind(featureref.GVK)
+	store.SetNamespace(ns)
+	store.SetName("customers")
+	if err := c.Create(t.Context(), store); err != nil {
+		t.Fatal(err)
+	}
+
+	tj := native(newTrainingJob(ns, "features", 2))
+	tj.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "customers"}}}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	waitTJ(t, c, tj, "waiting for the FeatureStore to be Ready", func(tj *trainingv1alpha1.TrainingJob) bool {
+		c := conditions.Get(tj, trainingv1alpha1.ConditionFeatureStoresReady)
+		return c != nil && c.Reason == commonv1alpha1.ReasonDependencyNotReady && condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionFalse
+	})
+	testenv.Consistently(t, "no Job while the FeatureStore is not Ready", 3*time.Second, func(ctx context.Context) error {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "features-r1"}, &batchv1.Job{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Job features-r1: %v", err)
+		}
+		return nil
+	})
+
+	_ = unstructured.SetNestedMap(store.Object, map[string]any{
+		"clientConfig": map[string]any{"secretName": "customers-feast", "key": "feature_store.yaml"},
+		"conditions": []any{map[string]any{
+			"type": "Ready", "status": "True", "reason": "Reconciled", "message": "ok",
+			"observedGeneration": store.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}},
+	}, "status")
+	if err := c.Status().Update(t.Context(), store); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "features-r1")
+	if spec := job.Spec.Template.Spec; !hasSecretVolume(spec.Volumes, "customers-feast") {
+		t.Errorf("the store's client configuration is not mounted in the Job's pods: %+v", spec.Volumes)
+	}
+	waitTJ(t, c, tj, "FeatureStoresReady and Created", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, trainingv1alpha1.ConditionFeatureStoresReady) == metav1.ConditionTrue &&
+			condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionTrue
+	})
+}
+
+// TestNativeCleanPodPolicy: once a failure is recorded, Running deletes
+// the ranks that still run and keeps the failed one for its logs; All
+// deletes every rank; None keeps them all.
+func TestNativeCleanPodPolicy(t *testing.T) {
+	c := adminClient(t)
+	startOperator(t, nil)
+	cases := map[trainingv1alpha1.CleanPodPolicy]struct{ keepDone, keepStraggler bool }{
+		trainingv1alpha1.CleanPodPolicyRunning: {keepDone: true},
+		trainingv1alpha1.CleanPodPolicyAll:     {},
+		trainingv1alpha1.CleanPodPolicyNone:    {keepDone: true, keepStraggler: true},
+	}
+	for policy, want := range cases {
+		t.Run(string(policy), func(t *testing.T) {
+			ns := createNamespace(t, c)
+			tj := native(newTrainingJob(ns, "clean", 2))
+			tj.Spec.RunPolicy.CleanPodPolicy = policy
+			if err := c.Create(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+			job := waitBatchJob(t, c, ns, "clean-r1")
+			pods := runRanks(t, c, job)
+			// Rank 1 fails; the Job controller fails the Job while rank 0
+			// still runs.
+			done, straggler := pods[1], pods[0]
+			setPodStatus(t, c, done, func(s *corev1.PodStatus) {
+				s.Phase = corev1.PodFailed
+				s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.Now()}}
+			})
+			failBatchJob(t, c, job)
+			waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
+				return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
+			})
+			for pod, keep := range map[*corev1.Pod]bool{done: want.keepDone, straggler: want.keepStraggler} {
+				if keep {
+					testenv.Consistently(t, pod.Name+" stays", 3*time.Second, func(ctx context.Context) error {
+						return c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+					})
+				} else {
+					waitGone(t, c, pod)
+				}
+			}
+		})
 	}
 }

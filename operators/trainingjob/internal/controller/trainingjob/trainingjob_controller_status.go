@@ -184,6 +184,7 @@ var runRules = []statusRule{
 	{"resuming", resuming},
 	{"restarting pods", restartingPods},
 	{"running", running},
+	{"still running", stillRunning},
 	{"pods pending", podsPending},
 }
 
@@ -406,6 +407,23 @@ func running(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	conditions.Remove(tj, commonv1alpha1.ConditionStalled)
 	tj.Status.Phase = trainingv1alpha1.PhaseRunning
 	return true
+}
+
+// stillRunning keeps a run that was seen running Running while its ranks
+// end one by one, or one of them is briefly not ready: the run is over only
+// when the child decides (succeeded or failed, the rules before), and each
+// rank's end would otherwise cost a status write that says nothing. A
+// suspension or a new run marks Running False first, so a True condition
+// here is the current run's.
+func stillRunning(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	c := conditions.Get(tj, trainingv1alpha1.ConditionRunning)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	st := *o.job
+	st.Running = &backend.Transition{Reason: c.Reason, Message: c.Message, Time: c.LastTransitionTime}
+	o.job = &st
+	return running(tj, o)
 }
 
 func podsPending(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
