@@ -59,7 +59,7 @@ func TestReportIsAuthorizedByThePodBehindTheToken(t *testing.T) {
 	testenv.Consistently(t, "no progress written for refused reports", 3*time.Second, func(ctx context.Context) error {
 		for _, f := range []*fixture{a, b} {
 			if p, err := progressOf(ctx, c, f); err != nil || p != nil {
-				return fmt.Errorf("%s: progress %+v, error %v", f.tj.Name, p, err)
+				return fmt.Errorf("%s: progress %+v, error %w", f.tj.Name, p, err)
 			}
 		}
 		return nil
@@ -142,7 +142,7 @@ func TestBadReportsAreRefusedWithAReason(t *testing.T) {
 	}
 	testenv.Consistently(t, "no progress written for invalid reports", 3*time.Second, func(ctx context.Context) error {
 		if p, err := progressOf(ctx, c, f); err != nil || p != nil {
-			return fmt.Errorf("progress %+v, error %v", p, err)
+			return fmt.Errorf("progress %+v, error %w", p, err)
 		}
 		return nil
 	})

@@ -147,7 +147,9 @@ func (e *endpoint) post(t *testing.T, ns, job, token, body string) (int, string,
 	t.Helper()
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.pool, ServerName: "localhost"}}}
 	url := fmt.Sprintf("https://%s/v1/namespaces/%s/trainingjobs/%s/progress", e.addr, ns, job)
-	var resp *http.Response
+	var code int
+	var out []byte
+	var retryAfter string
 	// The server starts with the manager; wait for its port.
 	testenv.Eventually(t, "the progress endpoint to answer", func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewBufferString(body))
@@ -155,13 +157,16 @@ func (e *endpoint) post(t *testing.T, ns, job, token, body string) (int, string,
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		var err error
-		resp, err = hc.Do(req)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer func() { _ = resp.Body.Close() }()
+		code, retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+		out, err = io.ReadAll(resp.Body)
 		return err == nil, nil
 	})
-	defer func() { _ = resp.Body.Close() }()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out), resp.Header.Get("Retry-After")
+	return code, string(out), retryAfter
 }
 
 // fixture is a TrainingJob whose run has pods with ServiceAccount tokens.

@@ -61,7 +61,7 @@ func TestStatusWritesStayWithinTheInterval(t *testing.T) {
 		}
 		p, err := progressOf(ctx, c, f)
 		if err != nil || p == nil || p.Step != reports || !p.LastReportTime.Equal(&got.LastReportTime) {
-			return fmt.Errorf("progress changed to %+v (%v)", p, err)
+			return fmt.Errorf("progress changed to %+v (%w)", p, err)
 		}
 		return nil
 	})
@@ -81,7 +81,7 @@ func TestStatusWritesStayWithinTheInterval(t *testing.T) {
 	testenv.Consistently(t, "the final report stays", 2*interval, func(ctx context.Context) error {
 		p, err := progressOf(ctx, c, f)
 		if err != nil || p == nil || p.Step != total {
-			return fmt.Errorf("progress %+v (%v)", p, err)
+			return fmt.Errorf("progress %+v (%w)", p, err)
 		}
 		return nil
 	})
@@ -163,7 +163,7 @@ func TestFinalReportIsNotHeldBackByTheInterval(t *testing.T) {
 	waitStep(t, c, done, 20)
 	testenv.Consistently(t, "step 5 waits for the interval", 2*time.Second, func(ctx context.Context) error {
 		if p, err := progressOf(ctx, c, held); err != nil || p == nil || p.Step != 1 {
-			return fmt.Errorf("progress %+v (%v)", p, err)
+			return fmt.Errorf("progress %+v (%w)", p, err)
 		}
 		return nil
 	})
