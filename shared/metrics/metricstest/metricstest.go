@@ -103,7 +103,7 @@ func series(t testing.TB, g prometheus.Gatherer, name string, labels map[string]
 // constructing every collector of the package, so their names are defined.
 func RequireAsserted(t testing.TB, asserted map[string]string, prefixes []string, collectors ...prometheus.Collector) {
 	t.Helper()
-	bodies := testBodies(t)
+	bodies := map[string]map[string]map[string]bool{}
 	defined := metrics.Defined()
 	for _, c := range collectors {
 		defined = append(defined, metrics.Names(c)...)
@@ -117,7 +117,14 @@ func RequireAsserted(t testing.TB, asserted map[string]string, prefixes []string
 			t.Errorf("%s is defined but no test asserts it: assert its value in a test and list it", name)
 			continue
 		}
-		if lits, ok := bodies[test]; !ok {
+		dir, fn := ".", test
+		if i := strings.LastIndex(test, "/"); i >= 0 {
+			dir, fn = test[:i], test[i+1:]
+		}
+		if bodies[dir] == nil {
+			bodies[dir] = testBodies(t, dir)
+		}
+		if lits, ok := bodies[dir][fn]; !ok {
 			t.Errorf("%s: the test %s does not exist in this package", name, test)
 		} else if !lits[name] {
 			t.Errorf("%s: the test %s never names it in a string literal", name, test)
@@ -130,11 +137,11 @@ func RequireAsserted(t testing.TB, asserted map[string]string, prefixes []string
 	}
 }
 
-// testBodies parses the package's test files and returns, for each test
+// testBodies parses the test files in dir and returns, for each test
 // function, the string literals in its body.
-func testBodies(t testing.TB) map[string]map[string]bool {
+func testBodies(t testing.TB, dir string) map[string]map[string]bool {
 	t.Helper()
-	files, err := filepath.Glob("*_test.go")
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

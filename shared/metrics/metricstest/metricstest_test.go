@@ -68,6 +68,13 @@ func TestRequireAssertedFindsEveryGap(t *testing.T) {
 				"mlplatform_guardtest_wait_seconds: the test TestRequireAssertedFindsEveryGapX does not exist",
 			},
 		},
+		"asserted in another directory's test": {
+			asserted: map[string]string{
+				"mlplatform_guardtest_asserted_total": "../metricstest/TestGuardSample", "mlplatform_guardtest_wait_seconds": "TestGuardSample",
+				"mlplatform_guardtest_forgotten_total": "..//TestRequireAssertedFindsEveryGap",
+			},
+			want: []string{"mlplatform_guardtest_forgotten_total: the test ..//TestRequireAssertedFindsEveryGap does not exist"},
+		},
 		"listed but not defined": {
 			asserted: map[string]string{
 				"mlplatform_guardtest_asserted_total": "TestGuardSample", "mlplatform_guardtest_wait_seconds": "TestGuardSample",

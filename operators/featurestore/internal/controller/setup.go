@@ -89,7 +89,9 @@ func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
 	if err := r.SetupWithManager(mgr, copts); err != nil {
 		return err
 	}
-	featurestore.RegisterStoresCollector(mgr.GetClient())
+	if err := featurestore.RegisterStoresCollector(mgr.GetClient()); err != nil {
+		return err
+	}
 	pc := &pendingcleanup.Reconciler{
 		Client:    mgr.GetClient(),
 		Recorder:  mgr.GetEventRecorderFor("pendingcleanup-controller"),
