@@ -330,8 +330,10 @@ func TestServiceMonitorAuthorizesWithoutBearerTokenFile(t *testing.T) {
 			}
 
 			own := objects(t, chartDir(chart), map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true, "authorization": map[string]any{"secretName": "prom-token", "key": "t"}}}})
-			if n := count(own, "Secret"); n != 0 {
-				t.Errorf("%d Secrets rendered although authorization.secretName is set", n)
+			for _, obj := range own {
+				if obj.GetKind() == "Secret" && strings.HasSuffix(obj.GetName(), "-metrics-scraper") {
+					t.Errorf("scraper token Secret %s rendered although authorization.secretName is set", obj.GetName())
+				}
 			}
 		})
 	}
