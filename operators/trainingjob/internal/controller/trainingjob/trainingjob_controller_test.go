@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -608,6 +609,7 @@ func featureStoreCRD() *apiextensionsv1.CustomResourceDefinition {
 func TestWaitsForFeatureStoreWithOrWithoutItsCRD(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
+	removeFeatureStoreCRD(t, c)
 	op := startOperator(t, nil)
 	if op.reconciler.WatchesFeatureStores {
 		t.Fatal("the FeatureStore CRD is not installed yet, so it cannot be watched")
@@ -674,6 +676,28 @@ func TestWaitsForFeatureStoreWithOrWithoutItsCRD(t *testing.T) {
 	waitTJ(t, c, tj, "FeatureStoresReady", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return condStatus(tj, trainingv1alpha1.ConditionFeatureStoresReady) == metav1.ConditionTrue &&
 			condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionTrue
+	})
+}
+
+// removeFeatureStoreCRD deletes the stand-in FeatureStore CRD that another
+// test of this binary may have installed, and waits until the API no longer
+// serves the kind, so a test can start from a cluster without it whatever
+// ran before.
+func removeFeatureStoreCRD(t *testing.T, c client.Client) {
+	t.Helper()
+	if err := c.Delete(t.Context(), featureStoreCRD()); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(operatorConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the FeatureStore CRD is gone", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(featureStoreCRD()), &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		_, err := dc.ServerResourcesForGroupVersion(featureref.GVK.GroupVersion().String())
+		return apierrors.IsNotFound(err), nil
 	})
 }
 
