@@ -127,7 +127,6 @@ func (f *Finalizer) Finalize(ctx context.Context, obj Object) (ctrl.Result, erro
 	if obj.GetDeletionTimestamp().IsZero() || !controllerutil.ContainsFinalizer(obj, f.Name) {
 		return ctrl.Result{}, nil
 	}
-	logger := log.FromContext(ctx)
 	h, err := patch.NewHelper(obj, f.Client, f.APIReader)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -169,7 +168,14 @@ func (f *Finalizer) Finalize(ctx context.Context, obj Object) (ctrl.Result, erro
 		retry = min(retry, grace-elapsed)
 	}
 
-	logger.Error(cleanupErr, "Cleanup failed; keeping the finalizer", "finalizer", f.Name, "retryAfter", retry)
+	return f.recordFailure(ctx, h, obj, cleanupErr, elapsed, retry)
+}
+
+// recordFailure keeps the finalizer after a failed cleanup: CleanupFailed,
+// Stalled past the deadline, a Warning event, and a retry no later than the
+// deadline.
+func (f *Finalizer) recordFailure(ctx context.Context, h *patch.Helper, obj Object, cleanupErr error, elapsed, retry time.Duration) (ctrl.Result, error) {
+	log.FromContext(ctx).Error(cleanupErr, "Cleanup failed; keeping the finalizer", "finalizer", f.Name, "retryAfter", retry)
 	message := fmt.Sprintf("Cleanup of external resources failed and is retried: %v", cleanupErr)
 	reason := commonv1alpha1.ReasonCleanupError
 	if IsMissingDependency(cleanupErr) {

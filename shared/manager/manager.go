@@ -162,20 +162,10 @@ func Run(ctx context.Context, cfg Config, opts Options) error {
 // New builds the manager and registers the health checks and the
 // operator's reconcilers, without starting anything.
 func New(cfg Config, opts Options) (ctrl.Manager, error) {
-	if err := validateOptions(opts); err != nil {
+	opts, err := prepare(cfg, opts)
+	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if opts.Scheme == nil && len(opts.AddToScheme) > 0 {
-		scheme, err := NewScheme(opts.AddToScheme...)
-		if err != nil {
-			return nil, err
-		}
-		opts.Scheme = scheme
-	}
-
 	restConfig, err := clusterConfig(cfg, opts.Name)
 	if err != nil {
 		return nil, err
@@ -185,6 +175,42 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	cfg.apiServer = &apiServerHealth{}
 	cfg.apiServer.wrap(restConfig)
 
+	byObject, err := ownedCaches(restConfig, opts)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restConfig, managerOptions(cfg, opts, byObject))
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := setUp(mgr, cfg, opts); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// prepare validates the options and the configuration and builds the
+// scheme from AddToScheme when none was given.
+func prepare(cfg Config, opts Options) (Options, error) {
+	if err := validateOptions(opts); err != nil {
+		return opts, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return opts, err
+	}
+	if opts.Scheme == nil && len(opts.AddToScheme) > 0 {
+		scheme, err := NewScheme(opts.AddToScheme...)
+		if err != nil {
+			return opts, err
+		}
+		opts.Scheme = scheme
+	}
+	return opts, nil
+}
+
+// ownedCaches restricts the cache of every owned kind the API server serves
+// to the objects labelled as the operator's.
+func ownedCaches(restConfig *rest.Config, opts Options) (map[client.Object]cache.ByObject, error) {
 	owned, err := servedObjects(restConfig, opts)
 	if err != nil {
 		return nil, err
@@ -194,8 +220,12 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	for _, obj := range owned {
 		byObject[obj] = cache.ByObject{Label: managedBy}
 	}
+	return byObject, nil
+}
 
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+// managerOptions is the controller-runtime configuration of the manager.
+func managerOptions(cfg Config, opts Options, byObject map[client.Object]cache.ByObject) ctrl.Options {
+	return ctrl.Options{
 		Scheme: opts.Scheme,
 		Cache: cache.Options{
 			// Nothing in ml-platform reads managedFields, and they are
@@ -207,20 +237,7 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 			// namespaces: a cluster-wide informer would be forbidden.
 			DefaultNamespaces: cfg.CacheNamespaces(),
 		},
-		NewClient: func(config *rest.Config, o client.Options) (client.Client, error) {
-			// Objects read as unstructured, such as FeatureStores that an
-			// operator reads without importing their types (shared/featureref),
-			// come from the informer cache too rather than from the API
-			// server on every reconcile.
-			if o.Cache != nil {
-				o.Cache.Unstructured = true
-			}
-			c, err := client.New(config, o)
-			if err != nil {
-				return nil, err
-			}
-			return client.WithFieldOwner(c, opts.Name), nil
-		},
+		NewClient:                     newClient(opts.Name),
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &cfg.SkipControllerNameValidation},
 		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
@@ -232,25 +249,43 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 		RenewDeadline:                 &cfg.RenewDeadline,
 		RetryPeriod:                   &cfg.RetryPeriod,
 		GracefulShutdownTimeout:       &cfg.GracefulShutdownTimeout,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
 	}
+}
 
+// newClient makes the manager's clients write as the operator's field owner.
+func newClient(name string) client.NewClientFunc {
+	return func(config *rest.Config, o client.Options) (client.Client, error) {
+		// Objects read as unstructured, such as FeatureStores that an
+		// operator reads without importing their types (shared/featureref),
+		// come from the informer cache too rather than from the API
+		// server on every reconcile.
+		if o.Cache != nil {
+			o.Cache.Unstructured = true
+		}
+		c, err := client.New(config, o)
+		if err != nil {
+			return nil, err
+		}
+		return client.WithFieldOwner(c, name), nil
+	}
+}
+
+// setUp registers the stalled-objects collector, the health checks and the
+// operator's reconcilers.
+func setUp(mgr ctrl.Manager, cfg Config, opts Options) error {
 	registerStalledCollector(mgr)
-
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding health check: %w", err)
+		return fmt.Errorf("adding health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding readiness check: %w", err)
+		return fmt.Errorf("adding readiness check: %w", err)
 	}
 	if opts.Setup != nil {
 		if err := opts.Setup(mgr, cfg); err != nil {
-			return nil, fmt.Errorf("setting up reconcilers: %w", err)
+			return fmt.Errorf("setting up reconcilers: %w", err)
 		}
 	}
-	return mgr, nil
+	return nil
 }
 
 // NewScheme returns a scheme with the kinds of every add registered.

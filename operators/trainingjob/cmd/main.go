@@ -9,10 +9,7 @@ import (
 	"flag"
 	"fmt"
 
-	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -23,10 +20,6 @@ import (
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
-// name is the binary's name: the lease, the field manager and the value of
-// app.kubernetes.io/managed-by on everything it creates.
-const name = "trainingjob-operator"
-
 func main() {
 	acceleratorConfig := accelerator.BindFlag(flag.CommandLine)
 	shmSize := flag.String("default-shm-size", "1Gi", "The /dev/shm size of TrainingJobs that set none. \"0\" means bounded only by the pod's memory limit.")
@@ -36,8 +29,8 @@ func main() {
 	defaultBackend := flag.String("default-backend", string(trainingv1alpha1.BackendNative), "The backend of TrainingJobs that set no spec.backend: native or kubeflow. Recorded in each job's status.backend at its first reconcile, so changing it never moves existing jobs.")
 
 	manager.Main(manager.Options{
-		Name:                 name,
-		AddToScheme:          []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainingv1alpha1.AddToScheme, kubeflowv1.AddToScheme},
+		Name:                 trainingjob.OperatorName,
+		AddToScheme:          trainingjob.AddToScheme,
 		OwnedObjects:         trainingjob.OwnedObjects(),
 		OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 		// Measured with `make bench-backends` (bench/backends/README.md):
@@ -63,7 +56,7 @@ func main() {
 				return err
 			}
 			r, err := trainingjob.NewReconciler(mgr, backend.Settings{
-				OperatorName:     name,
+				OperatorName:     trainingjob.OperatorName,
 				Catalog:          catalog,
 				SharedMemorySize: size,
 				RunAsUser:        *runAsUser,

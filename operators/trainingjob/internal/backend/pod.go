@@ -119,6 +119,41 @@ func PodTemplate(tj *trainingv1alpha1.TrainingJob, labels map[string]string, nam
 	if patch == nil {
 		patch = &trainingv1alpha1.PodTemplatePatch{}
 	}
+	container := trainingContainer(tj, name, p, patch)
+	spec := corev1.PodSpec{
+		Volumes:            append([]corev1.Volume(nil), patch.Volumes...),
+		Tolerations:        append([]corev1.Toleration(nil), patch.Tolerations...),
+		NodeSelector:       maps.Clone(patch.NodeSelector),
+		Affinity:           patch.Affinity.DeepCopy(),
+		ServiceAccountName: patch.ServiceAccountName,
+		PriorityClassName:  patch.PriorityClassName,
+		ImagePullSecrets:   append([]corev1.LocalObjectReference(nil), patch.ImagePullSecrets...),
+		SecurityContext:    podsecurity.PodSecurityContext(s.RunAsUser),
+	}
+	mountSharedMemory(tj.Spec.SharedMemory, s.SharedMemorySize, &spec, &container)
+	var count int32
+	if tj.Spec.Resources != nil && tj.Spec.Resources.Accelerators != nil {
+		count = tj.Spec.Resources.Accelerators.Count
+	}
+	spec.Containers = []corev1.Container{container}
+	accelerator.Apply(class, count, &spec, &spec.Containers[0])
+	featureref.Mount(&spec, []string{name}, stores)
+	s.Progress.Inject(&spec, tj)
+
+	podLabels := maps.Clone(patch.Labels)
+	if podLabels == nil {
+		podLabels = map[string]string{}
+	}
+	maps.Copy(podLabels, labels)
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: maps.Clone(patch.Annotations)},
+		Spec:       spec,
+	}, nil
+}
+
+// trainingContainer is the training container: the user's image, command,
+// environment and resources, and the template patch's volume mounts.
+func trainingContainer(tj *trainingv1alpha1.TrainingJob, name string, p corev1.ContainerPort, patch *trainingv1alpha1.PodTemplatePatch) corev1.Container {
 	// Container security follows the restricted Pod Security Standard, but
 	// the root filesystem stays writable: training libraries write caches
 	// under $HOME and /tmp, and a read-only root breaks them in ways users
@@ -145,47 +180,26 @@ func PodTemplate(tj *trainingv1alpha1.TrainingJob, labels map[string]string, nam
 	for _, m := range patch.VolumeMounts {
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: m.Name, MountPath: m.MountPath, SubPath: m.SubPath, ReadOnly: m.ReadOnly})
 	}
+	return container
+}
 
-	spec := corev1.PodSpec{
-		Volumes:            append([]corev1.Volume(nil), patch.Volumes...),
-		Tolerations:        append([]corev1.Toleration(nil), patch.Tolerations...),
-		NodeSelector:       maps.Clone(patch.NodeSelector),
-		Affinity:           patch.Affinity.DeepCopy(),
-		ServiceAccountName: patch.ServiceAccountName,
-		PriorityClassName:  patch.PriorityClassName,
-		ImagePullSecrets:   append([]corev1.LocalObjectReference(nil), patch.ImagePullSecrets...),
-		SecurityContext:    podsecurity.PodSecurityContext(s.RunAsUser),
+// mountSharedMemory gives the pod a memory-backed /dev/shm of the job's
+// size (the operator's default when it sets none; zero means unbounded),
+// unless the job disabled it.
+func mountSharedMemory(shm *trainingv1alpha1.SharedMemory, def resource.Quantity, spec *corev1.PodSpec, container *corev1.Container) {
+	if shm != nil && shm.Disabled {
+		return
 	}
-	if shm := tj.Spec.SharedMemory; shm == nil || !shm.Disabled {
-		size := s.SharedMemorySize
-		if shm != nil && shm.SizeLimit != nil {
-			size = *shm.SizeLimit
-		}
-		emptyDir := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
-		if !size.IsZero() {
-			emptyDir.SizeLimit = &size
-		}
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: SharedMemoryVolume, VolumeSource: corev1.VolumeSource{EmptyDir: emptyDir}})
-		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: SharedMemoryVolume, MountPath: "/dev/shm"})
+	size := def
+	if shm != nil && shm.SizeLimit != nil {
+		size = *shm.SizeLimit
 	}
-	var count int32
-	if tj.Spec.Resources != nil && tj.Spec.Resources.Accelerators != nil {
-		count = tj.Spec.Resources.Accelerators.Count
+	emptyDir := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	if !size.IsZero() {
+		emptyDir.SizeLimit = &size
 	}
-	spec.Containers = []corev1.Container{container}
-	accelerator.Apply(class, count, &spec, &spec.Containers[0])
-	featureref.Mount(&spec, []string{name}, stores)
-	s.Progress.Inject(&spec, tj)
-
-	podLabels := maps.Clone(patch.Labels)
-	if podLabels == nil {
-		podLabels = map[string]string{}
-	}
-	maps.Copy(podLabels, labels)
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: maps.Clone(patch.Annotations)},
-		Spec:       spec,
-	}, nil
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: SharedMemoryVolume, VolumeSource: corev1.VolumeSource{EmptyDir: emptyDir}})
+	container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: SharedMemoryVolume, MountPath: "/dev/shm"})
 }
 
 // NprocPerNode is the number of training processes per pytorch pod: the

@@ -1,10 +1,8 @@
 package testharness
 
 import (
-	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -18,15 +16,17 @@ import (
 	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
-// OperatorName is the operator's name, as in cmd/main.go.
-const OperatorName = "trainingjob-operator"
+// OperatorName is the operator's name.
+const OperatorName = trainingjob.OperatorName
 
 // Scheme knows every kind the operator and its tests use.
 func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = trainingv1alpha1.AddToScheme(s)
-	_ = kubeflowv1.AddToScheme(s)
+	s, err := manager.NewScheme(trainingjob.AddToScheme...)
+	if err != nil {
+		// Only a programming error (two kinds under one name) fails it,
+		// and a test harness cannot run without it.
+		panic(err)
+	}
 	return s
 }
 

@@ -34,7 +34,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
 
-const operatorName = "trainingjob-operator"
+const operatorName = OperatorName
 
 var (
 	env    *testenv.Env

@@ -7,11 +7,14 @@ import (
 	"slices"
 	"sync"
 
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,6 +42,14 @@ import (
 
 // Name is the controller's name, in logs, metrics and traces.
 const Name = "trainingjob"
+
+// OperatorName is the operator's name: its binary, leader election lease,
+// field manager and the value of app.kubernetes.io/managed-by on everything
+// it creates.
+const OperatorName = "trainingjob-operator"
+
+// AddToScheme registers every kind the operator reads or writes.
+var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainingv1alpha1.AddToScheme, kubeflowv1.AddToScheme}
 
 // featureStoreIndex indexes TrainingJobs by the FeatureStores they
 // reference.
