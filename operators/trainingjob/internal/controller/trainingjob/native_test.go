@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -140,8 +141,8 @@ func failBatchJob(t *testing.T, c client.Client, job *batchv1.Job) {
 func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	clk := &clock{}
-	op := startOperator(t, func(r *Reconciler) { r.Now = clk.now })
+	clk := &testClock{}
+	op := startOperator(t, func(r *Reconciler) { r.Clock = clk })
 
 	tj := native(newTrainingJob(ns, "mnist", 2))
 	tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](600)
@@ -606,7 +607,7 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Now: time.Now, Metrics: NewMetrics()}
+	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
 
 	tj := newTrainingJob(ns, "first", 2)
 	if err := c.Create(t.Context(), tj); err != nil {
