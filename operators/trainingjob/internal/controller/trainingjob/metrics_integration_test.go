@@ -33,9 +33,11 @@ func TestMetricsThroughTheReconciler(t *testing.T) {
 	}
 	job := waitPyTorchJob(t, c, ns, "metered-r1")
 	nsFw := map[string]string{"namespace": ns, "framework": "pytorch"}
-	if got := metricstest.Value(t, "mlplatform_trainingjob_created_total", nsFw); got != 1 {
-		t.Errorf("created_total = %v, want 1", got)
-	}
+	// The counter moves after the reconcile's status write, which may come
+	// after the PyTorchJob is visible.
+	testenv.Eventually(t, "created_total counts the job", func(context.Context) (bool, error) {
+		return metricstest.Value(t, "mlplatform_trainingjob_created_total", nsFw) == 1, nil
+	})
 	pods := startPods(t, c, job)
 	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
