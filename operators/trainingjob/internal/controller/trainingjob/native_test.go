@@ -754,7 +754,7 @@ func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
 	testenv.Consistently(t, "no Job while the FeatureStore is not Ready", 3*time.Second, func(ctx context.Context) error {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "features-r1"}, &batchv1.Job{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Job features-r1: %v", err)
+			return fmt.Errorf("Job features-r1: %w", err)
 		}
 		return nil
 	})

@@ -176,8 +176,12 @@ func TestKubeflowLifecycleStepByStepWithinTheWriteBudget(t *testing.T) {
 		},
 		func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses[worker].Active = 1 },
 		func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses[worker].Active = 2 },
-		func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses[worker].Active, s.ReplicaStatuses[worker].Succeeded = 1, 1 },
-		func(s *kubeflowv1.JobStatus) { s.ReplicaStatuses[worker].Active, s.ReplicaStatuses[worker].Succeeded = 0, 2 },
+		func(s *kubeflowv1.JobStatus) {
+			s.ReplicaStatuses[worker].Active, s.ReplicaStatuses[worker].Succeeded = 1, 1
+		},
+		func(s *kubeflowv1.JobStatus) {
+			s.ReplicaStatuses[worker].Active, s.ReplicaStatuses[worker].Succeeded = 0, 2
+		},
 		func(s *kubeflowv1.JobStatus) {
 			s.ReplicaStatuses[master].Active, s.ReplicaStatuses[master].Succeeded = 0, 1
 			jobCond(s, kubeflowv1.JobRunning, corev1.ConditionFalse, "PyTorchJobRunning", "")
