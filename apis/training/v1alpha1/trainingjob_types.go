@@ -512,10 +512,10 @@ type TrainingJobStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
-	// Roles counts the pods of each role (Master, Chief, Worker, PS) on
-	// the kubeflow backend. On the native backend it is one role, Pods,
-	// recorded when a run ends (counting every pod change would cost a
-	// status write each).
+	// Roles counts the pods of each role when a run ends: Master, Chief,
+	// Worker, PS on the kubeflow backend, one role, Pods, on the native
+	// backend. It is not updated while a run goes on: counting every pod
+	// change would cost a status write each.
 	// +listType=map
 	// +listMapKey=name
 	// +optional

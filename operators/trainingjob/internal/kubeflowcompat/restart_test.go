@@ -152,7 +152,7 @@ func TestKubeflowUserErrorFailsWithoutRetry(t *testing.T) {
 	testenv.Consistently(t, "no second run", 3*time.Second, func(ctx context.Context) error {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crash-r2"}, &kubeflowv1.PyTorchJob{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("run 2 exists (%v)", err)
+			return fmt.Errorf("run 2 exists (%w)", err)
 		}
 		return nil
 	})

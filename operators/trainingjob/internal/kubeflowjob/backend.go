@@ -83,7 +83,7 @@ func (b *Backend) Owned() []client.Object {
 // Observe reads a Kubeflow job's run policy and status.
 func (b *Backend) Observe(child client.Object) backend.RunState {
 	rp, st := partsOf(child)
-	out := backend.RunState{SpecSuspended: rp.Suspend != nil && *rp.Suspend, StartTime: st.StartTime.DeepCopy(), Roles: roleStatuses(st)}
+	out := backend.RunState{SpecSuspended: rp.Suspend != nil && *rp.Suspend, StartTime: st.StartTime.DeepCopy()}
 	out.Suspended = transition(st, kubeflowv1.JobSuspended)
 	out.Running = transition(st, kubeflowv1.JobRunning)
 	out.Restarting = transition(st, kubeflowv1.JobRestarting)
@@ -95,6 +95,13 @@ func (b *Backend) Observe(child client.Object) backend.RunState {
 		if t != nil && st.CompletionTime != nil {
 			t.Time = *st.CompletionTime
 		}
+	}
+	// Pod counts are recorded only once the run ended, as on the native
+	// backend: Kubeflow changes them with every pod that starts or ends,
+	// and recording each change would cost a status write each (and a
+	// reconcile, since the child watch passes what Observe changes).
+	if out.Finished() {
+		out.Roles = roleStatuses(st)
 	}
 	return out
 }
@@ -126,9 +133,7 @@ func transition(st *kubeflowv1.JobStatus, t kubeflowv1.JobConditionType) *backen
 }
 
 // roleStatuses counts the pods of each replica type. Replica types whose
-// counts are all zero are left out: Kubeflow reports them as soon as it
-// first sees the job, and recording them would cost a status write that
-// says nothing.
+// counts are all zero are left out: they say nothing.
 func roleStatuses(s *kubeflowv1.JobStatus) []trainingv1alpha1.RoleStatus {
 	var out []trainingv1alpha1.RoleStatus
 	for role, rs := range s.ReplicaStatuses {

@@ -142,8 +142,9 @@ func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, run int32) []clie
 	}}
 }
 
-// Observe reads a Job. A run is Running once every rank is ready (every
-// rank is up, which is when a distributed training has started); it
+// Observe reads a Job. A run is Running once every rank is ready or has
+// succeeded (every rank came up, which is when a distributed training has
+// started); it
 // succeeded once the Job met its success criteria, and failed as soon as
 // the Job controller decided it failed (FailureTarget, before the pods are
 // gone), with the times the Job recorded. Pod counts are recorded only when
@@ -169,7 +170,9 @@ func (*Backend) Observe(child client.Object) backend.RunState {
 		return out
 	}
 	want := ptr.Deref(job.Spec.Parallelism, 1)
-	if !out.SpecSuspended && out.Suspended == nil && ptr.Deref(job.Status.Ready, 0) >= want {
+	// Ranks that already succeeded were running: a run whose ranks end one
+	// by one stays Running, and the Job's count changes wake no reconcile.
+	if !out.SpecSuspended && out.Suspended == nil && ptr.Deref(job.Status.Ready, 0)+job.Status.Succeeded >= want {
 		out.Running = &backend.Transition{Reason: "Running", Message: fmt.Sprintf("Job %s: all %d pods are ready", job.Name, want)}
 	}
 	return out

@@ -163,6 +163,14 @@ func TestObserve(t *testing.T) {
 			job:  job(2, false, 2, batchv1.JobStatus{Active: 2}),
 			want: backend.RunState{Running: &backend.Transition{Reason: "Running", Message: "Job j: all 2 pods are ready"}},
 		},
+		"one rank done, the other still ready": {
+			job:  job(2, false, 1, batchv1.JobStatus{Active: 1, Succeeded: 1}),
+			want: backend.RunState{Running: &backend.Transition{Reason: "Running", Message: "Job j: all 2 pods are ready"}},
+		},
+		"one rank done, the other not ready": {
+			job:  job(2, false, 0, batchv1.JobStatus{Active: 1, Succeeded: 1}),
+			want: backend.RunState{},
+		},
 		"suspended by kueue": {
 			job:  job(2, true, 0, batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: "JobSuspended"}}}),
 			want: backend.RunState{SpecSuspended: true, Suspended: &backend.Transition{Reason: "JobSuspended"}},

@@ -33,8 +33,8 @@ func TestMetricsThroughTheReconciler(t *testing.T) {
 	}
 	job := waitPyTorchJob(t, c, ns, "metered-r1")
 	nsFw := map[string]string{"namespace": ns, "framework": "pytorch"}
-	// The counter is recorded after the reconcile's status write, which
-	// may come after the child is visible.
+	// The counter moves after the reconcile's status write, which may come
+	// after the PyTorchJob is visible.
 	testenv.Eventually(t, "created_total counts the job", func(context.Context) (bool, error) {
 		return metricstest.Value(t, "mlplatform_trainingjob_created_total", nsFw) == 1, nil
 	})

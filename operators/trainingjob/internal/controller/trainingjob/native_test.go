@@ -708,11 +708,25 @@ func TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget(t *testing.T) 
 func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	if err := c.Create(t.Context(), featureStoreCRD()); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(featureref.GVK.GroupVersion().WithKind("FeatureStoreList"))
+	crd := featureStoreCRD()
+	switch err := c.Create(t.Context(), crd); {
+	case err == nil:
+		// Other tests start without the CRD: take it away again.
+		t.Cleanup(func() {
+			if err := c.Delete(context.Background(), crd); err != nil {
+				t.Errorf("deleting the FeatureStore CRD: %v", err)
+				return
+			}
+			testenv.Eventually(t, "the FeatureStore CRD is gone", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd.DeepCopy())
+				return apierrors.IsNotFound(err), nil
+			})
+		})
+	case !apierrors.IsAlreadyExists(err):
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, "the FeatureStore CRD is served", func(ctx context.Context) (bool, error) {
 		return c.List(ctx, list, client.InNamespace(ns)) == nil, nil
 	})
@@ -740,7 +754,7 @@ func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
 	testenv.Consistently(t, "no Job while the FeatureStore is not Ready", 3*time.Second, func(ctx context.Context) error {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "features-r1"}, &batchv1.Job{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Job features-r1: %v", err)
+			return fmt.Errorf("Job features-r1: %w", err)
 		}
 		return nil
 	})

@@ -375,10 +375,12 @@ func (r *Reconciler) forget(uid types.UID) {
 }
 
 // podMatters passes the pod events that change what the operator records
-// or does: a pod that stops or is deleted (a stopped pod explains a failed
-// run, and the next run waits for the previous run's pods), and a new pod
-// problem to re-emit. Every other pod status change is already summed up
-// in the child's own status, which is watched.
+// or does: a pod that fails (it explains a failed run) or is deleted (the
+// next run waits for the previous run's pods), and a new pod problem to
+// re-emit. A pod that succeeds changes nothing the child's own status,
+// which is watched, does not say; a next run that waits for the previous
+// run's pods also looks again every previousRunPollInterval. Every other
+// pod status change is summed up in the child's status too.
 func podMatters() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(ctrlevent.CreateEvent) bool { return false },
@@ -388,7 +390,7 @@ func podMatters() predicate.Funcs {
 			if !ok1 || !ok2 {
 				return true
 			}
-			if stopped(before) != stopped(after) || before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero() {
+			if podFailed(before) != podFailed(after) || before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero() {
 				return true
 			}
 			return !slices.Equal(issueKeys(before), issueKeys(after))
@@ -398,9 +400,7 @@ func podMatters() predicate.Funcs {
 	}
 }
 
-func stopped(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
+func podFailed(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed }
 
 func issueKeys(p *corev1.Pod) []string {
 	var keys []string
@@ -426,7 +426,9 @@ func deletedOnly() predicate.Funcs {
 // are recorded), its labels (the queue label, the cache's label) or its
 // deletion. A Job's status changes with every pod; most of those changes
 // change nothing the operator records, and waking for them would cost a
-// reconcile each.
+// reconcile each. The start time alone is one of them: the child records
+// it in its first status write, before the run is Running, and the
+// reconcile that records Running reads it then.
 func (r *Reconciler) childMatters() predicate.Funcs {
 	return predicate.Funcs{
 		UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
@@ -435,6 +437,7 @@ func (r *Reconciler) childMatters() predicate.Funcs {
 			}
 			before, ok1 := r.Backends.Observe(e.ObjectOld)
 			after, ok2 := r.Backends.Observe(e.ObjectNew)
+			before.StartTime, after.StartTime = nil, nil
 			return !ok1 || !ok2 || !equality.Semantic.DeepEqual(before, after)
 		},
 	}
