@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,7 +78,7 @@ func (h *Handler) serveReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "too many reports for this TrainingJob; retry after the Retry-After seconds")
 		return
 	}
-	rep, err := Decode(strings.NewReader(string(body)))
+	rep, err := Decode(bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

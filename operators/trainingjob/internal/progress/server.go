@@ -76,6 +76,7 @@ func (s *server) Start(ctx context.Context) error {
 type leaderRecord struct {
 	key     types.NamespacedName
 	self    string
+	log     logr.Logger
 	client  client.Client
 	live    client.Reader
 	mu      sync.Mutex
@@ -88,6 +89,26 @@ type leaderRecord struct {
 func (*leaderRecord) NeedLeaderElection() bool { return true }
 
 func (l *leaderRecord) Start(ctx context.Context) error {
+	// A failed write is retried: returning an error would stop the
+	// whole operator, and only the standbys' forwarding waits for it.
+	for {
+		err := l.publish(ctx)
+		if err == nil {
+			break
+		}
+		l.log.Error(err, "Publishing the progress endpoint's leader address failed; retrying")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// publish records this replica's address in the Lease.
+func (l *leaderRecord) publish(ctx context.Context) error {
 	var lease coordinationv1.Lease
 	err := l.live.Get(ctx, l.key, &lease)
 	switch {
@@ -96,15 +117,13 @@ func (l *leaderRecord) Start(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Namespace: l.key.Namespace, Name: l.key.Name},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(l.self)},
 		}
-		err = l.client.Create(ctx, &lease)
-	case err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != l.self:
+		return l.client.Create(ctx, &lease)
+	case err != nil:
+		return err
+	case ptr.Deref(lease.Spec.HolderIdentity, "") != l.self:
 		lease.Spec.HolderIdentity = ptr.To(l.self)
-		err = l.client.Update(ctx, &lease)
+		return l.client.Update(ctx, &lease)
 	}
-	if err != nil {
-		return fmt.Errorf("publishing the progress endpoint's leader address: %w", err)
-	}
-	<-ctx.Done()
 	return nil
 }
 

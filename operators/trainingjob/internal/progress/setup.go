@@ -106,7 +106,7 @@ func Setup(mgr ctrl.Manager, name string, o Options) error {
 	if o.Namespace != "" {
 		record := &leaderRecord{
 			key:  types.NamespacedName{Namespace: o.Namespace, Name: name + "-progress.mlplatform.dev"},
-			self: o.AdvertiseAddress, client: mgr.GetClient(), live: mgr.GetAPIReader(), maxAged: 5 * time.Second,
+			self: o.AdvertiseAddress, client: mgr.GetClient(), live: mgr.GetAPIReader(), maxAged: 5 * time.Second, log: log,
 		}
 		fwd, err := newForwarder(record, filepath.Join(o.CertDir, "ca.crt"), serverName(o.URL))
 		if err != nil {
