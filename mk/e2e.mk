@@ -7,16 +7,21 @@ E2E_HACK := hack/e2e
 E2E_ARTIFACTS ?= $(CURDIR)/_artifacts
 # E2E_SUITES restricts make e2e to some suites (packages under e2e/, in the
 # order given); uninstall runs last on purpose, as it removes the release.
-E2E_SUITES ?= cluster images quickstart notebooks featurestores training ha upgrade uninstall
+E2E_SUITES ?= cluster images quickstart notebooks featurestores training cli ha upgrade uninstall
 E2E_TIMEOUT ?= 90m
+# E2E_TRAINING_BACKENDS: the backends the training and cli suites run every
+# test on; naming kubeflow makes the quickstart install the Kubeflow
+# training-operator (QUICKSTART_KUBEFLOW=true).
+E2E_TRAINING_BACKENDS ?= native,kubeflow
 # UPGRADE_FROM is the revision the upgrade suite starts from (default: the
 # newest tag before HEAD, else main~1; hack/e2e/upgrade-from.sh).
 UPGRADE_FROM ?=
-export E2E_ARTIFACTS E2E_SUITES E2E_TIMEOUT UPGRADE_FROM
+export E2E_ARTIFACTS E2E_SUITES E2E_TIMEOUT E2E_TRAINING_BACKENDS UPGRADE_FROM
 
 ##@ End to end
 
 .PHONY: e2e
+e2e: export QUICKSTART_KUBEFLOW = $(if $(findstring kubeflow,$(E2E_TRAINING_BACKENDS)),true,false)
 e2e: quickstart ## Run every e2e suite on the kind cluster (created and installed when needed); report and artifacts in $(E2E_ARTIFACTS).
 	$(E2E_HACK)/run.sh
 

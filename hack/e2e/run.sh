@@ -11,6 +11,8 @@ suites=${E2E_SUITES:?set by mk/e2e.mk}
 timeout=${E2E_TIMEOUT:-90m}
 export KUBECONFIG=${KIND_KUBECONFIG:?set by mk/kind.mk}
 export ML_PLATFORM_E2E=1
+# The training backends the training suite runs each test on (mk/e2e.mk).
+export ML_PLATFORM_E2E_TRAINING_BACKENDS=${E2E_TRAINING_BACKENDS:-native}
 # The suites save their own failure artifacts under this directory.
 export ML_PLATFORM_E2E_ARTIFACTS=$artifacts/suites
 mkdir -p "$artifacts" "$ML_PLATFORM_E2E_ARTIFACTS"
