@@ -65,7 +65,7 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("--default-backend: %w", err)
 			}
-			if err := progress.Setup(mgr, name, progressOptions); err != nil {
+			if err := progress.Setup(mgr, trainingjob.OperatorName, progressOptions); err != nil {
 				return err
 			}
 			return r.SetupWithManager(mgr, cfg.ControllerOptions())
