@@ -114,6 +114,7 @@ func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Cata
 		Catalog:   catalog,
 		Prober:    jupyter.NewProber(cfg.Probe.Timeout.Duration, cfg.Probe.Concurrency, nil),
 		Clock:     clock.RealClock{},
+		metrics:   newNotebookMetrics(),
 	}
 }
 
@@ -130,9 +131,6 @@ func OwnedObjects() []client.Object {
 // added only when the API server serves FeatureStores, so the operator
 // works in clusters without the FeatureStore operator.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.metrics == nil {
-		r.metrics = newNotebookMetrics()
-	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &notebooksv1alpha1.Notebook{}, featureref.IndexKey, func(o client.Object) []string {
 		return featureref.IndexValues(o.(*notebooksv1alpha1.Notebook).Spec.FeatureStores)
 	}); err != nil {
@@ -238,9 +236,6 @@ func (r *Reconciler) referrers(ctx context.Context, store client.Object) []recon
 // Reconcile converges one Notebook: phases that ensure each child, one
 // status write, then events.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if r.metrics == nil {
-		r.metrics = newNotebookMetrics()
-	}
 	nb := &notebooksv1alpha1.Notebook{}
 	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, nb); err != nil {
 		if client.IgnoreNotFound(err) == nil {
