@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 )
 
@@ -46,14 +48,59 @@ type storesCollector struct {
 	desc   *prometheus.Desc
 }
 
-// RegisterStoresCollector registers mlplatform_featurestore_stores.
-func RegisterStoresCollector(reader client.Reader) {
-	c := &storesCollector{reader: reader, desc: prometheus.NewDesc(
+// RegisterStoresCollector registers mlplatform_featurestore_stores and
+// mlplatform_featurestore_featurestores, replacing those of an earlier
+// manager in the same process (tests), whose cache may be stopped.
+func RegisterStoresCollector(reader client.Reader) error {
+	if err := metrics.Replace(NewStoresCollector(reader)); err != nil {
+		return err
+	}
+	return metrics.Replace(NewStateCollector(reader))
+}
+
+// NewStoresCollector counts the stores of the FeatureStores reader lists.
+func NewStoresCollector(reader client.Reader) *storesCollector {
+	return &storesCollector{reader: reader, desc: prometheus.NewDesc(
 		prometheus.BuildFQName(metrics.Namespace, "featurestore", "stores"),
 		"Stores of every FeatureStore, by store (online, offline, registry) and mode (backend, managed).",
 		[]string{"store", "mode"}, nil)}
-	// A second manager in the same process (tests) finds it registered.
-	_ = ctrlmetrics.Registry.Register(c)
+}
+
+// statesMetric is the name of the scrape-time count of FeatureStores.
+const statesMetric = "mlplatform_featurestore_featurestores"
+
+// FeatureStore states as the metric reports them.
+const (
+	StateReady       = "Ready"
+	StateProgressing = "Progressing"
+	StateStalled     = "Stalled"
+	StateDeleting    = "Deleting"
+)
+
+// NewStateCollector counts FeatureStores by namespace and state from
+// reader at scrape time (see StateOf).
+func NewStateCollector(reader client.Reader) *metrics.CountCollector {
+	return metrics.NewCountCollector(reader, func() client.ObjectList { return &featuresv1alpha1.FeatureStoreList{} },
+		statesMetric, "FeatureStores by namespace and state (Ready, Progressing, Stalled, Deleting).", []string{"namespace", "state"},
+		func(o runtime.Object) []string {
+			fs := o.(*featuresv1alpha1.FeatureStore)
+			return []string{fs.Namespace, StateOf(fs)}
+		})
+}
+
+// StateOf sums up a FeatureStore's conditions in one word: Deleting once
+// it is being deleted, Stalled when only a person can help, Ready when
+// Ready=True for its current generation, else Progressing.
+func StateOf(fs *featuresv1alpha1.FeatureStore) string {
+	switch {
+	case fs.DeletionTimestamp != nil:
+		return StateDeleting
+	case conditions.IsTrue(fs, commonv1alpha1.ConditionStalled):
+		return StateStalled
+	case fs.Status.ObservedGeneration == fs.Generation && conditions.IsTrue(fs, commonv1alpha1.ConditionReady):
+		return StateReady
+	}
+	return StateProgressing
 }
 
 func (c *storesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }

@@ -28,6 +28,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/requeue"
@@ -131,6 +132,9 @@ func OwnedObjects() []client.Object {
 // added only when the API server serves FeatureStores, so the operator
 // works in clusters without the FeatureStore operator.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &notebooksv1alpha1.Notebook{}, featureref.IndexKey, func(o client.Object) []string {
 		return featureref.IndexValues(o.(*notebooksv1alpha1.Notebook).Spec.FeatureStores)
 	}); err != nil {
