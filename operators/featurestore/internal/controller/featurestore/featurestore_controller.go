@@ -83,7 +83,7 @@ type Reconciler struct {
 
 	// adminSecrets watches Secrets in Namespace only.
 	adminSecrets cache.Cache
-	metrics      *storeMetrics
+	metrics      *StoreMetrics
 }
 
 // Options configure NewReconciler.
@@ -118,7 +118,7 @@ func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) *Re
 		// Shared with the pending-cleanup controller (controller.Setup).
 		CleanupFailures: claims.NewCleanupFailures(),
 		Clock:           clock.RealClock{},
-		metrics:         newMetrics(),
+		metrics:         NewStoreMetrics(),
 	}
 	r.Backends = &backends.Resolver{Client: r.Client, Secrets: adminSecrets, Namespace: opts.Namespace}
 	r.Finalizer = &finalizer.Finalizer{

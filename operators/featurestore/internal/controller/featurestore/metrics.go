@@ -14,14 +14,15 @@ import (
 	"github.com/ml-platform/ml-platform/shared/metrics"
 )
 
-// storeMetrics are the FeatureStore reconciler's own series, created by
+// StoreMetrics are the FeatureStore reconciler's own series, created by
 // NewReconciler (a second manager in one process, as in tests, shares them).
-type storeMetrics struct {
+type StoreMetrics struct {
 	provisioningDuration *prometheus.HistogramVec
 }
 
-func newMetrics() *storeMetrics {
-	return &storeMetrics{
+// NewStoreMetrics creates the reconciler's series.
+func NewStoreMetrics() *StoreMetrics {
+	return &StoreMetrics{
 		provisioningDuration: metrics.NewHistogramVec("featurestore", "provisioning_duration_seconds",
 			"Time to provision and verify one store in a shared server (ensure plus a login as the store's user).", nil, "store", "result"),
 	}
@@ -29,7 +30,7 @@ func newMetrics() *storeMetrics {
 
 // observeProvisioning records how long a store took, by outcome; nil
 // metrics record nothing.
-func (m *storeMetrics) observeProvisioning(store string, start time.Time, err error) {
+func (m *StoreMetrics) observeProvisioning(store string, start time.Time, err error) {
 	if m == nil {
 		return
 	}
