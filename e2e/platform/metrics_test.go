@@ -123,6 +123,13 @@ func collectMetrics(files []*ast.File, dir string, out map[string]string) {
 						out[full+s] = dir
 					}
 				}
+			case "NewCountCollector":
+				// metrics.NewCountCollector(reader, newList, name, ...).
+				if len(call.Args) > 2 {
+					if name, ok := str(call.Args[2]); ok {
+						out[name] = dir
+					}
+				}
 			case "NewDesc":
 				if len(call.Args) > 0 {
 					if name, ok := str(call.Args[0]); ok {

@@ -100,17 +100,23 @@ func monitoringCases(job string) map[string][]alertCase {
 	buckets := func(le, values string) series {
 		return series{`mlplatform_trainingjob_queue_wait_seconds_bucket{` + j + `,namespace="team-a",le="` + le + `"}`, values}
 	}
+	exhausted := func(ns, values string) series {
+		return series{`mlplatform_trainingjob_restarts_exhausted_total{` + j + `,namespace="` + ns + `"}`, values}
+	}
 	return map[string][]alertCase{
 		"trainingjob-operator": append(common,
 			alertCase{alert: "MLPlatformTrainingJobsQueuedLong", input: []series{buckets("600", "0x120"), buckets("7200", "0+1x120"), buckets("+Inf", "0+1x120")}, at: "90m", labels: map[string]string{"namespace": "team-a"}, fires: true},
 			alertCase{alert: "MLPlatformTrainingJobsQueuedLong", input: []series{buckets("600", "0+1x120"), buckets("7200", "0+1x120"), buckets("+Inf", "0+1x120")}, at: "90m"},
-			alertCase{alert: "MLPlatformTrainingJobsFailAfterRestarts", input: []series{
+			alertCase{alert: "MLPlatformTrainingJobRestartsExhausted", input: []series{exhausted("team-a", "0+1x60")}, at: "60m", labels: map[string]string{"namespace": "team-a"}, fires: true},
+			// The namespace's first exhaustion creates the series at 1,
+			// which increase() alone does not see.
+			alertCase{alert: "MLPlatformTrainingJobRestartsExhausted", input: []series{exhausted("team-a", "_x30 1x30")}, at: "50m", labels: map[string]string{"namespace": "team-a"}, fires: true},
+			alertCase{alert: "MLPlatformTrainingJobRestartsExhausted", input: []series{exhausted("team-a", "1x120")}, at: "90m"},
+			// Restarts and failures that are not restarts running out
+			// (a user error) do not page.
+			alertCase{alert: "MLPlatformTrainingJobRestartsExhausted", input: []series{
 				{`mlplatform_trainingjob_restarted_total{` + j + `,namespace="team-a",class="Infrastructure",reason="NodeFailure"}`, "0+1x60"},
 				{`mlplatform_trainingjob_failed_total{` + j + `,namespace="team-a",framework="pytorch"}`, "0+1x60"},
-			}, at: "60m", labels: map[string]string{"namespace": "team-a"}, fires: true},
-			alertCase{alert: "MLPlatformTrainingJobsFailAfterRestarts", input: []series{
-				{`mlplatform_trainingjob_restarted_total{` + j + `,namespace="team-a",class="Infrastructure",reason="NodeFailure"}`, "0+1x60"},
-				{`mlplatform_trainingjob_failed_total{` + j + `,namespace="team-b",framework="pytorch"}`, "0+1x60"},
 			}, at: "60m"},
 		),
 		"notebook-operator": append(common,

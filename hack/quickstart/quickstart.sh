@@ -6,7 +6,9 @@
 # Environment: KIND_KUBECONFIG (from mk/kind.mk), QUICKSTART_NAMESPACE,
 # QUICKSTART_SAMPLES_NAMESPACE, QUICKSTART_TIMEOUT, QUICKSTART_KUBEFLOW (true
 # installs the Kubeflow training-operator too, for backend: kubeflow; make e2e
-# sets it when E2E_TRAINING_BACKENDS names kubeflow).
+# sets it when E2E_TRAINING_BACKENDS names kubeflow), QUICKSTART_HELM_ARGS
+# (more arguments for helm upgrade, split on spaces; the upgrade suite keeps
+# Kubeflow with it).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -50,10 +52,12 @@ up() {
   local start=$SECONDS
   local ids
   mapfile -t ids < <(image_ids)
+  local extra
+  read -r -a extra <<<"${QUICKSTART_HELM_ARGS:-}"
   "$helm" upgrade --install "$release" charts/ml-platform \
     --namespace "$namespace" --create-namespace \
     --values charts/ml-platform/values-kind.yaml "${ids[@]}" \
-    --set "trainingjob-operator.kubeflow.enabled=$kubeflow" \
+    --set "trainingjob-operator.kubeflow.enabled=$kubeflow" "${extra[@]}" \
     --wait --timeout "$timeout" 2> >(quiet_symlinks)
   echo "ml-platform is installed in namespace $namespace ($((SECONDS - start)) s)."
   cat <<MSG

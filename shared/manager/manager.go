@@ -9,7 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap/zapcore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,7 +24,6 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -56,8 +54,14 @@ type Options struct {
 	// LabelManagedBy.
 	Name string
 
-	// Scheme knows every kind the operator reads or writes.
+	// Scheme knows every kind the operator reads or writes. When it is
+	// nil, New builds it from AddToScheme.
 	Scheme *runtime.Scheme
+
+	// AddToScheme register the kinds the operator reads or writes, for
+	// New to build the Scheme: a failure is a startup error like any
+	// other, returned by New, so a cmd/main.go has one error path.
+	AddToScheme []func(*runtime.Scheme) error
 
 	// OwnedObjects are the kinds the operator creates, such as Pods or
 	// Secrets. Their caches hold only objects labelled LabelManagedBy=Name,
@@ -164,6 +168,13 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Scheme == nil && len(opts.AddToScheme) > 0 {
+		scheme, err := NewScheme(opts.AddToScheme...)
+		if err != nil {
+			return nil, err
+		}
+		opts.Scheme = scheme
+	}
 
 	restConfig, err := clusterConfig(cfg, opts.Name)
 	if err != nil {
@@ -242,6 +253,17 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
+// NewScheme returns a scheme with the kinds of every add registered.
+func NewScheme(adds ...func(*runtime.Scheme) error) (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range adds {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("building the scheme: %w", err)
+		}
+	}
+	return scheme, nil
+}
+
 func validateOptions(opts Options) error {
 	if opts.Name == "" {
 		return errors.New("manager: Options.Name is required")
@@ -291,14 +313,7 @@ func metricsOptions(cfg Config) metricsserver.Options {
 // operator's own kinds, counted from the manager's cache. A process that
 // builds several managers (tests) keeps the newest one's.
 func registerStalledCollector(mgr ctrl.Manager) {
-	c := metrics.NewStalledCollector(mgr.GetCache(), mgr.GetScheme())
-	err := ctrlmetrics.Registry.Register(c)
-	var already prometheus.AlreadyRegisteredError
-	if errors.As(err, &already) {
-		ctrlmetrics.Registry.Unregister(already.ExistingCollector)
-		err = ctrlmetrics.Registry.Register(c)
-	}
-	if err != nil {
+	if err := metrics.Replace(metrics.NewStalledCollector(mgr.GetCache(), mgr.GetScheme())); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Registering the Stalled objects metric failed")
 	}
 }

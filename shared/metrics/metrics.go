@@ -66,6 +66,9 @@ func NewHistogramVec(subsystem, name, help string, buckets []float64, labels ...
 func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 	err := reg.Register(c)
 	if err == nil {
+		if reg == ctrlmetrics.Registry {
+			define(c)
+		}
 		return c
 	}
 	var already prometheus.AlreadyRegisteredError

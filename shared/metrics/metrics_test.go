@@ -148,3 +148,7 @@ func unregisterOnCleanup[T prometheus.Collector](t *testing.T, c T) T {
 	t.Cleanup(func() { ctrlmetrics.Registry.Unregister(c) })
 	return c
 }
+
+func registry() prometheus.Gatherer { return ctrlmetrics.Registry }
+
+func unregister(c prometheus.Collector) { ctrlmetrics.Registry.Unregister(c) }

@@ -15,14 +15,17 @@ Context: root (the chart), sel (the operator's metrics selector), values
   annotations:
     summary: "TrainingJobs in {{ "{{" }} $labels.namespace {{ "}}" }} wait long in the Kueue queue."
     description: "In the last hour, 1 in 10 TrainingJob runs in {{ "{{" }} $labels.namespace {{ "}}" }} waited more than {{ .values.trainingJobQueueWaitSeconds | default 3600 }} s before Kueue admitted it; the ClusterQueue's quota may be too small."
-- alert: MLPlatformTrainingJobsFailAfterRestarts
+- alert: MLPlatformTrainingJobRestartsExhausted
   expr: |-
-    sum by (namespace) (increase(mlplatform_trainingjob_restarted_total{ {{- .sel -}} }[1h])) > 0
-      and on (namespace) sum by (namespace) (increase(mlplatform_trainingjob_failed_total{ {{- .sel -}} }[1h])) > 0
+    sum by (namespace) (increase(mlplatform_trainingjob_restarts_exhausted_total{ {{- .sel -}} }[1h])) > 0
+      or sum by (namespace) (
+        mlplatform_trainingjob_restarts_exhausted_total{ {{- .sel -}} }
+          unless mlplatform_trainingjob_restarts_exhausted_total{ {{- .sel -}} } offset 1h
+      ) > 0
   labels:
     severity: warning
     operator: trainingjob-operator
   annotations:
-    summary: "TrainingJobs in {{ "{{" }} $labels.namespace {{ "}}" }} failed after restarts."
-    description: "TrainingJobs in {{ "{{" }} $labels.namespace {{ "}}" }} were restarted after failures and failed in the last hour: their restarts ran out (reason RestartsExhausted) or the failure was not retryable. kubectl get trainingjobs.training.mlplatform.dev -n {{ "{{" }} $labels.namespace {{ "}}" }}."
+    summary: "TrainingJobs in {{ "{{" }} $labels.namespace {{ "}}" }} failed because their restarts ran out."
+    description: "In the last hour, TrainingJobs in {{ "{{" }} $labels.namespace {{ "}}" }} failed with a failure a new run could fix (preemption, node failure) because checkpoint.maxRestarts was reached. kubectl get trainingjobs.training.mlplatform.dev -n {{ "{{" }} $labels.namespace {{ "}}" }}; raise maxRestarts or look at the cluster's disruptions."
 {{- end -}}

@@ -5,18 +5,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 )
 
 var (
 	provisioningDuration = metrics.NewHistogramVec("featurestore", "provisioning_duration_seconds",
 		"Time to provision and verify one store in a shared server (ensure plus a login as the store's user).", nil, "store", "result")
-	cleanupFailures = metrics.NewCounterVec("featurestore", "cleanup_failures_total",
-		"Failed attempts to remove what a FeatureStore provisioned, by origin (featurestore or pending_cleanup).", "origin")
 )
 
 // observeProvisioning records how long a store took, by outcome.
@@ -36,14 +36,59 @@ type storesCollector struct {
 	desc   *prometheus.Desc
 }
 
-// RegisterStoresCollector registers mlplatform_featurestore_stores.
-func RegisterStoresCollector(reader client.Reader) {
-	c := &storesCollector{reader: reader, desc: prometheus.NewDesc(
+// RegisterStoresCollector registers mlplatform_featurestore_stores and
+// mlplatform_featurestore_featurestores, replacing those of an earlier
+// manager in the same process (tests), whose cache may be stopped.
+func RegisterStoresCollector(reader client.Reader) error {
+	if err := metrics.Replace(NewStoresCollector(reader)); err != nil {
+		return err
+	}
+	return metrics.Replace(NewStateCollector(reader))
+}
+
+// NewStoresCollector counts the stores of the FeatureStores reader lists.
+func NewStoresCollector(reader client.Reader) *storesCollector {
+	return &storesCollector{reader: reader, desc: prometheus.NewDesc(
 		prometheus.BuildFQName(metrics.Namespace, "featurestore", "stores"),
 		"Stores of every FeatureStore, by store (online, offline, registry) and mode (backend, managed).",
 		[]string{"store", "mode"}, nil)}
-	// A second manager in the same process (tests) finds it registered.
-	_ = ctrlmetrics.Registry.Register(c)
+}
+
+// statesMetric is the name of the scrape-time count of FeatureStores.
+const statesMetric = "mlplatform_featurestore_featurestores"
+
+// FeatureStore states as the metric reports them.
+const (
+	StateReady       = "Ready"
+	StateProgressing = "Progressing"
+	StateStalled     = "Stalled"
+	StateDeleting    = "Deleting"
+)
+
+// NewStateCollector counts FeatureStores by namespace and state from
+// reader at scrape time (see StateOf).
+func NewStateCollector(reader client.Reader) *metrics.CountCollector {
+	return metrics.NewCountCollector(reader, func() client.ObjectList { return &featuresv1alpha1.FeatureStoreList{} },
+		statesMetric, "FeatureStores by namespace and state (Ready, Progressing, Stalled, Deleting).", []string{"namespace", "state"},
+		func(o runtime.Object) []string {
+			fs := o.(*featuresv1alpha1.FeatureStore)
+			return []string{fs.Namespace, StateOf(fs)}
+		})
+}
+
+// StateOf sums up a FeatureStore's conditions in one word: Deleting once
+// it is being deleted, Stalled when only a person can help, Ready when
+// Ready=True for its current generation, else Progressing.
+func StateOf(fs *featuresv1alpha1.FeatureStore) string {
+	switch {
+	case fs.DeletionTimestamp != nil:
+		return StateDeleting
+	case conditions.IsTrue(fs, commonv1alpha1.ConditionStalled):
+		return StateStalled
+	case fs.Status.ObservedGeneration == fs.Generation && conditions.IsTrue(fs, commonv1alpha1.ConditionReady):
+		return StateReady
+	}
+	return StateProgressing
 }
 
 func (c *storesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
@@ -76,6 +121,3 @@ func (c *storesCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, k[0], k[1])
 	}
 }
-
-// CountCleanupFailure counts a failed cleanup attempt by its origin.
-func CountCleanupFailure(origin string) { cleanupFailures.WithLabelValues(origin).Inc() }

@@ -1,12 +1,16 @@
 package notebook
 
 import (
+	"cmp"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 )
@@ -102,4 +106,19 @@ func (m *notebookMetrics) forget(key types.NamespacedName, now time.Time) {
 	if wasCulled && now.After(c.since) {
 		m.accelerator.WithLabelValues(c.accType).Add(c.count * now.Sub(c.since).Seconds())
 	}
+}
+
+// phasesMetric is the name of the scrape-time count of Notebooks.
+const phasesMetric = "mlplatform_notebook_notebooks"
+
+// NewPhaseCollector counts Notebooks by namespace and phase from reader
+// (the manager's cache) at scrape time; a Notebook not yet given a phase
+// counts as Pending.
+func NewPhaseCollector(reader client.Reader) *metrics.CountCollector {
+	return metrics.NewCountCollector(reader, func() client.ObjectList { return &notebooksv1alpha1.NotebookList{} },
+		phasesMetric, "Notebooks by namespace and phase (status.phase: Pending, Running, Suspended, Culled, Failed).", []string{"namespace", "phase"},
+		func(o runtime.Object) []string {
+			nb := o.(*notebooksv1alpha1.Notebook)
+			return []string{nb.Namespace, string(cmp.Or(nb.Status.Phase, notebooksv1alpha1.PhasePending))}
+		})
 }

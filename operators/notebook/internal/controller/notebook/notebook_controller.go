@@ -2,7 +2,6 @@ package notebook
 
 import (
 	"context"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +28,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/requeue"
@@ -133,6 +133,9 @@ func OwnedObjects() []client.Object {
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.metrics == nil {
 		r.metrics = newNotebookMetrics()
+	}
+	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
+		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &notebooksv1alpha1.Notebook{}, featureref.IndexKey, func(o client.Object) []string {
 		return featureref.IndexValues(o.(*notebooksv1alpha1.Notebook).Spec.FeatureStores)
@@ -303,7 +306,3 @@ func (r *Reconciler) runPhases(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	return res, nil
 }
-
-// retryNotAnswering is how soon a running server that does not answer its
-// probe is looked at again, when no culling check comes sooner.
-const retryNotAnswering = 15 * time.Second

@@ -1,14 +1,19 @@
 package trainingjob
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/metrics"
@@ -35,6 +40,9 @@ type Metrics struct {
 	// training resumes from its last checkpoint.
 	AcceleratorSecondsLost *prometheus.CounterVec
 	QueueWait              *prometheus.HistogramVec
+	// RestartsExhausted counts TrainingJobs that failed with a failure a
+	// new run could fix because maxRestarts was reached.
+	RestartsExhausted *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics on controller-runtime's registry, or
@@ -59,7 +67,36 @@ func NewMetrics() *Metrics {
 			"Accelerator-seconds held by runs that failed and were restarted (accelerators per pod x pods x run duration).", "namespace", "type"),
 		QueueWait: metrics.NewHistogramVec(subsystem, "queue_wait_seconds",
 			"Seconds a queued TrainingJob's run waited for Kueue to admit it.", jobBuckets, "namespace"),
+		RestartsExhausted: metrics.NewCounterVec(subsystem, "restarts_exhausted_total",
+			"TrainingJobs that failed because checkpoint.maxRestarts was reached, although a new run could have fixed the failure.", "namespace"),
 	}
+}
+
+// phasesMetric is the name of the scrape-time count of TrainingJobs.
+const phasesMetric = "mlplatform_trainingjob_trainingjobs"
+
+// NewPhaseCollector counts TrainingJobs by namespace and phase from reader
+// (the manager's cache) at scrape time; a job not yet given a phase counts
+// as Pending.
+func NewPhaseCollector(reader client.Reader) *metrics.CountCollector {
+	return metrics.NewCountCollector(reader, func() client.ObjectList { return &trainingv1alpha1.TrainingJobList{} },
+		phasesMetric, "TrainingJobs by namespace and phase (status.phase).", []string{"namespace", "phase"},
+		func(o runtime.Object) []string {
+			tj := o.(*trainingv1alpha1.TrainingJob)
+			return []string{tj.Namespace, string(cmp.Or(tj.Status.Phase, trainingv1alpha1.PhasePending))}
+		})
+}
+
+// restartsExhausted reports whether a job failed only because its
+// restarts ran out: the same policy that decides restarts, asked again
+// with the recorded failure, says so.
+func restartsExhausted(tj *trainingv1alpha1.TrainingJob, now time.Time) bool {
+	f := tj.Status.Failure
+	if f == nil || tj.Spec.Checkpoint == nil {
+		return false
+	}
+	d := restart.Decide(tj.Spec.Checkpoint, tj.Status.RestartCount, failure.Result{Class: f.Class, Cause: f.Cause}, now)
+	return d.Reason == restart.ReasonRestartsExhaust
 }
 
 // observeTransitions records what changed between the persisted status and
@@ -90,6 +127,9 @@ func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob
 	if conditions.IsTrue(after, commonv1alpha1.ConditionFailed) {
 		outcome = "failed"
 		m.Failed.WithLabelValues(ns, framework).Inc()
+		if restartsExhausted(after, now) {
+			m.RestartsExhausted.WithLabelValues(ns).Inc()
+		}
 	} else {
 		m.Succeeded.WithLabelValues(ns, framework).Inc()
 	}
