@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +32,8 @@ func submitArgs(t *testing.T, name string, trainSteps int, stepSeconds string, e
 }
 
 // TestTrainSubmitFollowsToSuccess: `mlp train submit` creates the sample,
-// follows it (phase, the run's pods becoming ready) and exits 0 when it
-// succeeded.
+// follows it (phase, the run's pods becoming ready, the training's own
+// progress) and exits 0 when it succeeded.
 func TestTrainSubmitFollowsToSuccess(t *testing.T) {
 	e := steps.Connect(t)
 	ns := e.Namespace(t, "e2e-cli-train")
@@ -45,17 +46,21 @@ func TestTrainSubmitFollowsToSuccess(t *testing.T) {
 			t.Errorf("mlp train submit's output lacks %q:\n%s", want, out)
 		}
 	}
-	// The training's own progress (status.progress: "step N/20") appears
-	// only where the operator publishes it (the progress endpoint).
-	if strings.Contains(out, "step ") {
-		t.Logf("training progress shown")
-	} else {
-		t.Logf("no training progress in the output: status.progress is not published by this operator build")
+	// The training's own progress: rank 0 reports it to the operator's
+	// progress endpoint (mlplatform.progress in the image), the operator
+	// publishes status.progress, and mlp shows "step N/20".
+	if m := progressLine.FindString(out); m == "" {
+		t.Errorf("mlp train submit showed no training progress (step N/20):\n%s", out)
 	}
 	tj := &trainingv1alpha1.TrainingJob{}
 	tj.Namespace, tj.Name = ns, "submit"
 	e.WaitCondition(t, tj, "Succeeded", metav1.ConditionTrue, "Failed", time.Minute)
+	if p := tj.Status.Progress; p == nil || p.Step == 0 || p.TotalSteps != 20 {
+		t.Errorf("status.progress of the finished job: %+v, want steps of 20 reported", p)
+	}
 }
+
+var progressLine = regexp.MustCompile(`step [1-9][0-9]*/20`)
 
 // TestTrainLogsFollowsBothRanks: `mlp train logs -f`, started while the
 // job runs, streams both ranks' lines as they are written, each prefixed
@@ -98,13 +103,13 @@ func TestTrainLogsFollowsBothRanks(t *testing.T) {
 		t.Fatalf("mlp train logs -f: %v (did not end by itself with the training?)\n%s", err, strings.Join(got, "\n"))
 	}
 	for _, rank := range []string{"[rank 0]", "[rank 1]"} {
-		var steps_, result bool
+		var stepped, result bool
 		for _, l := range got {
-			steps_ = steps_ || strings.HasPrefix(l, rank+" step ")
+			stepped = stepped || strings.HasPrefix(l, rank+" step ")
 			result = result || strings.HasPrefix(l, rank+" RESULT")
 		}
-		if !steps_ || !result {
-			t.Errorf("mlp train logs -f: %s steps %v, final RESULT %v; output:\n%s", rank, steps_, result, strings.Join(got, "\n"))
+		if !stepped || !result {
+			t.Errorf("mlp train logs -f: %s steps %v, final RESULT %v; output:\n%s", rank, stepped, result, strings.Join(got, "\n"))
 		}
 	}
 }

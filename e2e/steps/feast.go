@@ -25,5 +25,6 @@ r = redis.Redis(host=host, port=int(port), username=opts.get("username"), passwo
                 ssl=opts.get("ssl", "false").lower() == "true", socket_timeout=20)
 key = "e2e_key_" + c["project"]
 r.hset(key, "bound", os.environ["WHO"])
-print("BOUND db=%s redis=%s" % (db, r.hget(key, "bound").decode()), flush=True)
+# HMGET, as Feast reads: the store's ACL user may run what Feast runs.
+print("BOUND db=%s redis=%s" % (db, r.hmget(key, ["bound"])[0].decode()), flush=True)
 `

@@ -168,6 +168,7 @@ func TestWorkerDeletedResumesFromCheckpoint(t *testing.T) {
 		if resumed < saved || resumed%5 != 0 || resumed >= 400 {
 			t.Errorf("second run resumed at step %d, want a checkpoint step >= %d; logs %v", resumed, saved, logs)
 		}
+		t.Logf("run 2 resumed at step %d (last checkpoint seen before the deletion: step %d)", resumed, saved)
 	})
 }
 
