@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +29,7 @@ var update = flag.Bool("update-health", false, "rewrite the health tables' golde
 type Table struct {
 	kind    string
 	columns []apiextensionsv1.CustomResourceColumnDefinition
-	rows    []string
+	rows    map[string]string
 }
 
 // NewTable reads the printer columns of kind from the CRD file crdPath.
@@ -43,7 +45,7 @@ func NewTable(t testing.TB, crdPath string) *Table {
 	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
 		t.Fatalf("%s: %v", crdPath, err)
 	}
-	tb := &Table{kind: crd.Spec.Names.Kind}
+	tb := &Table{kind: crd.Spec.Names.Kind, rows: map[string]string{}}
 	for _, v := range crd.Spec.Versions {
 		if !v.Storage {
 			continue
@@ -86,17 +88,22 @@ func (tb *Table) Add(t testing.TB, state string, obj runtime.Object) {
 			cells = append(cells, fmt.Sprint(cell))
 		}
 	}
-	tb.rows = append(tb.rows, "| "+strings.Join(cells, " | ")+" |")
+	tb.rows[state] = "| " + strings.Join(cells, " | ") + " |"
 }
 
-// Markdown renders the table.
+// Markdown renders the table, its rows sorted by state so that tests
+// that range over a map produce the same file.
 func (tb *Table) Markdown() string {
 	head := []string{"object, state", "kstatus", "Argo CD", "conditions True (kubectl wait)"}
 	for _, c := range tb.columns {
 		head = append(head, "`kubectl get` "+c.Name)
 	}
 	sep := strings.Repeat("|---", len(head)) + "|"
-	return "| " + strings.Join(head, " | ") + " |\n" + sep + "\n" + strings.Join(tb.rows, "\n") + "\n"
+	var rows []string
+	for _, state := range slices.Sorted(maps.Keys(tb.rows)) {
+		rows = append(rows, tb.rows[state])
+	}
+	return "| " + strings.Join(head, " | ") + " |\n" + sep + "\n" + strings.Join(rows, "\n") + "\n"
 }
 
 // Golden logs the table (go test -v shows it) and compares it with the
