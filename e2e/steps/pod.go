@@ -3,13 +3,17 @@ package steps
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/e2e/cluster"
 )
 
@@ -129,4 +133,34 @@ func (e *Env) Events(ctx context.Context, ns, name, reason string) ([]string, er
 		out = append(out, ev.Message)
 	}
 	return out, nil
+}
+
+// RunLogs returns the logs of the pods of one run of a TrainingJob, by pod
+// name (the platform's job-name and run labels select them).
+func (e *Env) RunLogs(ctx context.Context, tj *trainingv1alpha1.TrainingJob, run int32) (map[string]string, error) {
+	var pods corev1.PodList
+	if err := e.C.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{
+		trainingv1alpha1.LabelJobName: tj.Name, trainingv1alpha1.LabelRun: strconv.Itoa(int(run)),
+	}); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		out[p.Name] = cluster.PodLogs(e.CS, p.Namespace, p.Name)
+	}
+	return out, nil
+}
+
+// JobLogs is every pod's log of one run of tj, one after the other.
+func JobLogs(t *testing.T, e *Env, tj *trainingv1alpha1.TrainingJob, run int32) string {
+	t.Helper()
+	logs, err := e.RunLogs(t.Context(), tj, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for name, l := range logs {
+		fmt.Fprintf(&b, "== %s\n%s\n", name, l)
+	}
+	return b.String()
 }

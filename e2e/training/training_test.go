@@ -20,7 +20,6 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
-	"github.com/ml-platform/ml-platform/e2e/cluster"
 	"github.com/ml-platform/ml-platform/e2e/steps"
 )
 
@@ -96,21 +95,6 @@ func create(t *testing.T, e *steps.Env, tj *trainingv1alpha1.TrainingJob, backen
 	}
 }
 
-// runPods returns the pods of one run of tj, with their logs.
-func runPods(ctx context.Context, e *steps.Env, tj *trainingv1alpha1.TrainingJob, run int32) (map[string]string, error) {
-	var pods corev1.PodList
-	if err := e.C.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{
-		trainingv1alpha1.LabelJobName: tj.Name, trainingv1alpha1.LabelRun: strconv.Itoa(int(run)),
-	}); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, p := range pods.Items {
-		out[p.Name] = cluster.PodLogs(e.CS, p.Namespace, p.Name)
-	}
-	return out, nil
-}
-
 // TestDDPSampleSucceeds: two pods train with real torch.distributed and
 // agree on the allreduce; the job succeeds in one run.
 func TestDDPSampleSucceeds(t *testing.T) {
@@ -121,7 +105,7 @@ func TestDDPSampleSucceeds(t *testing.T) {
 		if tj.Status.Run != 1 || tj.Status.RestartCount != 0 {
 			t.Errorf("run %d, restarts %d; want one run", tj.Status.Run, tj.Status.RestartCount)
 		}
-		logs, err := runPods(t.Context(), e, tj, 1)
+		logs, err := e.RunLogs(t.Context(), tj, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +134,7 @@ func TestWorkerDeletedResumesFromCheckpoint(t *testing.T) {
 		var saved int
 		var worker string
 		steps.Until(t, "the first run to write a checkpoint", trainTimeout, func(ctx context.Context) (bool, error) {
-			logs, err := runPods(ctx, e, tj, 1)
+			logs, err := e.RunLogs(ctx, tj, 1)
 			saved, worker = 0, ""
 			for name, l := range logs {
 				if m := checkpointLine.FindAllStringSubmatch(l, -1); len(m) > 0 {
@@ -169,7 +153,7 @@ func TestWorkerDeletedResumesFromCheckpoint(t *testing.T) {
 		if tj.Status.Run != 2 || tj.Status.RestartCount != 1 {
 			t.Fatalf("run %d, restarts %d; want the second run after one restart (runs %+v)", tj.Status.Run, tj.Status.RestartCount, tj.Status.Runs)
 		}
-		logs, err := runPods(t.Context(), e, tj, 2)
+		logs, err := e.RunLogs(t.Context(), tj, 2)
 		if err != nil {
 			t.Fatal(err)
 		}

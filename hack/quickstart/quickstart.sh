@@ -4,7 +4,11 @@
 # load-images` put on its node (charts/ml-platform/values-kind.yaml).
 # Usage: hack/quickstart/quickstart.sh up|down
 # Environment: KIND_KUBECONFIG (from mk/kind.mk), QUICKSTART_NAMESPACE,
-# QUICKSTART_SAMPLES_NAMESPACE, QUICKSTART_TIMEOUT.
+# QUICKSTART_SAMPLES_NAMESPACE, QUICKSTART_TIMEOUT, QUICKSTART_KUBEFLOW (true
+# installs the Kubeflow training-operator too, for backend: kubeflow; make e2e
+# sets it when E2E_TRAINING_BACKENDS names kubeflow), QUICKSTART_HELM_ARGS
+# (more arguments for helm upgrade, split on spaces; the upgrade suite keeps
+# Kubeflow with it).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -13,6 +17,8 @@ release=ml-platform
 namespace=${QUICKSTART_NAMESPACE:-mlp-system}
 samples_namespace=${QUICKSTART_SAMPLES_NAMESPACE:-ml-demo}
 timeout=${QUICKSTART_TIMEOUT:-10m}
+kubeflow=${QUICKSTART_KUBEFLOW:-false}
+[[ $kubeflow == true || $kubeflow == false ]] || { echo "QUICKSTART_KUBEFLOW must be true or false, not '$kubeflow'" >&2; exit 2; }
 kubeconfig=${KIND_KUBECONFIG:?KIND_KUBECONFIG is set by mk/kind.mk}
 export KUBECONFIG=$kubeconfig
 
@@ -46,9 +52,12 @@ up() {
   local start=$SECONDS
   local ids
   mapfile -t ids < <(image_ids)
+  local extra
+  read -r -a extra <<<"${QUICKSTART_HELM_ARGS:-}"
   "$helm" upgrade --install "$release" charts/ml-platform \
     --namespace "$namespace" --create-namespace \
     --values charts/ml-platform/values-kind.yaml "${ids[@]}" \
+    --set "trainingjob-operator.kubeflow.enabled=$kubeflow" "${extra[@]}" \
     --wait --timeout "$timeout" 2> >(quiet_symlinks)
   echo "ml-platform is installed in namespace $namespace ($((SECONDS - start)) s)."
   cat <<MSG

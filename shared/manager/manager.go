@@ -54,8 +54,14 @@ type Options struct {
 	// LabelManagedBy.
 	Name string
 
-	// Scheme knows every kind the operator reads or writes.
+	// Scheme knows every kind the operator reads or writes. When it is
+	// nil, New builds it from AddToScheme.
 	Scheme *runtime.Scheme
+
+	// AddToScheme register the kinds the operator reads or writes, for
+	// New to build the Scheme: a failure is a startup error like any
+	// other, returned by New, so a cmd/main.go has one error path.
+	AddToScheme []func(*runtime.Scheme) error
 
 	// OwnedObjects are the kinds the operator creates, such as Pods or
 	// Secrets. Their caches hold only objects labelled LabelManagedBy=Name,
@@ -162,6 +168,13 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Scheme == nil && len(opts.AddToScheme) > 0 {
+		scheme, err := NewScheme(opts.AddToScheme...)
+		if err != nil {
+			return nil, err
+		}
+		opts.Scheme = scheme
+	}
 
 	restConfig, err := clusterConfig(cfg, opts.Name)
 	if err != nil {
@@ -238,6 +251,17 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// NewScheme returns a scheme with the kinds of every add registered.
+func NewScheme(adds ...func(*runtime.Scheme) error) (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range adds {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("building the scheme: %w", err)
+		}
+	}
+	return scheme, nil
 }
 
 func validateOptions(opts Options) error {

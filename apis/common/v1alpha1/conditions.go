@@ -30,11 +30,8 @@ const (
 	ReasonReconciled              = "Reconciled"
 	ReasonProgressing             = "Progressing"
 	ReasonInvalidSpec             = "InvalidSpec"
-	ReasonDeleting                = "Deleting"
 	ReasonCleanupError            = "CleanupError"
 	ReasonCleanupDeadlineExceeded = "CleanupDeadlineExceeded"
-	ReasonCleanupSucceeded        = "CleanupSucceeded"
-	ReasonCleanupAbandoned        = "CleanupAbandoned"
 	ReasonDependencyNotReady      = "DependencyNotReady"
 	ReasonDependencyNotFound      = "DependencyNotFound"
 	// ReasonCleanupDependencyMissing: cleanup cannot run because something

@@ -420,8 +420,10 @@ type RunPolicy struct {
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 
-	// BackoffLimit is how many times failed pods are restarted before the
-	// job fails.
+	// BackoffLimit has no effect, on either backend; it is kept so that
+	// existing manifests stay valid. A failed pod ends its run at once (its
+	// restart policy is Never), and checkpoint.maxRestarts bounds the runs
+	// that follow infrastructure failures; a user error is never retried.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="runPolicy.backoffLimit is immutable"

@@ -19,18 +19,11 @@ import (
 
 func main() {
 	configFile := flag.String("config", "", "The platform configuration file (image, culling defaults and bounds, probe, NetworkPolicy, Ingress). Empty means the built-in defaults.")
-	acceleratorsFile := flag.String("accelerators", "", "The accelerator catalog file. Empty means one type, \"gpu\", for NVIDIA's device plugin.")
+	acceleratorsFile := accelerator.BindFlag(flag.CommandLine)
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := notebooksv1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
 	manager.Main(manager.Options{
 		Name:         render.OperatorName,
-		Scheme:       scheme,
+		AddToScheme:  []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, notebooksv1alpha1.AddToScheme},
 		OwnedObjects: notebook.OwnedObjects(),
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 			// Flags are parsed by now: Setup runs inside manager.Main.

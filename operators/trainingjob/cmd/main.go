@@ -18,6 +18,7 @@ import (
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/controller/trainingjob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
@@ -27,19 +28,16 @@ import (
 const name = "trainingjob-operator"
 
 func main() {
-	acceleratorConfig := flag.String("accelerator-config", "", "A YAML file with the accelerator catalog (shared/accelerator). Empty means one type, \"gpu\", for nvidia.com/gpu.")
+	acceleratorConfig := accelerator.BindFlag(flag.CommandLine)
 	shmSize := flag.String("default-shm-size", "1Gi", "The /dev/shm size of TrainingJobs that set none. \"0\" means bounded only by the pod's memory limit.")
 	runAsUser := flag.Int64("run-as-user", 1000, "The non-root user id of generated pods.")
+	progressOptions := progress.DefaultOptions()
+	progressOptions.BindFlags(flag.CommandLine)
 	defaultBackend := flag.String("default-backend", string(trainingv1alpha1.BackendNative), "The backend of TrainingJobs that set no spec.backend: native or kubeflow. Recorded in each job's status.backend at its first reconcile, so changing it never moves existing jobs.")
-
-	scheme := runtime.NewScheme()
-	must(clientgoscheme.AddToScheme(scheme))
-	must(trainingv1alpha1.AddToScheme(scheme))
-	must(kubeflowv1.AddToScheme(scheme))
 
 	manager.Main(manager.Options{
 		Name:                 name,
-		Scheme:               scheme,
+		AddToScheme:          []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainingv1alpha1.AddToScheme, kubeflowv1.AddToScheme},
 		OwnedObjects:         trainingjob.OwnedObjects(),
 		OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 		// Measured with `make bench-backends` (bench/backends/README.md):
@@ -60,22 +58,24 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("--default-shm-size: %w", err)
 			}
+			endpoint, err := progress.LoadEndpoint(progressOptions)
+			if err != nil {
+				return err
+			}
 			r, err := trainingjob.NewReconciler(mgr, backend.Settings{
 				OperatorName:     name,
 				Catalog:          catalog,
 				SharedMemorySize: size,
 				RunAsUser:        *runAsUser,
+				Progress:         endpoint,
 			}, trainingv1alpha1.Backend(*defaultBackend))
 			if err != nil {
 				return fmt.Errorf("--default-backend: %w", err)
 			}
+			if err := progress.Setup(mgr, name, progressOptions); err != nil {
+				return err
+			}
 			return r.SetupWithManager(mgr, cfg.ControllerOptions())
 		},
 	})
-}
-
-func must(err error) {
-	if err != nil {
-		panic(err)
-	}
 }

@@ -68,7 +68,10 @@ func startOperator(t *testing.T, ext *External, tune func(*Reconciler)) *operato
 			Name:   "sample-operator",
 			Scheme: scheme,
 			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-				op.reconciler = NewReconciler(mgr, ext)
+				var err error
+				if op.reconciler, err = NewReconciler(mgr, ext); err != nil {
+					return err
+				}
 				if tune != nil {
 					tune(op.reconciler)
 				}

@@ -3,11 +3,12 @@ package sample
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
@@ -15,25 +16,39 @@ import (
 	samplev1alpha1 "github.com/ml-platform/ml-platform/shared/internal/sample/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/phase"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
 // FinalizerName guards the Widget's external record.
 const FinalizerName = "testing.mlplatform.dev/cleanup"
 
+// Reasons of the Widget's conditions.
+const (
+	// ReasonExternalUnavailable: the external system refused the record.
+	ReasonExternalUnavailable = "ExternalUnavailable"
+)
+
 // Reconciler reconciles Widgets following the repository's reconcile
-// skeleton: get, deletion path, ensure finalizer, phases, one status write,
-// then events.
+// skeleton (docs/developing.md): read, deletion path, ensure finalizer, then
+// a phase.Runner runs the phases, writes status once and records the events
+// of the condition transitions.
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	External  *External
 	Finalizer *finalizer.Finalizer
+	Runner    *phase.Runner[*samplev1alpha1.Widget]
 }
 
-// NewReconciler wires a Reconciler to a manager.
-func NewReconciler(mgr ctrl.Manager, ext *External) *Reconciler {
+// NewReconciler wires a Reconciler to a manager. The phase metrics are
+// registered on controller-runtime's registry, which the manager serves.
+func NewReconciler(mgr ctrl.Manager, ext *External) (*Reconciler, error) {
+	m, err := phase.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -47,7 +62,21 @@ func NewReconciler(mgr ctrl.Manager, ext *External) *Reconciler {
 		APIReader: r.APIReader,
 		Recorder:  r.Recorder,
 	}
-	return r
+	r.Runner = &phase.Runner[*samplev1alpha1.Widget]{
+		Controller: "widget",
+		Client:     r.Client,
+		APIReader:  r.APIReader,
+		Recorder:   r.Recorder,
+		Clock:      clock.RealClock{},
+		Metrics:    m,
+		Phases: []phase.Phase[*samplev1alpha1.Widget]{
+			{Name: "provision", Run: r.provision},
+			{Name: "echo", Run: r.echo},
+			{Name: "ready", Run: ready},
+		},
+		ObservedGeneration: func(w *samplev1alpha1.Widget) *int64 { return &w.Status.ObservedGeneration },
+	}
+	return r, nil
 }
 
 // SetupWithManager registers the controller.
@@ -71,39 +100,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if added, err := r.Finalizer.Ensure(ctx, w); added || err != nil {
 		return ctrl.Result{}, err
 	}
-
-	h, err := patch.NewHelper(w, r.Client, r.APIReader)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	wasReady := conditions.IsTrue(w, commonv1alpha1.ConditionReady)
-
-	phaseErr := r.provision(w)
-	w.Status.ObservedGeneration = w.Generation
-	if phaseErr != nil {
-		conditions.MarkReconciling(w, "ExternalUnavailable", phaseErr.Error())
-	} else {
-		w.Status.Echo = w.Spec.Message
-		conditions.MarkReady(w, commonv1alpha1.ReasonReconciled, "The external record holds the message")
-	}
-	res, err := h.Patch(ctx, w)
-	if err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if res.StatusPatched && !wasReady && conditions.IsTrue(w, commonv1alpha1.ConditionReady) {
-		r.Recorder.Event(w, corev1.EventTypeNormal, "Ready", "The external record holds the message")
-	}
-	return ctrl.Result{}, phaseErr
+	return r.Runner.Run(ctx, w)
 }
 
 // provision converges the external record: read, compare, write only when
 // it differs.
-func (r *Reconciler) provision(w *samplev1alpha1.Widget) error {
+func (r *Reconciler) provision(_ context.Context, w *samplev1alpha1.Widget) (phase.Result, error) {
 	key := string(w.UID)
 	if got, ok := r.External.Get(key); ok && got == w.Spec.Message {
-		return nil
+		return phase.Result{}, nil
 	}
-	return r.External.Put(key, w.Spec.Message)
+	if err := r.External.Put(key, w.Spec.Message); err != nil {
+		conditions.MarkReconciling(w, ReasonExternalUnavailable, err.Error())
+		return phase.Result{}, err
+	}
+	return phase.Result{}, nil
+}
+
+// echo reports the message the external system holds, whether or not
+// provision managed to change it in this reconcile.
+func (r *Reconciler) echo(_ context.Context, w *samplev1alpha1.Widget) (phase.Result, error) {
+	w.Status.Echo, _ = r.External.Get(string(w.UID))
+	return phase.Result{}, nil
+}
+
+// ready marks the Widget Ready once the external system holds its message;
+// until then the condition provision set stays.
+func ready(_ context.Context, w *samplev1alpha1.Widget) (phase.Result, error) {
+	if w.Status.Echo == w.Spec.Message {
+		conditions.MarkReady(w, commonv1alpha1.ReasonReconciled, "The external record holds the message")
+	}
+	return phase.Result{}, nil
 }
 
 func (r *Reconciler) cleanup(_ context.Context, obj finalizer.Object) error {

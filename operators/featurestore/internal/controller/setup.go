@@ -53,18 +53,18 @@ func defaultNamespace() string {
 }
 
 // Scheme knows every kind the operator reads or writes.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = featuresv1alpha1.AddToScheme(s)
-	return s
+func Scheme() (*runtime.Scheme, error) {
+	return manager.NewScheme(addToScheme...)
 }
+
+// addToScheme registers the kinds the operator reads or writes.
+var addToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, featuresv1alpha1.AddToScheme}
 
 // ManagerOptions describe the operator to shared/manager.
 func ManagerOptions(opts *Options) manager.Options {
 	return manager.Options{
 		Name:   featurestore.OperatorName,
-		Scheme: Scheme(),
+		AddToScheme: addToScheme,
 		OwnedObjects: []client.Object{
 			&corev1.Secret{}, &corev1.Service{}, &corev1.ConfigMap{}, &appsv1.StatefulSet{},
 		},
@@ -97,6 +97,8 @@ func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
 		Recorder:  mgr.GetEventRecorderFor("pendingcleanup-controller"),
 		Backends:  r.Backends,
 		Namespace: opts.Namespace,
+		// One counter for both origins of a cleanup.
+		CleanupFailures: r.CleanupFailures,
 	}
 	// The other controllers follow the FeatureStore controller's options
 	// tuned for tests (name validation, so tests can start several

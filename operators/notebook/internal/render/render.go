@@ -37,9 +37,7 @@ const (
 	// LabelQueueName is Kueue's queue label.
 	LabelQueueName = "kueue.x-k8s.io/queue-name"
 	// AnnotationAppliedHash is the hash of everything the operator applies
-	// to an object. Being one of the applied fields, it makes any change of
-	// what the operator sets, even a field it stops setting, visible to the
-	// field-by-field drift comparison, which alone could not see a removal.
+	// to an object (apply.Applier.HashAnnotation).
 	AnnotationAppliedHash = "notebooks.mlplatform.dev/applied-hash"
 	// AnnotationTemplateHash is the hash of the generated pod template; a
 	// change restarts the pod and may be deferred while a kernel is busy.
@@ -161,10 +159,27 @@ func OwnerReference(nb *notebooksv1alpha1.Notebook) metav1.OwnerReference {
 // or on the operator's own state, so that an unchanged Notebook keeps its
 // pod across operator upgrades (the golden files guard this).
 func PodTemplate(in Input) corev1.PodTemplateSpec {
+	nb := in.Notebook
+	container := jupyterContainer(in)
+	pod := podSpec(in)
+	if acc := nb.Spec.Resources.Accelerators; acc != nil {
+		accelerator.Apply(in.Accelerator, acc.Count, &pod, &container)
+	}
+	pod.Containers = []corev1.Container{container}
+	featureref.Mount(&pod, []string{ContainerName}, in.Stores)
+
+	podLabels := labels(nb)
+	if nb.Spec.QueueName != "" {
+		podLabels[LabelQueueName] = nb.Spec.QueueName
+	}
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: pod}
+}
+
+// jupyterContainer is the notebook server's container.
+func jupyterContainer(in Input) corev1.Container {
 	nb, cfg := in.Notebook, in.Config
 	spec := nb.Spec
 	ws := spec.Workspace
-
 	env := []corev1.EnvVar{
 		{Name: "NB_PREFIX", Value: BasePath(nb)},
 		{Name: "JUPYTER_PORT", Value: fmt.Sprint(Port)},
@@ -177,14 +192,12 @@ func PodTemplate(in Input) corev1.PodTemplateSpec {
 			Key:                  TokenKey,
 		}}},
 	}
-	env = append(env, spec.Env...)
-
-	container := corev1.Container{
+	return corev1.Container{
 		Name:            ContainerName,
 		Image:           Image(nb, cfg),
 		ImagePullPolicy: cfg.ImagePullPolicy,
 		Ports:           []corev1.ContainerPort{{Name: PortName, ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
-		Env:             env,
+		Env:             append(env, spec.Env...),
 		Resources:       *spec.Resources.ResourceRequirements.DeepCopy(),
 		VolumeMounts: append([]corev1.VolumeMount{
 			{Name: workspaceVol, MountPath: ws.MountPath},
@@ -201,9 +214,14 @@ func PodTemplate(in Input) corev1.PodTemplateSpec {
 		},
 		SecurityContext: podsecurity.ContainerSecurityContext(),
 	}
+}
 
+// podSpec is the pod without its container: volumes, security and what
+// the Notebook's podTemplate sets.
+func podSpec(in Input) corev1.PodSpec {
+	nb := in.Notebook
 	pod := corev1.PodSpec{
-		SecurityContext:    podsecurity.PodSecurityContext(cfg.UID),
+		SecurityContext:    podsecurity.PodSecurityContext(in.Config.UID),
 		EnableServiceLinks: ptr.To(false),
 		// A notebook talks to the Kubernetes API only when its user gave it
 		// a ServiceAccount for that.
@@ -211,32 +229,24 @@ func PodTemplate(in Input) corev1.PodTemplateSpec {
 		Volumes: append([]corev1.Volume{
 			{Name: workspaceVol, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceClaimName(nb)}}},
 			{Name: tmpVol, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		}, spec.Volumes...),
+		}, nb.Spec.Volumes...),
 	}
-	if pt := spec.PodTemplate; pt != nil {
-		pod.Tolerations = append(pod.Tolerations, pt.Tolerations...)
-		if len(pt.NodeSelector) > 0 {
-			pod.NodeSelector = maps.Clone(pt.NodeSelector)
-		}
-		pod.Affinity = pt.Affinity.DeepCopy()
-		pod.PriorityClassName = pt.PriorityClassName
-		pod.ImagePullSecrets = append(pod.ImagePullSecrets, pt.ImagePullSecrets...)
-		if pt.ServiceAccountName != "" {
-			pod.ServiceAccountName = pt.ServiceAccountName
-			pod.AutomountServiceAccountToken = nil
-		}
+	pt := nb.Spec.PodTemplate
+	if pt == nil {
+		return pod
 	}
-	if acc := spec.Resources.Accelerators; acc != nil {
-		accelerator.Apply(in.Accelerator, acc.Count, &pod, &container)
+	pod.Tolerations = append(pod.Tolerations, pt.Tolerations...)
+	if len(pt.NodeSelector) > 0 {
+		pod.NodeSelector = maps.Clone(pt.NodeSelector)
 	}
-	pod.Containers = []corev1.Container{container}
-	featureref.Mount(&pod, []string{ContainerName}, in.Stores)
-
-	podLabels := labels(nb)
-	if spec.QueueName != "" {
-		podLabels[LabelQueueName] = spec.QueueName
+	pod.Affinity = pt.Affinity.DeepCopy()
+	pod.PriorityClassName = pt.PriorityClassName
+	pod.ImagePullSecrets = append(pod.ImagePullSecrets, pt.ImagePullSecrets...)
+	if pt.ServiceAccountName != "" {
+		pod.ServiceAccountName = pt.ServiceAccountName
+		pod.AutomountServiceAccountToken = nil
 	}
-	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: pod}
+	return pod
 }
 
 // Hash is a short stable digest of v's JSON form.
@@ -288,19 +298,7 @@ func StatefulSet(in Input, state StatefulSetState) *appsv1.StatefulSet {
 		sts.Annotations = map[string]string{}
 	}
 	sts.Annotations[AnnotationTemplateHash] = hash
-	stampAppliedHash(&sts.ObjectMeta, sts.Spec)
 	return sts
-}
-
-// stampAppliedHash records the hash of everything applied, metadata and
-// spec, so that a changed desired object always differs from the live one.
-func stampAppliedHash(m *metav1.ObjectMeta, spec any) {
-	m.Annotations = maps.Clone(m.Annotations)
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
-	}
-	delete(m.Annotations, AnnotationAppliedHash)
-	m.Annotations[AnnotationAppliedHash] = Hash([]any{m.Labels, m.Annotations, m.OwnerReferences, spec})
 }
 
 // Service gives the server a stable name.
@@ -317,7 +315,6 @@ func Service(in Input) *corev1.Service {
 			}},
 		},
 	}
-	stampAppliedHash(&svc.ObjectMeta, svc.Spec)
 	return svc
 }
 
@@ -353,7 +350,6 @@ func WorkspaceClaim(in Input) *corev1.PersistentVolumeClaim {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	stampAppliedHash(&pvc.ObjectMeta, pvc.Spec)
 	return pvc
 }
 
@@ -386,7 +382,6 @@ func NetworkPolicy(in Input) *networkingv1.NetworkPolicy {
 			}},
 		},
 	}
-	stampAppliedHash(&np.ObjectMeta, np.Spec)
 	return np
 }
 
@@ -424,6 +419,5 @@ func Ingress(in Input) *networkingv1.Ingress {
 	if len(cfg.Annotations) > 0 {
 		ing.Annotations = maps.Clone(cfg.Annotations)
 	}
-	stampAppliedHash(&ing.ObjectMeta, ing.Spec)
 	return ing
 }

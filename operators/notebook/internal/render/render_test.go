@@ -195,17 +195,10 @@ func TestWorkspaceOwnershipFollowsDeletionPolicy(t *testing.T) {
 	}
 }
 
-func TestAppliedHashTracksChanges(t *testing.T) {
+func TestTemplateHashIgnoresReplicas(t *testing.T) {
 	in := Input{Notebook: minimal(), Config: testConfig()}
 	a := StatefulSet(in, StatefulSetState{Replicas: 1})
-	b := StatefulSet(in, StatefulSetState{Replicas: 1})
 	c := StatefulSet(in, StatefulSetState{Replicas: 0})
-	if a.Annotations[AnnotationAppliedHash] != b.Annotations[AnnotationAppliedHash] {
-		t.Error("the same input gave different hashes")
-	}
-	if a.Annotations[AnnotationAppliedHash] == c.Annotations[AnnotationAppliedHash] {
-		t.Error("a replica change kept the applied hash")
-	}
 	if a.Annotations[AnnotationTemplateHash] != c.Annotations[AnnotationTemplateHash] {
 		t.Error("a replica change changed the template hash")
 	}

@@ -29,7 +29,10 @@ var (
 	flagPodRuntime    = flag.Duration("pod-runtime", 10*time.Second, "how long each pod runs before it succeeds")
 	flagSettle        = flag.Duration("settle", time.Minute, "how long writes are counted once a run's jobs all finished")
 	flagBackends      = flag.String("backends", "kubeflow,native", "backends to compare, in this order")
-	flagKCMQPS        = flag.Int("kcm-api-qps", 0, "kube-controller-manager --kube-api-qps (burst twice that); 0 keeps its default of 20 (burst 30)")
+	flagKCMQPS        = flag.Int("kcm-api-qps", 0, "kube-controller-manager --kube-api-qps; 0 keeps its default of 20")
+	flagKCMBurst      = flag.Int("kcm-api-burst", 0, "kube-controller-manager --kube-api-burst; 0 means twice -kcm-api-qps when that is set, else its default of 30")
+	flagSchedQPS      = flag.Int("scheduler-api-qps", 0, "kube-scheduler --kube-api-qps; 0 keeps its default of 50")
+	flagSchedBurst    = flag.Int("scheduler-api-burst", 0, "kube-scheduler --kube-api-burst; 0 means twice -scheduler-api-qps when that is set, else its default of 100")
 	flagJobSyncs      = flag.Int("kcm-concurrent-job-syncs", 0, "kube-controller-manager --concurrent-job-syncs; 0 keeps its default of 5")
 	flagOperatorArgs  = flag.String("operator-args", "", "extra flags of our operator, space-separated, e.g. \"--kube-api-qps=50 --kube-api-burst=100\"")
 	flagCeilingObjs   = flag.Int("ceiling-objects", 3000, "ConfigMaps created to measure the API server's write ceiling")
@@ -45,7 +48,7 @@ type settings struct {
 	rate                                                            float64
 	podRuntime, settle, phaseTimeout                                time.Duration
 	backends                                                        []string
-	kcmQPS, jobSyncs                                                int
+	kcmQPS, kcmBurst, jobSyncs, schedQPS, schedBurst                int
 	operatorArgs                                                    []string
 	ceilingObjects, ceilingConcurrency                              int
 	// backendField is whether the CRD has spec.backend; without it every
@@ -58,7 +61,8 @@ func settingsFromFlags() settings {
 		jobs: *flagJobs, saturationJobs: *flagSatJobs, workers: *flagWorkers, nodes: *flagNodes,
 		namespaces: *flagNamespaces, submitWorkers: *flagSubmitWorkers, rate: *flagRate,
 		podRuntime: *flagPodRuntime, settle: *flagSettle, phaseTimeout: *flagPhaseTimeout,
-		backends: strings.Split(*flagBackends, ","), kcmQPS: *flagKCMQPS, jobSyncs: *flagJobSyncs,
+		backends: strings.Split(*flagBackends, ","), kcmQPS: *flagKCMQPS, kcmBurst: *flagKCMBurst, jobSyncs: *flagJobSyncs,
+		schedQPS: *flagSchedQPS, schedBurst: *flagSchedBurst,
 		operatorArgs: strings.Fields(*flagOperatorArgs), ceilingObjects: *flagCeilingObjs, ceilingConcurrency: *flagCeilingConc,
 	}
 }
@@ -91,6 +95,8 @@ func BenchmarkBackends(b *testing.B) {
 	}
 	defer c.stop()
 	b.Logf("control plane, %d kwok nodes, Kubeflow and our operator up in %s (work folder %s)", s.nodes, time.Since(start).Round(time.Second), c.workDir)
+	b.Logf("control-plane clients (0 = the component's default): kube-controller-manager qps %d burst %d concurrent-job-syncs %d; kube-scheduler qps %d burst %d; operator args %q",
+		s.kcmQPS, s.kcmBurst, s.jobSyncs, s.schedQPS, s.schedBurst, s.operatorArgs)
 	if s.backendField, err = checkBackends(ctx, c.bench, s.backends); err != nil {
 		b.Fatal(err)
 	}

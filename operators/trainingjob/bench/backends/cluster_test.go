@@ -135,9 +135,7 @@ func (c *cluster) startControllerManager(_ context.Context, s settings) error {
 		"--secure-port=0",
 		"--v=1",
 	}
-	if s.kcmQPS > 0 {
-		args = append(args, fmt.Sprintf("--kube-api-qps=%d", s.kcmQPS), fmt.Sprintf("--kube-api-burst=%d", 2*s.kcmQPS))
-	}
+	args = append(args, clientLimits(s.kcmQPS, s.kcmBurst)...)
 	if s.jobSyncs > 0 {
 		args = append(args, fmt.Sprintf("--concurrent-job-syncs=%d", s.jobSyncs))
 	}
@@ -149,13 +147,30 @@ func (c *cluster) startControllerManager(_ context.Context, s settings) error {
 	return nil
 }
 
-func (c *cluster) startScheduler(_ context.Context, _ settings) error {
+// clientLimits are a control-plane component's client flags: none when qps
+// is 0 (its defaults), else qps and burst, twice qps unless set.
+func clientLimits(qps, burst int) []string {
+	if qps <= 0 {
+		if burst > 0 {
+			return []string{fmt.Sprintf("--kube-api-burst=%d", burst)}
+		}
+		return nil
+	}
+	if burst <= 0 {
+		burst = 2 * qps
+	}
+	return []string{fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", burst)}
+}
+
+func (c *cluster) startScheduler(_ context.Context, s settings) error {
 	kc, err := c.kubeconfig(userScheduler)
 	if err != nil {
 		return err
 	}
-	p, err := c.startProcess("kube-scheduler", filepath.Join(testenv.BinaryDir(), "kube-scheduler"), nil,
-		"--kubeconfig="+kc, "--leader-elect=false", "--secure-port=0", "--v=1")
+	// Without --config, kube-scheduler still honours its deprecated client
+	// flags.
+	args := append([]string{"--kubeconfig=" + kc, "--leader-elect=false", "--secure-port=0", "--v=1"}, clientLimits(s.schedQPS, s.schedBurst)...)
+	p, err := c.startProcess("kube-scheduler", filepath.Join(testenv.BinaryDir(), "kube-scheduler"), nil, args...)
 	if err != nil {
 		return err
 	}

@@ -135,17 +135,42 @@ func (r *Registry) Owned() []client.Object {
 }
 
 // Of is the backend tj runs on: the one recorded in status, else the one
-// the spec names, else the default. The recorded one wins so that a
-// change of the operator's default never moves a running job.
+// whose child status.job names, else the one the spec names, else the
+// default. The recorded one wins so that a change of the operator's default
+// never moves a running job; the child's kind covers jobs an operator
+// older than status.backend started (they ran on Kubeflow, and must not
+// get a second child on today's default after an upgrade).
 func (r *Registry) Of(tj *trainingv1alpha1.TrainingJob) trainingv1alpha1.Backend {
 	switch {
 	case tj.Status.Backend != "":
 		return tj.Status.Backend
-	case tj.Spec.Backend != "":
-		return tj.Spec.Backend
-	default:
-		return r.Default
+	case tj.Status.Job != nil:
+		if b := r.childBackend(tj); b != "" {
+			return b
+		}
 	}
+	if tj.Spec.Backend != "" {
+		return tj.Spec.Backend
+	}
+	return r.Default
+}
+
+// childBackend is the backend whose child of tj's current run has the kind
+// status.job records, or "" when none has.
+func (r *Registry) childBackend(tj *trainingv1alpha1.TrainingJob) trainingv1alpha1.Backend {
+	recorded := tj.Status.Job
+	for _, n := range r.Names() {
+		b := r.backends[n]
+		// A backend names children only for jobs it can run.
+		if b.Validate(tj) != nil {
+			continue
+		}
+		ref := b.Reference(tj, tj.Status.Run)
+		if ref.APIVersion == recorded.APIVersion && ref.Kind == recorded.Kind {
+			return n
+		}
+	}
+	return ""
 }
 
 // Observe reads a child of any registered backend, found by its type.

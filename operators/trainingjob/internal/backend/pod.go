@@ -12,6 +12,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/manager"
@@ -34,6 +35,9 @@ type Settings struct {
 	SharedMemorySize resource.Quantity
 	// RunAsUser is the non-root user generated pods run as.
 	RunAsUser int64
+	// Progress, when set, lets the pods report training progress (a
+	// projected token and the endpoint's environment).
+	Progress *progress.Endpoint
 }
 
 // InvalidSpecError is a spec that passed the CRD's validation but cannot be
@@ -171,6 +175,7 @@ func PodTemplate(tj *trainingv1alpha1.TrainingJob, labels map[string]string, nam
 	spec.Containers = []corev1.Container{container}
 	accelerator.Apply(class, count, &spec, &spec.Containers[0])
 	featureref.Mount(&spec, []string{name}, stores)
+	s.Progress.Inject(&spec, tj)
 
 	podLabels := maps.Clone(patch.Labels)
 	if podLabels == nil {

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 )
@@ -71,7 +74,7 @@ var policies = []policy{
 	brokenImageOrConfig,
 	disrupted,
 	podReason,
-	deletedWhileRunning,
+	deleted,
 	exitedWithError,
 }
 
@@ -195,22 +198,75 @@ func podReason(pods []corev1.Pod) (Result, bool) {
 	return Result{}, false
 }
 
-// deletedWhileRunning is a pod that was deleted while its container ran:
-// the container got SIGTERM (exit 143) or, after the grace period, SIGKILL
-// (exit 137). Deletions of the operator's own pods happen only after the
-// outcome is recorded, so this deletion came from elsewhere.
-func deletedWhileRunning(pods []corev1.Pod) (Result, bool) {
-	for _, p := range pods {
-		if p.DeletionTimestamp.IsZero() {
+// deleted is a pod deleted by someone other than the control plane's
+// disruption paths (those set DisruptionTarget, see disrupted): a user's
+// kubectl delete, a script, a controller. It is infrastructure whatever
+// state its container is in: still running or terminating (the kubelet has
+// not stopped it yet), or exited with SIGTERM (143), SIGKILL (137) or the
+// program's own code while it was being stopped. Deletions of the
+// operator's own pods happen only after the outcome is recorded.
+//
+// A deletion is only the cause when it came first. The Job controller
+// deletes the active pods of a Job that failed, so a pod whose container
+// had already exited non-zero before the earliest deletion was requested
+// (this pod's own or another's) is the failure, and exitedWithError explains
+// it. The times have one-second resolution. A pod that was not deleted and
+// failed in the same second as the deletion is taken as the cause: the Job
+// controller deletes the peers within moments of a failure, while a peer
+// that crashes on a lost connection needs the deleted pod's kubelet to stop
+// it first. A deleted pod's own exit counts only when it came strictly
+// before its own deletion: stopping it is what makes it exit.
+func deleted(pods []corev1.Pod) (Result, bool) {
+	var first *corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if !p.DeletionTimestamp.IsZero() && (first == nil || deletionRequested(p).Before(deletionRequested(first))) {
+			first = p
+		}
+	}
+	if first == nil {
+		return Result{}, false
+	}
+	requested := deletionRequested(first)
+	for i := range pods {
+		p := &pods[i]
+		failedAt, ok := firstNonZeroExit(p)
+		if !ok || failedAt.After(requested) {
 			continue
 		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if t := cs.State.Terminated; t != nil && (t.ExitCode == 143 || t.ExitCode == 137) {
-				return infrastructure(&p, CausePodDeleted, fmt.Sprintf("Pod %s was deleted while it ran; container %s exited with code %d", p.Name, cs.Name, t.ExitCode), ""), true
+		if p.DeletionTimestamp.IsZero() || failedAt.Before(deletionRequested(p)) {
+			return Result{}, false
+		}
+	}
+	msg := fmt.Sprintf("Pod %s was deleted while it ran", first.Name)
+	for _, cs := range first.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			msg += fmt.Sprintf("; container %s exited with code %d", cs.Name, t.ExitCode)
+			break
+		}
+	}
+	return infrastructure(first, CausePodDeleted, msg, ""), true
+}
+
+// deletionRequested is when the pod's deletion was asked for: the deletion
+// timestamp is that moment plus the grace period.
+func deletionRequested(p *corev1.Pod) time.Time {
+	grace := time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second
+	return p.DeletionTimestamp.Add(-grace)
+}
+
+// firstNonZeroExit is the earliest known finish of a container of p that
+// exited non-zero; a termination without a finish time is not dated.
+func firstNonZeroExit(p *corev1.Pod) (time.Time, bool) {
+	var first time.Time
+	for _, cs := range p.Status.ContainerStatuses {
+		for _, t := range terminations(cs) {
+			if t.ExitCode != 0 && !t.FinishedAt.IsZero() && (first.IsZero() || t.FinishedAt.Before(&metav1.Time{Time: first})) {
+				first = t.FinishedAt.Time
 			}
 		}
 	}
-	return Result{}, false
+	return first, !first.IsZero()
 }
 
 func exitedWithError(pods []corev1.Pod) (Result, bool) {

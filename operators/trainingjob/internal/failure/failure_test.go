@@ -58,6 +58,27 @@ func (w *podWrapper) deleting() *podWrapper {
 	return w
 }
 
+// deletingAt marks the pod deleted at second requested with a grace period:
+// its deletion timestamp is requested+grace, as the apiserver sets it.
+func (w *podWrapper) deletingAt(requested, grace int64) *podWrapper {
+	w.DeletionTimestamp = &metav1.Time{Time: time.Unix(requested+grace, 0)}
+	w.DeletionGracePeriodSeconds = &grace
+	return w
+}
+
+// exitedAt is exited with the container's finish at second finished.
+func (w *podWrapper) exitedAt(code int32, finished int64) *podWrapper {
+	w.exited(code, "Error", "")
+	w.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.Time{Time: time.Unix(finished, 0)}
+	return w
+}
+
+func (w *podWrapper) running() *podWrapper {
+	w.Status.Phase = corev1.PodRunning
+	w.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	return w
+}
+
 func (w *podWrapper) noLimit() *podWrapper {
 	w.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
 	return w
@@ -128,6 +149,49 @@ func TestClassify(t *testing.T) {
 		"deleted while running, SIGTERM": {
 			pods: []corev1.Pod{newPod("p").deleting().exited(143, "Error", "").obj()},
 			want: Result{Class: infra, Cause: CausePodDeleted, Pod: "p", Container: "pytorch", ExitCode: 143, Message: "Pod p was deleted while it ran; container pytorch exited with code 143"},
+		},
+		"deleted and still terminating, its peer crashed on the lost connection": {
+			pods: []corev1.Pod{
+				newPod("j-r1-0").exitedAt(1, 105).obj(),
+				newPod("j-r1-1").deletingAt(100, 30).running().obj(),
+			},
+			want: Result{Class: infra, Cause: CausePodDeleted, Pod: "j-r1-1", Message: "Pod j-r1-1 was deleted while it ran"},
+		},
+		"deleted before its container started": {
+			pods: []corev1.Pod{newPod("p").deletingAt(100, 30).waiting("ContainerCreating", "").obj()},
+			want: Result{Class: infra, Cause: CausePodDeleted, Pod: "p", Message: "Pod p was deleted while it ran"},
+		},
+		"deleted, the program exited 1 on SIGTERM in the same second": {
+			pods: []corev1.Pod{newPod("p").deletingAt(100, 30).exitedAt(1, 100).obj()},
+			want: Result{Class: infra, Cause: CausePodDeleted, Pod: "p", Container: "pytorch", ExitCode: 1, Message: "Pod p was deleted while it ran; container pytorch exited with code 1"},
+		},
+		"the earliest deletion is the cause, the Job controller's later ones are not": {
+			pods: []corev1.Pod{
+				newPod("j-r1-0").deletingAt(103, 30).exitedAt(143, 104).obj(),
+				newPod("j-r1-1").deletingAt(100, 30).exitedAt(143, 101).obj(),
+			},
+			want: Result{Class: infra, Cause: CausePodDeleted, Pod: "j-r1-1", Container: "pytorch", ExitCode: 143, Message: "Pod j-r1-1 was deleted while it ran; container pytorch exited with code 143"},
+		},
+		"a peer that failed before the deletion is the failure (the Job controller deleted the rest)": {
+			pods: []corev1.Pod{
+				newPod("j-r1-0").deletingAt(101, 30).running().obj(),
+				newPod("j-r1-1").exitedAt(1, 100).obj(),
+			},
+			want: Result{Class: usr, Cause: CauseError, Pod: "j-r1-1", Container: "pytorch", ExitCode: 1, TerminationMessage: "Error",
+				Message: "Container pytorch of pod j-r1-1 exited with code 1"},
+		},
+		"a peer that failed in the deletion's second is the failure": {
+			pods: []corev1.Pod{
+				newPod("j-r1-0").deletingAt(100, 30).running().obj(),
+				newPod("j-r1-1").exitedAt(1, 100).obj(),
+			},
+			want: Result{Class: usr, Cause: CauseError, Pod: "j-r1-1", Container: "pytorch", ExitCode: 1, TerminationMessage: "Error",
+				Message: "Container pytorch of pod j-r1-1 exited with code 1"},
+		},
+		"a pod that failed before it was deleted is the failure": {
+			pods: []corev1.Pod{newPod("p").deletingAt(100, 30).exitedAt(2, 99).obj()},
+			want: Result{Class: usr, Cause: CauseError, Pod: "p", Container: "pytorch", ExitCode: 2, TerminationMessage: "Error",
+				Message: "Container pytorch of pod p exited with code 2"},
 		},
 		"non-zero exit with reason Error": {
 			pods: []corev1.Pod{newPod("p").exited(1, "Error", "Traceback\nValueError: bad shape").obj()},

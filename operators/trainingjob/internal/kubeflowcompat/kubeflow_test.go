@@ -37,36 +37,9 @@ func TestMain(m *testing.M) {
 }
 
 func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
-	binary, err := testharness.KubeflowBinary(repoRoot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheme := testharness.Scheme()
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := env.AddUser("kubeflow-training-operator", "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kf, err := testharness.StartKubeflow(t.Context(), admin, c, binary, t.TempDir(), chartInitContainerArgs(t)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kf.Stop() })
-	op, err := testharness.StartOperator(env.Config, scheme, testharness.Options{DefaultBackend: trainingv1alpha1.BackendKubeflow})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = op.Stop() })
-
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kubeflow-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	c, ns, kf := startStack(t)
 	tj := &trainingv1alpha1.TrainingJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "mnist"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mnist"},
 		Spec: trainingv1alpha1.TrainingJobSpec{
 			Framework: trainingv1alpha1.FrameworkPyTorch,
 			Image:     "registry.example.com/mnist:1",
@@ -82,7 +55,7 @@ func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
 	// Kubeflow creates one pod and one headless Service per replica.
 	pods := &corev1.PodList{}
 	poll(t, "the training-operator creates the pods (its log: "+kf.LogPath()+")", func(ctx context.Context) (bool, error) {
-		err := c.List(ctx, pods, client.InNamespace(ns.Name), client.MatchingLabels{kubeflowv1.JobNameLabel: "mnist-r1"})
+		err := c.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{kubeflowv1.JobNameLabel: "mnist-r1"})
 		return len(pods.Items) == 2, err
 	})
 	for _, p := range pods.Items {
@@ -90,7 +63,7 @@ func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
 		if p.Labels["app.kubernetes.io/managed-by"] != testharness.OperatorName || p.Labels[trainingv1alpha1.LabelJobName] != "mnist" || p.Labels["team"] != "vision" {
 			t.Errorf("pod %s labels %v", p.Name, p.Labels)
 		}
-		if !metav1.IsControlledBy(&p, &metav1.ObjectMeta{UID: jobUID(t, c, ns.Name)}) {
+		if !metav1.IsControlledBy(&p, &metav1.ObjectMeta{UID: jobUID(t, c, ns)}) {
 			t.Errorf("pod %s is not controlled by the PyTorchJob", p.Name)
 		}
 		main := p.Spec.Containers[0]
@@ -114,7 +87,7 @@ func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
 	}
 	services := &corev1.ServiceList{}
 	poll(t, "the training-operator creates the Services", func(ctx context.Context) (bool, error) {
-		err := c.List(ctx, services, client.InNamespace(ns.Name), client.MatchingLabels{kubeflowv1.JobNameLabel: "mnist-r1"})
+		err := c.List(ctx, services, client.InNamespace(ns), client.MatchingLabels{kubeflowv1.JobNameLabel: "mnist-r1"})
 		return len(services.Items) == 2, err
 	})
 

@@ -22,6 +22,14 @@ import (
 // no TTL: the operator applies the user's policies itself once it has
 // recorded the outcome, so failed pods remain readable until then.
 //
+// Every replica has restart policy Never, as on the native backend: a pod
+// that fails ends the run (Kubeflow marks the job Failed instead of
+// restarting the pod in place), and the operator's failure classification
+// decides whether a next run starts. With OnFailure a user error (exit 1)
+// restarted in place forever, and an infrastructure failure was retried by
+// Kubeflow outside the checkpoint's restart budget. runPolicy.backoffLimit
+// is therefore not passed on: Kubeflow counts it only for pods it restarts.
+//
 // A job with a checkpoint gets the checkpoint volume and the environment
 // contract (see trainingv1alpha1.Checkpoint), with the restart count that
 // tj's status recorded before this run was decided. A job with a queue
@@ -40,7 +48,7 @@ func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []f
 		rs := &kubeflowv1.ReplicaSpec{
 			Replicas:      ptr.To(role.Replicas),
 			Template:      *template.DeepCopy(),
-			RestartPolicy: kubeflowv1.RestartPolicyOnFailure,
+			RestartPolicy: kubeflowv1.RestartPolicyNever,
 		}
 		if cp := tj.Spec.Checkpoint; cp != nil {
 			// The first role holds rank 0 (Master, Chief, or paddle's
@@ -54,7 +62,6 @@ func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []f
 	runPolicy := kubeflowv1.RunPolicy{
 		CleanPodPolicy:        ptr.To(kubeflowv1.CleanPodPolicyNone),
 		ActiveDeadlineSeconds: tj.Spec.RunPolicy.ActiveDeadlineSeconds,
-		BackoffLimit:          tj.Spec.RunPolicy.BackoffLimit,
 		Suspend:               ptr.To(tj.Spec.Suspend),
 	}
 	meta := metav1.ObjectMeta{

@@ -33,8 +33,8 @@ func TestBuildIsOneIndexedJobThatNeverRetries(t *testing.T) {
 	if *spec.CompletionMode != batchv1.IndexedCompletion || *spec.Completions != 4 || *spec.Parallelism != 4 {
 		t.Errorf("mode %v completions %d parallelism %d, want Indexed 4 4", *spec.CompletionMode, *spec.Completions, *spec.Parallelism)
 	}
-	// The user's backoffLimit is Kubeflow's in-place pod restart count;
-	// on the native backend restarts are runs, decided by the operator.
+	// The user's backoffLimit has no effect on either backend: restarts
+	// are runs, decided by the operator.
 	if *spec.BackoffLimit != 0 || spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("backoffLimit %d restartPolicy %s, want 0 Never", *spec.BackoffLimit, spec.Template.Spec.RestartPolicy)
 	}

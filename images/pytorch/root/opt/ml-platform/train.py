@@ -15,6 +15,11 @@ restored state with the other ranks (DDP broadcasts rank 0's parameters, the
 step is broadcast explicitly) and writes checkpoints atomically: to a
 temporary name, then rename.
 
+Progress: rank 0 reports each step, the loss and the final step to the
+operator with mlplatform.progress (a no-op where the operator gave no
+endpoint), so the TrainingJob's status.progress and `mlp train submit`
+show them.
+
 Knobs: TRAIN_STEPS (total steps, default 60), CHECKPOINT_EVERY (default 10),
 STEP_SECONDS (sleep per step, default 0; lets tests kill a job mid-run).
 Output: one line per step ("step N loss X"), and a final line
@@ -31,6 +36,11 @@ import time
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+
+try:
+    from mlplatform import progress
+except ImportError:  # run outside the image
+    progress = None
 
 
 def env_int(name, default):
@@ -126,12 +136,19 @@ def main():
         last = loss.item()
         first = last if first is None else first
         log("step %d loss %.6f" % (step, last))
+        if progress and rank == 0:
+            progress.report(step=step, total=steps, metrics={"loss": last})
         if ckpt_dir and rank == 0 and (step % every == 0 or step == steps):
             save_checkpoint(ckpt_dir, step, model, optimizer)
             log("checkpoint step %d" % step)
         if pause:
             time.sleep(pause)
 
+    if progress and rank == 0:
+        # A resumed run that had nothing left to do still reports its end.
+        progress.report(step=steps, total=steps, metrics={"loss": last} if last is not None else None)
+        if not progress.flush(15):
+            log("progress: the final report was not sent")
     w, b = model.weight.item(), model.bias.item()
     log("RESULT " + json.dumps({
         "rank": rank, "world": world, "allreduce": allreduce, "expected": expected,

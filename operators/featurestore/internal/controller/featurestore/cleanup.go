@@ -13,13 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
-
-// PlanKey is the ConfigMap key of a handed-off cleanup plan.
-const PlanKey = "plan.json"
 
 // PendingCleanupName is the ConfigMap recording a FeatureStore's handed-off
 // cleanup; the UID keeps it unique across namespaces and re-creations.
@@ -48,7 +46,7 @@ func (r *Reconciler) cleanup(ctx context.Context, obj finalizer.Object) error {
 	if plan.Empty() {
 		return nil
 	}
-	ownsKeys, err := OwnsRedisKeys(ctx, r.Client, r.APIReader, r.Namespace, plan, false)
+	ownsKeys, err := claims.OwnsRedisKeys(ctx, r.Client, r.APIReader, r.Namespace, plan, false)
 	if err != nil {
 		return err
 	}
@@ -57,7 +55,7 @@ func (r *Reconciler) cleanup(ctx context.Context, obj finalizer.Object) error {
 		r.Recorder.Event(fs, corev1.EventTypeWarning, "CleanupConflict", "Left untouched: "+strings.Join(out.Untouched, "; "))
 	}
 	if err != nil {
-		cleanupFailures.WithLabelValues("featurestore").Inc()
+		r.CleanupFailures.Count("featurestore")
 	}
 	return err
 }
@@ -103,13 +101,13 @@ func (r *Reconciler) handoff(ctx context.Context, obj finalizer.Object, _ error)
 		return err
 	}
 	labels := manager.ManagedByLabels(OperatorName)
-	labels[LabelPendingCleanup] = "true"
+	labels[claims.LabelPendingCleanup] = "true"
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.Namespace, Name: PendingCleanupName(string(fs.UID)), Labels: labels,
 			Annotations: map[string]string{"features.mlplatform.dev/featurestore": fs.Namespace + "/" + fs.Name},
 		},
-		Data: map[string]string{PlanKey: string(raw)},
+		Data: map[string]string{claims.PlanKey: string(raw)},
 	}
 	if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("recording the pending cleanup in %s: %w", r.Namespace, err)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
@@ -91,7 +92,7 @@ func newPassword() string {
 func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Result, error) {
 	fs := s.fs
 	rotateFor := fs.Annotations[featuresv1alpha1.AnnotationRotateCredentials]
-	fingerprint := r.Backends.AdminFingerprint(ctx, BackendNames(fs))
+	fingerprint := r.Backends.AdminFingerprint(ctx, claims.BackendNames(fs))
 
 	secret, err := r.loadCredentials(ctx, s, rotateFor, fingerprint)
 	if err != nil {
@@ -158,7 +159,7 @@ func (r *Reconciler) loadCredentials(ctx context.Context, s *scope, rotateFor, f
 		return nil, err
 	}
 	if err := r.Client.Create(ctx, secret); err != nil {
-		return nil, fmt.Errorf("creating the credentials Secret: %w", r.created(ctx, fs, secret, "Secret", err))
+		return nil, fmt.Errorf("creating the credentials Secret: %w", r.created(ctx, fs, secret, err))
 	}
 	return secret, nil
 }

@@ -24,6 +24,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/panics"
@@ -42,15 +43,7 @@ const FinalizerName = "features.mlplatform.dev/cleanup"
 const (
 	// LabelFeatureStore names the FeatureStore a child belongs to.
 	LabelFeatureStore = "features.mlplatform.dev/featurestore"
-	// LabelPendingCleanup marks a ConfigMap in the operator's namespace
-	// that records cleanup handed off by a FeatureStore whose namespace
-	// was deleted while its servers were unreachable.
-	LabelPendingCleanup = "features.mlplatform.dev/pending-cleanup"
 )
-
-// IndexBackends indexes FeatureStores by the backends they use; the
-// FeatureStoreBackend controller lists a backend's users with it.
-const IndexBackends = "features.mlplatform.dev/backends"
 
 // Defaults of the Reconciler's durations.
 const (
@@ -82,6 +75,8 @@ type Reconciler struct {
 	// restores users lost by a server that restarted without its aclfile.
 	DriftInterval time.Duration
 	Images        Images
+	// CleanupFailures counts failed cleanups; nil counts nothing.
+	CleanupFailures *claims.CleanupFailures
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
@@ -118,6 +113,8 @@ func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) *Re
 		DriftInterval: orDefault(opts.DriftInterval, DefaultDriftInterval),
 		Images:        opts.Images,
 		adminSecrets:  adminSecrets,
+		// Shared with the pending-cleanup controller (controller.Setup).
+		CleanupFailures: claims.NewCleanupFailures(),
 	}
 	r.Backends = &backends.Resolver{Client: r.Client, Secrets: adminSecrets, Namespace: opts.Namespace}
 	r.Finalizer = &finalizer.Finalizer{
@@ -162,8 +159,7 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // SetupWithManager registers the controller and its watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &featuresv1alpha1.FeatureStore{}, IndexBackends,
-		func(o client.Object) []string { return BackendNames(o.(*featuresv1alpha1.FeatureStore)) }); err != nil {
+	if err := claims.IndexStoresByBackend(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -171,7 +167,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		// returns after adding ours) do not bump the generation, and
 		// status writes should not cause another round of connections.
 		For(&featuresv1alpha1.FeatureStore{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, FinalizersChanged))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, claims.FinalizersChanged))).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.StatefulSet{}).
@@ -193,32 +189,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Complete(tracing.Reconciler("featurestore", panics.Reconciler(mgr, "featurestore", &featuresv1alpha1.FeatureStore{}, r)))
 }
 
-// FinalizersChanged passes updates that changed the finalizers: the
-// skeleton returns after adding its finalizer and continues from the
-// update, which does not bump the generation.
-var FinalizersChanged = predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
-	return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
-}}
-
 var readyChanged = predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
 	before, after := e.ObjectOld.(*featuresv1alpha1.FeatureStoreBackend), e.ObjectNew.(*featuresv1alpha1.FeatureStoreBackend)
 	return conditions.IsTrue(before, commonv1alpha1.ConditionReady) != conditions.IsTrue(after, commonv1alpha1.ConditionReady)
 }}
 
-// BackendNames lists the backends a FeatureStore names, in spec order.
-func BackendNames(fs *featuresv1alpha1.FeatureStore) []string {
-	var out []string
-	for _, b := range []string{fs.Spec.OnlineStore.Backend, fs.Spec.OfflineStore.Backend, fs.Spec.Registry.Backend} {
-		if b != "" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
 func (r *Reconciler) storesOfBackend(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &featuresv1alpha1.FeatureStoreList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{IndexBackends: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{claims.IndexBackends: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing FeatureStores of a backend", "backend", o.GetName())
 		return nil
 	}

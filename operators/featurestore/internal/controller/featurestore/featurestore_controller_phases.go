@@ -22,6 +22,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
 	"github.com/ml-platform/ml-platform/shared/apireject"
+	"github.com/ml-platform/ml-platform/shared/apply"
 )
 
 // scope carries one reconcile's observations from the phases to the
@@ -92,7 +93,7 @@ func classify(err error) (outcome, bool) {
 	switch {
 	case err == nil:
 		return outcomeReady, false
-	case postgres.IsConflict(err), redis.IsConflict(err), IsForeign(err):
+	case postgres.IsConflict(err), redis.IsConflict(err), apply.IsForeign(err):
 		return outcomeConflict, false
 	case apireject.Is(err):
 		return outcomeRejected, false
@@ -235,7 +236,7 @@ func (r *Reconciler) ensureClientConfig(ctx context.Context, s *scope) (ctrl.Res
 		err = checkControlled(fs, secret, "Secret")
 	}
 	switch {
-	case IsForeign(err):
+	case apply.IsForeign(err):
 		s.clientConfigFailure = err
 		return ctrl.Result{}, nil
 	case apierrors.IsNotFound(err):
@@ -248,7 +249,7 @@ func (r *Reconciler) ensureClientConfig(ctx context.Context, s *scope) (ctrl.Res
 			return ctrl.Result{}, err
 		}
 		if err := r.Client.Create(ctx, secret); err != nil {
-			if err = r.created(ctx, fs, secret, "Secret", err); IsForeign(err) {
+			if err = r.created(ctx, fs, secret, err); apply.IsForeign(err) {
 				s.clientConfigFailure = err
 				return ctrl.Result{}, nil
 			}

@@ -1,6 +1,7 @@
 package featurestore
 
 import (
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -51,7 +52,7 @@ func TestComputeStatus(t *testing.T) {
 			want: want{ready: metav1.ConditionFalse, reconciling: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonServerUnavailable},
 		},
 		"client configuration Secret taken by somebody else": {
-			obs:  observations{online: ready, offline: ready, registry: ready, clientConfigErr: &ForeignObjectError{Kind: "Secret", Name: "x"}},
+			obs:  observations{online: ready, offline: ready, registry: ready, clientConfigErr: &apply.ForeignError{Kind: "Secret", Name: "x"}},
 			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonConflict},
 		},
 		"stores ready, configuration not yet written": {

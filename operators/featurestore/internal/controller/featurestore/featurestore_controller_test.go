@@ -23,6 +23,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	featurestesting "github.com/ml-platform/ml-platform/apis/features/v1alpha1/testing"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/feastconfig"
@@ -488,7 +489,7 @@ func TestTerminatingNamespaceNeverDeadlocks(t *testing.T) {
 		t.Fatalf("the cleanup was not handed off: %v", err)
 	}
 	for _, p := range []string{pg.AdminPassword} {
-		if strings.Contains(pending.Data[featurestore.PlanKey], p) {
+		if strings.Contains(pending.Data[claims.PlanKey], p) {
 			t.Fatal("the handed-off plan holds a password")
 		}
 	}

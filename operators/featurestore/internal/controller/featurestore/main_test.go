@@ -86,7 +86,11 @@ func TestMain(m *testing.M) {
 }
 
 func adminClient() client.Client {
-	c, err := client.New(env.Config, client.Options{Scheme: fscontroller.Scheme()})
+	scheme, err := fscontroller.Scheme()
+	if err != nil {
+		panic(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		panic(err)
 	}

@@ -2,9 +2,6 @@ package featurestore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,12 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -26,6 +20,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/feastconfig"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
 )
 
@@ -36,10 +31,6 @@ const managedUID = 999
 // The user and database of managed servers: the server is dedicated to one
 // FeatureStore, so no per-store names are needed.
 const managedUser = "feast"
-
-// annotationAppliedHash records the desired state last applied to a child,
-// so an unchanged child costs no write.
-const annotationAppliedHash = "features.mlplatform.dev/applied-hash"
 
 // Managed server names.
 func managedPostgresName(fs string) string { return fs + "-postgres" }
@@ -197,7 +188,7 @@ func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha
 		return "", err
 	}
 	if err := r.Client.Create(ctx, secret); err != nil {
-		return "", fmt.Errorf("creating Secret %s: %w", m.name, r.created(ctx, fs, secret, "Secret", err))
+		return "", fmt.Errorf("creating Secret %s: %w", m.name, r.created(ctx, fs, secret, err))
 	}
 	return password, nil
 }
@@ -225,10 +216,38 @@ func serverService(fs *featuresv1alpha1.FeatureStore, m managedServer) *corev1.S
 }
 
 func serverStatefulSet(fs *featuresv1alpha1.FeatureStore, m managedServer) *appsv1.StatefulSet {
-	storage := resource.MustParse("1Gi")
-	if m.source != nil && m.source.Storage != nil {
-		storage = *m.source.Storage
+	container, volumes := serverContainer(m)
+	retention := appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+	if fs.Spec.DeletionPolicy == commonv1alpha1.DeletionPolicyRetain {
+		retention = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
 	}
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: m.name, Labels: serverLabels(fs, m)},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: m.name,
+			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(m)},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: retention, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: serverLabels(fs, m)},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext:              podsecurity.PodSecurityContext(managedUID),
+					Containers:                   []corev1.Container{container},
+					Volumes:                      volumes,
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{dataClaimTemplate(fs, m)},
+		},
+	}
+}
+
+// serverContainer is the server's container and the volumes it mounts
+// besides its data.
+func serverContainer(m managedServer) (corev1.Container, []corev1.Volume) {
 	container := corev1.Container{
 		Name:            "server",
 		Image:           m.image,
@@ -254,42 +273,26 @@ func serverStatefulSet(fs *featuresv1alpha1.FeatureStore, m managedServer) *apps
 		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path})
 	}
-	retention := appsv1.DeletePersistentVolumeClaimRetentionPolicyType
-	if fs.Spec.DeletionPolicy == commonv1alpha1.DeletionPolicyRetain {
-		retention = appsv1.RetainPersistentVolumeClaimRetentionPolicyType
-	}
+	return container, volumes
+}
+
+// dataClaimTemplate is the claim of the server's data volume.
+func dataClaimTemplate(fs *featuresv1alpha1.FeatureStore, m managedServer) corev1.PersistentVolumeClaim {
+	storage := resource.MustParse("1Gi")
 	var class *string
 	if m.source != nil {
 		class = m.source.StorageClassName
+		if m.source.Storage != nil {
+			storage = *m.source.Storage
+		}
 	}
-	return &appsv1.StatefulSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: fs.Namespace, Name: m.name, Labels: serverLabels(fs, m)},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To[int32](1),
-			ServiceName: m.name,
-			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(m)},
-			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-				WhenDeleted: retention, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
-			},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: serverLabels(fs, m)},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: ptr.To(false),
-					SecurityContext:              podsecurity.PodSecurityContext(managedUID),
-					Containers:                   []corev1.Container{container},
-					Volumes:                      volumes,
-				},
-			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: serverLabels(fs, m)},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: class,
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: storage}},
-				},
-			}},
+	return corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: serverLabels(fs, m)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: storage}},
 		},
 	}
 }
@@ -302,59 +305,15 @@ func itemsOf(files map[string][]byte) []corev1.KeyToPath {
 	return out
 }
 
-// applyChild writes a child with server-side apply under the operator's
-// field manager, so fields other actors set (defaults, admission) are
-// left alone. It writes only when the desired state changed since the
-// last apply, as recorded in an annotation.
+// applyChild writes a child controlled by fs with the applier: only when
+// a field the operator sets drifted, never over a foreign object.
 func (r *Reconciler) applyChild(ctx context.Context, fs *featuresv1alpha1.FeatureStore, obj client.Object) error {
 	if err := controllerutil.SetControllerReference(fs, obj, r.Client.Scheme()); err != nil {
 		return err
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return err
+	_, err := r.applier().Apply(ctx, obj, ownedBy(fs))
+	if err != nil && !apply.IsForeign(err) {
+		return fmt.Errorf("applying %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 	}
-	delete(u, "status")
-	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
-	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
-	raw, err := json.Marshal(u)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(raw)
-	hash := hex.EncodeToString(sum[:])[:16]
-
-	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
-	if err != nil {
-		return err
-	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(gvk)
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(obj), live)
-	switch {
-	case err == nil:
-		// Server-side apply with ForceOwnership would take a foreign
-		// object over: never apply to one that is not ours.
-		if err := checkControlled(fs, live, gvk.Kind); err != nil {
-			return err
-		}
-		if live.GetAnnotations()[annotationAppliedHash] == hash {
-			return nil
-		}
-	case apierrors.IsNotFound(err):
-		// The cache holds only labelled objects.
-		live.SetNamespace(obj.GetNamespace())
-		live.SetName(obj.GetName())
-		if err := r.checkLive(ctx, fs, live, gvk.Kind); err != nil {
-			return err
-		}
-	default:
-		return err
-	}
-	desired := &unstructured.Unstructured{Object: u}
-	desired.SetAnnotations(map[string]string{annotationAppliedHash: hash})
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(OperatorName), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
-	}
-	return nil
+	return err
 }

@@ -217,3 +217,57 @@ func actOutVolumeClaim(t *testing.T, c client.Client, ns, server string) *corev1
 	}
 	return pvc
 }
+
+// TestManagedServerDriftIsCorrected changes a managed server's StatefulSet
+// as other actors do: a field the operator sets (the image) is put back,
+// fields it never sets (a nodeSelector injected on admission, a user's
+// annotation) survive, and once corrected the server costs no writes.
+func TestManagedServerDriftIsCorrected(t *testing.T) {
+	c := adminClient()
+	ns := testenv.CreateNamespace(t, c, "fs")
+	op := startOperator(t, nil)
+	fs := newStore(ns, "drifting", "drifting").obj()
+	fs.Spec.OnlineStore = featuresv1alpha1.StoreSource{Managed: &featuresv1alpha1.ManagedServer{}}
+	createStore(t, c, fs)
+	recordPasswords(t, c, ns)
+	key := client.ObjectKey{Namespace: ns, Name: "drifting-redis"}
+	sts := &appsv1.StatefulSet{}
+	testenv.Eventually(t, "StatefulSet "+key.Name, func(ctx context.Context) (bool, error) {
+		return c.Get(ctx, key, sts) == nil, nil
+	})
+	image := sts.Spec.Template.Spec.Containers[0].Image
+	writes := op.writesFor(ns, "")
+	writes.WaitQuiet(t, 3*time.Second)
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(t.Context(), key, sts); err != nil {
+			return err
+		}
+		sts.Spec.Template.Spec.Containers[0].Image = "redis:evil"
+		sts.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "db"}
+		sts.Annotations["team.example/note"] = "keep me"
+		return c.Update(t.Context(), sts, client.FieldOwner("someone-else"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the image is put back", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, key, sts); err != nil {
+			return false, err
+		}
+		return sts.Spec.Template.Spec.Containers[0].Image == image, nil
+	})
+	if sts.Spec.Template.Spec.NodeSelector["pool"] != "db" || sts.Annotations["team.example/note"] != "keep me" {
+		t.Errorf("fields the operator never sets were lost: nodeSelector %v, annotations %v", sts.Spec.Template.Spec.NodeSelector, sts.Annotations)
+	}
+	writes.WaitQuiet(t, 3*time.Second)
+	before := writes.Count("patch", "statefulsets")
+	for range 3 {
+		if _, err := op.reconciler.Reconcile(t.Context(), requestFor(fs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Count("patch", "statefulsets") - before; n != 0 {
+		t.Errorf("a corrected StatefulSet was written %d more times: %s", n, writes)
+	}
+}

@@ -17,8 +17,6 @@ import (
 var (
 	provisioningDuration = metrics.NewHistogramVec("featurestore", "provisioning_duration_seconds",
 		"Time to provision and verify one store in a shared server (ensure plus a login as the store's user).", nil, "store", "result")
-	cleanupFailures = metrics.NewCounterVec("featurestore", "cleanup_failures_total",
-		"Failed attempts to remove what a FeatureStore provisioned, by origin (featurestore or pending_cleanup).", "origin")
 )
 
 // observeProvisioning records how long a store took, by outcome.
@@ -123,6 +121,3 @@ func (c *storesCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, k[0], k[1])
 	}
 }
-
-// CountCleanupFailure counts a failed cleanup attempt by its origin.
-func CountCleanupFailure(origin string) { cleanupFailures.WithLabelValues(origin).Inc() }

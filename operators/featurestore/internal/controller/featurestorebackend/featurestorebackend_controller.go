@@ -23,8 +23,8 @@ import (
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
@@ -82,11 +82,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
 	}
 	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.Namespace && o.GetLabels()[featurestore.LabelPendingCleanup] == "true"
+		return o.GetNamespace() == r.Namespace && o.GetLabels()[claims.LabelPendingCleanup] == "true"
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&featuresv1alpha1.FeatureStoreBackend{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, featurestore.FinalizersChanged))).
+			predicate.GenerationChangedPredicate{}, claims.FinalizersChanged))).
 		Watches(&featuresv1alpha1.FeatureStore{}, handler.EnqueueRequestsFromMapFunc(r.backendsOfStore),
 			builder.WithPredicates(arrivals)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.backendsOfPendingCleanup),
@@ -107,7 +107,7 @@ func requests(names []string) []reconcile.Request {
 }
 
 func (r *Reconciler) backendsOfStore(_ context.Context, o client.Object) []reconcile.Request {
-	return requests(featurestore.BackendNames(o.(*featuresv1alpha1.FeatureStore)))
+	return requests(claims.BackendNames(o.(*featuresv1alpha1.FeatureStore)))
 }
 
 func (r *Reconciler) backendsOfPendingCleanup(_ context.Context, o client.Object) []reconcile.Request {
@@ -135,7 +135,7 @@ func (r *Reconciler) backendsOfAdminSecret(ctx context.Context, s *corev1.Secret
 
 func planOf(cm *corev1.ConfigMap) (cleanup.Plan, bool) {
 	var plan cleanup.Plan
-	if err := json.Unmarshal([]byte(cm.Data[featurestore.PlanKey]), &plan); err != nil {
+	if err := json.Unmarshal([]byte(cm.Data[claims.PlanKey]), &plan); err != nil {
 		return plan, false
 	}
 	return plan, true

@@ -10,7 +10,7 @@ import (
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
@@ -40,7 +40,7 @@ func (u users) empty() bool { return len(u.stores) == 0 && len(u.pending) == 0 }
 // observeUsers lists the backend's users from the cache.
 func (r *Reconciler) observeUsers(ctx context.Context, s *scope) error {
 	stores := &featuresv1alpha1.FeatureStoreList{}
-	if err := r.Client.List(ctx, stores, client.MatchingFields{featurestore.IndexBackends: s.backend.Name}); err != nil {
+	if err := r.Client.List(ctx, stores, client.MatchingFields{claims.IndexBackends: s.backend.Name}); err != nil {
 		return fmt.Errorf("listing the FeatureStores of backend %s: %w", s.backend.Name, err)
 	}
 	for _, fs := range stores.Items {
@@ -48,7 +48,7 @@ func (r *Reconciler) observeUsers(ctx context.Context, s *scope) error {
 	}
 	pending := &corev1.ConfigMapList{}
 	if err := r.Client.List(ctx, pending, client.InNamespace(r.Namespace),
-		client.MatchingLabels{featurestore.LabelPendingCleanup: "true"}); err != nil {
+		client.MatchingLabels{claims.LabelPendingCleanup: "true"}); err != nil {
 		return fmt.Errorf("listing handed-off cleanups: %w", err)
 	}
 	for i := range pending.Items {

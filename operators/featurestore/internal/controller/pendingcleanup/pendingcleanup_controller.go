@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -28,13 +28,15 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	Backends  *backends.Resolver
 	Namespace string
+	// CleanupFailures counts failed cleanups; nil counts nothing.
+	CleanupFailures *claims.CleanupFailures
 }
 
 // SetupWithManager registers the controller for the operator's pending
 // cleanup ConfigMaps only.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == r.Namespace && o.GetLabels()[featurestore.LabelPendingCleanup] == "true"
+		return o.GetNamespace() == r.Namespace && o.GetLabels()[claims.LabelPendingCleanup] == "true"
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.ConfigMap{}, builder.WithPredicates(ours)).
@@ -49,24 +51,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, cm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if cm.Labels[featurestore.LabelPendingCleanup] != "true" {
+	if cm.Labels[claims.LabelPendingCleanup] != "true" {
 		return ctrl.Result{}, nil
 	}
 	var plan cleanup.Plan
-	if err := json.Unmarshal([]byte(cm.Data[featurestore.PlanKey]), &plan); err != nil {
+	if err := json.Unmarshal([]byte(cm.Data[claims.PlanKey]), &plan); err != nil {
 		// A person must look at a record nobody can read; retrying
 		// would not help.
 		r.Recorder.Event(cm, corev1.EventTypeWarning, "InvalidPlan", "The pending cleanup record cannot be read: "+err.Error())
 		return ctrl.Result{}, nil //nolint:nilerr // retrying cannot fix the record; the event asks a person to look
 
 	}
-	ownsKeys, err := featurestore.OwnsRedisKeys(ctx, r.Client, r.Client, r.Namespace, plan, true)
+	ownsKeys, err := claims.OwnsRedisKeys(ctx, r.Client, r.Client, r.Namespace, plan, true)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	out, err := cleanup.Run(ctx, r.Backends, plan, ownsKeys)
 	if err != nil {
-		featurestore.CountCleanupFailure("pending_cleanup")
+		r.CleanupFailures.Count("pending_cleanup")
 		r.Recorder.Event(cm, corev1.EventTypeWarning, "CleanupFailed", fmt.Sprintf("Cleanup of FeatureStore %s/%s is retried: %v", plan.Namespace, plan.Name, err))
 		return ctrl.Result{}, err
 	}

@@ -2,7 +2,6 @@ package notebook
 
 import (
 	"context"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -307,7 +306,3 @@ func (r *Reconciler) runPhases(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	return res, nil
 }
-
-// retryNotAnswering is how soon a running server that does not answer its
-// probe is looked at again, when no culling check comes sooner.
-const retryNotAnswering = 15 * time.Second

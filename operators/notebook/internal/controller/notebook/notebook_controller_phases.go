@@ -14,23 +14,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
-	"github.com/ml-platform/ml-platform/operators/notebook/internal/drift"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/lifecycle"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/apireject"
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/featureref"
-	"github.com/ml-platform/ml-platform/shared/manager"
-	"github.com/ml-platform/ml-platform/shared/requeue"
 )
 
 // scope is what one reconcile learned and decided, phase by phase.
@@ -116,71 +112,27 @@ func undeclaredMounts(nb *notebooksv1alpha1.Notebook) string {
 	return ""
 }
 
-// errNameTaken is returned when an object the Notebook needs exists but
-// belongs to somebody else; the operator never takes it over.
-type errNameTaken struct{ kind, name string }
-
-func (e errNameTaken) Error() string {
-	return fmt.Sprintf("%s %s exists and is not managed by the notebook operator; rename the Notebook or remove the %s", e.kind, e.name, e.kind)
+// applier writes the Notebook's children; what it finds foreign stalls
+// the Notebook with NameTaken.
+func (r *Reconciler) applier() *apply.Applier {
+	return &apply.Applier{
+		Client: r.Client, APIReader: r.APIReader,
+		FieldOwner: render.OperatorName, HashAnnotation: render.AnnotationAppliedHash,
+	}
 }
 
-// apply writes desired with server-side apply, as the operator's field
-// manager, when live lacks a field desired sets or holds another value
-// there: a change of the Notebook or of the configuration (desired carries
-// the hash of everything it sets, so even a field dropped from desired
-// shows as a changed annotation), or somebody else's change to a field the
-// operator owns, which the apply reverts. Fields only other actors set
-// (Kueue's nodeSelector and tolerations, defaults, webhooks' additions)
-// are no reason to write and survive the apply.
-func (r *Reconciler) apply(ctx context.Context, desired, live client.Object) (bool, error) {
-	if live == nil {
-		if err := r.checkNotForeign(ctx, desired); err != nil {
-			return false, err
-		}
-	} else {
-		drifted, err := drift.Find(desired, live)
-		if err != nil {
-			return false, err
-		}
-		if drifted == "" {
-			return false, nil
-		}
-		if live.GetAnnotations()[render.AnnotationAppliedHash] == desired.GetAnnotations()[render.AnnotationAppliedHash] {
-			log.FromContext(ctx).Info("Reverting a change to a field the operator owns",
-				"kind", desired.GetObjectKind().GroupVersionKind().Kind, "name", desired.GetName(), "field", drifted)
-		}
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+// ours are the objects labelled as the operator's: a retained workspace
+// outlives its Notebook and is taken up again by a new one of its name.
+var ours = apply.ManagedBy(render.OperatorName, "rename the Notebook")
+
+// applyChild writes desired with the applier; a refused child is wrapped
+// as errChildRejected.
+func (r *Reconciler) applyChild(ctx context.Context, desired client.Object) (bool, error) {
+	written, err := r.applier().Apply(ctx, desired, ours)
 	if err != nil {
-		return false, err
+		return false, rejected(desired, err)
 	}
-	delete(m, "status")
-	unstructured.RemoveNestedField(m, "metadata", "creationTimestamp")
-	unstructured.RemoveNestedField(m, "spec", "template", "metadata", "creationTimestamp")
-	u := &unstructured.Unstructured{Object: m}
-	if err := r.Client.Patch(ctx, u, client.Apply, client.ForceOwnership, client.FieldOwner(render.OperatorName)); err != nil {
-		return false, rejected(u, err)
-	}
-	return true, nil
-}
-
-// checkNotForeign refuses to apply over an object of the same name that the
-// cache cannot see because it lacks the operator's label.
-func (r *Reconciler) checkNotForeign(ctx context.Context, desired client.Object) error {
-	gvk := desired.GetObjectKind().GroupVersionKind()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), u)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	case u.GetLabels()[manager.LabelManagedBy] != render.OperatorName:
-		return errNameTaken{kind: gvk.Kind, name: desired.GetName()}
-	default:
-		return nil
-	}
+	return written, nil
 }
 
 // errChildRejected is the API server refusing a child the operator
@@ -208,7 +160,7 @@ func rejected(obj client.Object, err error) error {
 // Notebook. Returning no error means no retry with backoff: the watches
 // bring the Notebook back when its spec changes.
 func handleApplyErr(s *scope, err error) (ctrl.Result, error) {
-	var taken errNameTaken
+	var taken *apply.ForeignError
 	if errors.As(err, &taken) {
 		s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonNameTaken, taken.Error()
 		return ctrl.Result{}, nil
@@ -236,8 +188,8 @@ func (r *Reconciler) ensureTokenSecret(ctx context.Context, s *scope) (ctrl.Resu
 	// The cache may lag behind a Secret created a moment ago: ask the API
 	// server before generating a token that would never be used.
 	if err := r.APIReader.Get(ctx, key, secret); err == nil {
-		if secret.Labels[manager.LabelManagedBy] != render.OperatorName {
-			return handleApplyErr(s, errNameTaken{kind: "Secret", name: key.Name})
+		if err := apply.Check(secret, "Secret", ours); err != nil {
+			return handleApplyErr(s, err)
 		}
 		s.token = string(secret.Data[render.TokenKey])
 		return ctrl.Result{}, nil
@@ -293,7 +245,7 @@ func (r *Reconciler) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result
 		s.waiting = "Waiting for the previous workspace claim " + live.Name + " to be deleted"
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	if _, err := r.apply(ctx, desired, nilIfNone(live)); err != nil {
+	if _, err := r.applyChild(ctx, desired); err != nil {
 		return handleApplyErr(s, err)
 	}
 	return ctrl.Result{}, nil
@@ -309,11 +261,7 @@ func nilIfNone[T client.Object](obj T) client.Object {
 
 func (r *Reconciler) ensureService(ctx context.Context, s *scope) (ctrl.Result, error) {
 	desired := render.Service(s.input)
-	live, err := getOwned(ctx, r.Client, client.ObjectKeyFromObject(desired), &corev1.Service{})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if _, err := r.apply(ctx, desired, nilIfNone(live)); err != nil {
+	if _, err := r.applyChild(ctx, desired); err != nil {
 		return handleApplyErr(s, err)
 	}
 	return ctrl.Result{}, nil
@@ -329,7 +277,7 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *scope) (ctrl.Re
 	if desired == nil {
 		return ctrl.Result{}, r.deleteOwned(ctx, nilIfNone(live))
 	}
-	if _, err := r.apply(ctx, desired, nilIfNone(live)); err != nil {
+	if _, err := r.applyChild(ctx, desired); err != nil {
 		return handleApplyErr(s, err)
 	}
 	return ctrl.Result{}, nil
@@ -345,7 +293,7 @@ func (r *Reconciler) ensureIngress(ctx context.Context, s *scope) (ctrl.Result, 
 	if desired == nil {
 		return ctrl.Result{}, r.deleteOwned(ctx, nilIfNone(live))
 	}
-	if _, err := r.apply(ctx, desired, nilIfNone(live)); err != nil {
+	if _, err := r.applyChild(ctx, desired); err != nil {
 		return handleApplyErr(s, err)
 	}
 	return ctrl.Result{}, nil
@@ -454,126 +402,27 @@ func ptrValue(p *int32) int32 {
 	return *p
 }
 
-// decisionKeys are the StatefulSet annotations that record decisions.
-var decisionKeys = []string{
-	render.AnnotationStartedAt, render.AnnotationCulled, render.AnnotationCulledAt,
-	render.AnnotationRestartHandled, render.AnnotationForceUpdateHandled,
-}
-
 // decideLifecycle decides how many replicas run and records why on the
-// StatefulSet: start, suspend, cull, restart after a cull.
+// StatefulSet (package lifecycle).
 func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, error) {
-	nb := s.nb
-	restartReq := nb.Annotations[notebooksv1alpha1.AnnotationRestart]
-	forceReq := nb.Annotations[notebooksv1alpha1.AnnotationForceUpdate]
-	ann := map[string]string{}
-	if s.sts == nil {
-		// Requests made before the Notebook first ran are not pending.
-		ann[render.AnnotationRestartHandled] = restartReq
-		ann[render.AnnotationForceUpdateHandled] = forceReq
-	} else {
-		for _, k := range decisionKeys {
-			if v, ok := s.sts.Annotations[k]; ok {
-				ann[k] = v
-			}
-		}
+	in := lifecycle.Input{
+		Now: s.now, Policy: s.policy, Suspend: s.nb.Spec.Suspend,
+		RestartRequest: s.nb.Annotations[notebooksv1alpha1.AnnotationRestart],
+		ForceRequest:   s.nb.Annotations[notebooksv1alpha1.AnnotationForceUpdate],
+		Exists:         s.sts != nil, WasStopped: true, Running: s.running, Probe: s.probe,
 	}
-	wasStopped := s.sts == nil || ptrValue(s.sts.Spec.Replicas) == 0
-
-	if ann[render.AnnotationCulled] != "" && restartReq != "" && restartReq != ann[render.AnnotationRestartHandled] {
-		s.restarted = true
-		s.wasCulledFor = culledFor(ann, s.now)
-		delete(ann, render.AnnotationCulled)
-		delete(ann, render.AnnotationCulledAt)
-		ann[render.AnnotationRestartHandled] = restartReq
+	if s.sts != nil {
+		in.Recorded, in.WasStopped = s.sts.Annotations, ptrValue(s.sts.Spec.Replicas) == 0
+		in.TemplateChanged = s.sts.Annotations[render.AnnotationTemplateHash] != render.Hash(render.PodTemplate(s.input))
 	}
-	if nb.Spec.Suspend && ann[render.AnnotationCulled] != "" {
-		// Suspending supersedes a cull: resuming is itself the user's
-		// request to run again.
-		s.wasCulledFor = culledFor(ann, s.now)
-		delete(ann, render.AnnotationCulled)
-		delete(ann, render.AnnotationCulledAt)
+	if s.nb.Status.CullDeadline != nil {
+		in.Warned = s.nb.Status.CullDeadline.Time
 	}
-	s.culled = ann[render.AnnotationCulled]
-
-	s.replicas = 1
-	if nb.Spec.Suspend || s.culled != "" {
-		s.replicas = 0
-	}
-	if s.replicas == 1 && wasStopped {
-		ann[render.AnnotationStartedAt] = s.now.UTC().Format(time.RFC3339)
-	}
-
-	var res ctrl.Result
-	if s.replicas == 1 && !wasStopped && s.policy.Active() {
-		startedAt, _ := time.Parse(time.RFC3339, ann[render.AnnotationStartedAt])
-		activity := culling.Activity{}
-		if s.probe != nil && s.probe.OK() {
-			activity = culling.Activity{OK: true, Last: s.probe.LastActivity, Busy: s.probe.Busy}
-		}
-		var warned time.Time
-		if nb.Status.CullDeadline != nil {
-			warned = nb.Status.CullDeadline.Time
-		}
-		d := culling.Decide(culling.Input{Now: s.now, Policy: s.policy, StartedAt: startedAt, Activity: activity, Warned: warned})
-		s.decision = &d
-		if d.Action == culling.Cull {
-			s.justCulled = true
-			s.culled = d.Reason
-			s.replicas = 0
-			ann[render.AnnotationCulled] = d.Reason
-			ann[render.AnnotationCulledAt] = s.now.UTC().Format(time.RFC3339)
-			// A restart request standing at the time of the cull is old.
-			ann[render.AnnotationRestartHandled] = restartReq
-		} else {
-			res.RequeueAfter = d.NextCheck
-		}
-	} else if s.replicas == 1 && s.probe != nil && s.probe.OK() {
-		d := culling.Decision{Action: culling.None, LastActivity: probeActivity(s)}
-		s.decision = &d
-	}
-	if s.running && s.probe != nil && !s.probe.OK() && s.replicas == 1 {
-		res = requeue.Shortest(res, ctrl.Result{RequeueAfter: min(retryNotAnswering, max(s.policy.CheckPeriod, time.Second))})
-	}
-	if s.running && s.probe == nil && s.replicas == 1 {
-		// No token in the cache yet: look again shortly.
-		res = requeue.Shortest(res, ctrl.Result{RequeueAfter: 2 * time.Second})
-	}
-
-	// A template change while a kernel is busy waits, unless forced.
-	if s.replicas == 1 && s.running && s.sts != nil {
-		desiredHash := render.Hash(render.PodTemplate(s.input))
-		if s.sts.Annotations[render.AnnotationTemplateHash] != desiredHash {
-			forced := forceReq != "" && forceReq != ann[render.AnnotationForceUpdateHandled]
-			switch {
-			case forced:
-				ann[render.AnnotationForceUpdateHandled] = forceReq
-				s.applied = true
-			case s.probe != nil && s.probe.OK() && s.probe.Busy:
-				s.deferred = true
-				res = requeue.Shortest(res, ctrl.Result{RequeueAfter: s.policy.CheckPeriod})
-			default:
-				s.applied = true
-			}
-		}
-	}
-	s.annotations = ann
-	return res, nil
-}
-
-func probeActivity(s *scope) time.Time {
-	if s.probe.Busy {
-		return s.now.Truncate(time.Second)
-	}
-	return s.probe.LastActivity.Truncate(time.Second)
-}
-
-func culledFor(ann map[string]string, now time.Time) time.Duration {
-	at, err := time.Parse(time.RFC3339, ann[render.AnnotationCulledAt])
-	if err != nil {
-		return 0
-	}
-	return now.Sub(at)
+	out := lifecycle.Decide(in)
+	s.replicas, s.annotations, s.decision = out.Replicas, out.Annotations, out.Culling
+	s.culled, s.justCulled, s.restarted, s.wasCulledFor = out.Culled, out.JustCulled, out.Restarted, out.WasCulledFor
+	s.deferred, s.applied = out.Deferred, out.Applied
+	return ctrl.Result{RequeueAfter: out.RequeueAfter}, nil
 }
 
 func (r *Reconciler) ensureStatefulSet(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -585,7 +434,7 @@ func (r *Reconciler) ensureStatefulSet(ctx context.Context, s *scope) (ctrl.Resu
 	desired := render.StatefulSet(s.input, render.StatefulSetState{Replicas: s.replicas, Annotations: maps.Clone(s.annotations)})
 	// Somebody scaling the StatefulSet by hand is drift of a field the
 	// operator owns: apply reverts it, so a culled notebook stays stopped.
-	written, err := r.apply(ctx, desired, nilIfNone(s.sts))
+	written, err := r.applyChild(ctx, desired)
 	if err != nil {
 		return handleApplyErr(s, err)
 	}

@@ -31,13 +31,29 @@ func computeStatus(s *scope) {
 		st.TokenSecretName = render.TokenSecretName(nb)
 	}
 	st.Culling = cullingStatus(s)
+	reportActivity(s, cfg.ReportInterval.Duration)
 
+	if s.stalled != "" {
+		conditions.MarkStalled(nb, s.stalled, s.stalledMsg)
+		st.Phase = notebooksv1alpha1.PhaseFailed
+		return
+	}
+
+	markDecisions(s)
+	markStores(s)
+	st.Phase = markServing(s)
+}
+
+// reportActivity records the culling decision's last activity, at most
+// every interval, and the cull deadline that stands, if any.
+func reportActivity(s *scope, interval time.Duration) {
+	st := &s.nb.Status
 	if d := s.decision; d != nil {
 		var reported time.Time
 		if st.LastActivity != nil {
 			reported = st.LastActivity.Time
 		}
-		if culling.ShouldReport(reported, d.LastActivity, cfg.ReportInterval.Duration) {
+		if culling.ShouldReport(reported, d.LastActivity, interval) {
 			st.LastActivity = &metav1.Time{Time: d.LastActivity}
 		}
 		if d.Deadline.IsZero() || d.Action == culling.Cull {
@@ -49,13 +65,12 @@ func computeStatus(s *scope) {
 	if s.replicas == 0 {
 		st.CullDeadline = nil
 	}
+}
 
-	if s.stalled != "" {
-		conditions.MarkStalled(nb, s.stalled, s.stalledMsg)
-		st.Phase = notebooksv1alpha1.PhaseFailed
-		return
-	}
-
+// markDecisions sets the conditions of the lifecycle decisions:
+// Suspended, Culled and UpdatePending.
+func markDecisions(s *scope) {
+	nb := s.nb
 	if nb.Spec.Suspend {
 		conditions.MarkTrue(nb, commonv1alpha1.ConditionSuspended, notebooksv1alpha1.ReasonSuspended, "The Jupyter server is stopped; the workspace is kept")
 	} else {
@@ -72,6 +87,11 @@ func computeStatus(s *scope) {
 	} else {
 		conditions.Remove(nb, notebooksv1alpha1.ConditionUpdatePending)
 	}
+}
+
+// markStores sets FeatureStoresReady when the Notebook names stores.
+func markStores(s *scope) {
+	nb := s.nb
 	if s.stores != nil {
 		if s.stores.AllReady() {
 			conditions.MarkTrue(nb, notebooksv1alpha1.ConditionFeatureStoresReady, s.stores.Reason(), s.stores.Message())
@@ -81,8 +101,6 @@ func computeStatus(s *scope) {
 	} else {
 		conditions.Remove(nb, notebooksv1alpha1.ConditionFeatureStoresReady)
 	}
-
-	st.Phase = markServing(s)
 }
 
 // markServing sets Ready, Reconciling and Stalled from what the server is

@@ -250,36 +250,7 @@ func (s *Server) Execute(ctx context.Context, kernelID, code string) (*Execution
 	}
 	busy := make(chan struct{})
 	e := &Execution{conn: conn, done: make(chan error, 1)}
-	go func() {
-		var once sync.Once
-		for {
-			var m struct {
-				Channel      string         `json:"channel"`
-				Header       map[string]any `json:"header"`
-				ParentHeader map[string]any `json:"parent_header"`
-				Content      map[string]any `json:"content"`
-			}
-			if err := conn.ReadJSON(&m); err != nil {
-				e.done <- err
-				return
-			}
-			if m.ParentHeader["msg_id"] != msgID {
-				continue
-			}
-			if m.Header["msg_type"] == "status" && m.Content["execution_state"] == "busy" {
-				once.Do(func() { close(busy) })
-			}
-			if m.Header["msg_type"] == "execute_reply" {
-				once.Do(func() { close(busy) })
-				if m.Content["status"] != "ok" {
-					e.done <- fmt.Errorf("execution failed: %v", m.Content)
-				} else {
-					e.done <- nil
-				}
-				return
-			}
-		}
-	}()
+	go e.follow(msgID, busy)
 	select {
 	case <-busy:
 		return e, nil
@@ -292,6 +263,39 @@ func (s *Server) Execute(ctx context.Context, kernelID, code string) (*Execution
 	case <-ctx.Done():
 		_ = conn.Close()
 		return nil, ctx.Err()
+	}
+}
+
+// follow reads the kernel's messages about request msgID: it closes busy
+// once the kernel works on it and reports the reply on e.done.
+func (e *Execution) follow(msgID string, busy chan struct{}) {
+	var once sync.Once
+	for {
+		var m struct {
+			Channel      string         `json:"channel"`
+			Header       map[string]any `json:"header"`
+			ParentHeader map[string]any `json:"parent_header"`
+			Content      map[string]any `json:"content"`
+		}
+		if err := e.conn.ReadJSON(&m); err != nil {
+			e.done <- err
+			return
+		}
+		if m.ParentHeader["msg_id"] != msgID {
+			continue
+		}
+		if m.Header["msg_type"] == "status" && m.Content["execution_state"] == "busy" {
+			once.Do(func() { close(busy) })
+		}
+		if m.Header["msg_type"] == "execute_reply" {
+			once.Do(func() { close(busy) })
+			if m.Content["status"] != "ok" {
+				e.done <- fmt.Errorf("execution failed: %v", m.Content)
+			} else {
+				e.done <- nil
+			}
+			return
+		}
 	}
 }
 

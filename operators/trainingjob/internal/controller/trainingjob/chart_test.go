@@ -75,6 +75,7 @@ func TestChartGrantsNoMoreThanNeeded(t *testing.T) {
 	}{
 		"watch trainingjobs":        {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "watch"}, true},
 		"patch trainingjob status":  {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Subresource: "status", Verb: "patch"}, true},
+		"create tokenreviews":       {authorizationv1.ResourceAttributes{Group: "authentication.k8s.io", Resource: "tokenreviews", Verb: "create"}, true},
 		"create pytorchjobs":        {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "create"}, true},
 		"deletecollection pods":     {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "deletecollection"}, true},
 		"update trainingjob spec":   {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "update"}, false},

@@ -28,8 +28,8 @@ import (
 func TestCheckpointClaimRetainOrDeleteOnDeletionAndTTL(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	clk := &clock{}
-	startOperator(t, func(r *Reconciler) { r.Now = clk.now })
+	clk := &testClock{}
+	startOperator(t, func(r *Reconciler) { r.Clock = clk })
 
 	cases := map[string]struct {
 		policy commonv1alpha1.DeletionPolicy

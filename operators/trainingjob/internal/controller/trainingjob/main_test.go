@@ -296,13 +296,15 @@ func jobCond(s *kubeflowv1.JobStatus, typ kubeflowv1.JobConditionType, status co
 	s.Conditions = append(s.Conditions, kubeflowv1.JobCondition{Type: typ, Status: status, Reason: reason, Message: message, LastTransitionTime: now, LastUpdateTime: now})
 }
 
-// clock is a clock tests move forward, for TTLs and backoffs, without
-// racing the operator that reads it.
-type clock struct{ offset atomic.Int64 }
+// testClock is a clock.PassiveClock tests move forward, for TTLs and
+// backoffs, without racing the operator that reads it.
+type testClock struct{ offset atomic.Int64 }
 
-func (c *clock) now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
 
-func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+func (c *testClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func (c *testClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // poke makes the operator reconcile a TrainingJob now, through an
 // annotation (every update of the object is watched).

@@ -7,13 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +28,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
@@ -136,8 +141,8 @@ func failBatchJob(t *testing.T, c client.Client, job *batchv1.Job) {
 func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	clk := &clock{}
-	op := startOperator(t, func(r *Reconciler) { r.Now = clk.now })
+	clk := &testClock{}
+	op := startOperator(t, func(r *Reconciler) { r.Clock = clk })
 
 	tj := native(newTrainingJob(ns, "mnist", 2))
 	tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](600)
@@ -583,4 +588,224 @@ func TestBackendAdmission(t *testing.T) {
 func backendsWithoutKubeflow(s backend.Settings) (*backend.Registry, error) {
 	return backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(s),
 		kubeflowjob.NewBackend(s, kubeflowMissing(&kubeflowv1.PyTorchJob{})))
+}
+
+// TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce runs one
+// reconcile of a new TrainingJob by hand, with no manager running: it
+// must already create the run's Job and Service and record the backend
+// (the operator's default, native) with the rest of the status, in one
+// status write; a second reconcile writes nothing.
+func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	writes := testenv.NewWriteCounter()
+	oc, err := client.New(writes.Wrap(operatorConfig(t)), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
+
+	tj := newTrainingJob(ns, "first", 2)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "first-r1"}, job); err != nil {
+		t.Fatalf("the first reconcile created no Job: %v", err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "first-r1"}, &corev1.Service{}); err != nil {
+		t.Fatalf("the first reconcile created no Service: %v", err)
+	}
+	got, err := getTJ(t.Context(), c, tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Backend != trainingv1alpha1.BackendNative || got.Status.Job == nil || got.Status.Job.Name != "first-r1" || !conditions.IsTrue(got, trainingv1alpha1.ConditionCreated) {
+		t.Errorf("status after the first reconcile: backend %q job %+v conditions %+v", got.Status.Backend, got.Status.Job, got.Status.Conditions)
+	}
+	want := map[string]int{"create jobs": 1, "create services": 1, "patch trainingjobs/status": 1}
+	if diff := cmp.Diff(want, writes.Namespace(ns).Snapshot()); diff != "" {
+		t.Errorf("writes of the first reconcile (-want +got):\n%s", diff)
+	}
+
+	writes.Reset()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if w := writes.Namespace(ns).Writes(); len(w) != 0 {
+		t.Errorf("a second reconcile with nothing new wrote %d times: %v", len(w), w)
+	}
+}
+
+// TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget: the ranks
+// of a run end at different times, each changing the Job's counts. The
+// job stays Running, with no status write, until the Job decides; the
+// whole lifecycle stays within 6 writes.
+func TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	tj := native(newTrainingJob(ns, "ranks", 3))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "ranks-r1")
+	pods := runRanks(t, c, job)
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
+	})
+	settle(t, c, op, ns, job)
+	before := len(op.nsWrites.in(ns))
+	op.nsWrites.reset()
+
+	// Rank 2 ends first, then rank 0; the Job controller counts each.
+	for n, rank := range []int{2, 0} {
+		setPodStatus(t, c, pods[rank], func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodSucceeded
+			s.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			s.ContainerStatuses[0].Ready = false
+			s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: metav1.Now()}}
+		})
+		done := int32(n + 1)
+		setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+			s.Active, s.Ready, s.Succeeded = 3-done, ptr.To(3-done), done
+			s.CompletedIndexes = map[int]string{1: "2", 2: "0,2"}[n+1]
+		})
+		settle(t, c, op, ns, job)
+		consistentlyNoWrites(t, op, ns, fmt.Sprintf("no write after %d of 3 ranks ended", done))
+	}
+	got, err := getTJ(t.Context(), c, tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !conditions.IsTrue(got, trainingv1alpha1.ConditionRunning) || got.Status.Phase != trainingv1alpha1.PhaseRunning {
+		t.Errorf("with 2 of 3 ranks done the job is %s, Running %+v; want Running until the Job decides", got.Status.Phase, conditions.Get(got, trainingv1alpha1.ConditionRunning))
+	}
+
+	completeJob(t, c, job, pods, metav1.NewTime(time.Now().Truncate(time.Second)))
+	waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionSucceeded)
+	})
+	testenv.WaitForEvent(t, c, tj, "Succeeded")
+	settle(t, c, op, ns, tj)
+	if w := op.nsWrites.in(ns); before+len(w) > 6 {
+		t.Errorf("a lifecycle whose ranks ended one by one cost %d writes, want at most 6: %d until Running, then %v", before+len(w), before, w)
+	}
+}
+
+// TestNativeMountsTheFeatureStoreOnceReady: a native job waits for its
+// FeatureStore without a Job, and its Job mounts the store's client
+// configuration once the store is Ready.
+func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	if err := c.Create(t.Context(), featureStoreCRD()); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(featureref.GVK.GroupVersion().WithKind("FeatureStoreList"))
+	testenv.Eventually(t, "the FeatureStore CRD is served", func(ctx context.Context) (bool, error) {
+		return c.List(ctx, list, client.InNamespace(ns)) == nil, nil
+	})
+	op := startOperator(t, nil)
+	if !op.reconciler.WatchesFeatureStores {
+		t.Fatal("the operator must watch FeatureStores once their CRD is installed")
+	}
+	store := &unstructured.Unstructured{}
+	store.SetGroupVersionKind(featureref.GVK)
+	store.SetNamespace(ns)
+	store.SetName("customers")
+	if err := c.Create(t.Context(), store); err != nil {
+		t.Fatal(err)
+	}
+
+	tj := native(newTrainingJob(ns, "features", 2))
+	tj.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "customers"}}}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	waitTJ(t, c, tj, "waiting for the FeatureStore to be Ready", func(tj *trainingv1alpha1.TrainingJob) bool {
+		c := conditions.Get(tj, trainingv1alpha1.ConditionFeatureStoresReady)
+		return c != nil && c.Reason == commonv1alpha1.ReasonDependencyNotReady && condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionFalse
+	})
+	testenv.Consistently(t, "no Job while the FeatureStore is not Ready", 3*time.Second, func(ctx context.Context) error {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "features-r1"}, &batchv1.Job{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Job features-r1: %v", err)
+		}
+		return nil
+	})
+
+	_ = unstructured.SetNestedMap(store.Object, map[string]any{
+		"clientConfig": map[string]any{"secretName": "customers-feast", "key": "feature_store.yaml"},
+		"conditions": []any{map[string]any{
+			"type": "Ready", "status": "True", "reason": "Reconciled", "message": "ok",
+			"observedGeneration": store.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}},
+	}, "status")
+	if err := c.Status().Update(t.Context(), store); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "features-r1")
+	if spec := job.Spec.Template.Spec; !hasSecretVolume(spec.Volumes, "customers-feast") {
+		t.Errorf("the store's client configuration is not mounted in the Job's pods: %+v", spec.Volumes)
+	}
+	waitTJ(t, c, tj, "FeatureStoresReady and Created", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, trainingv1alpha1.ConditionFeatureStoresReady) == metav1.ConditionTrue &&
+			condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionTrue
+	})
+}
+
+// TestNativeCleanPodPolicy: once a failure is recorded, Running deletes
+// the ranks that still run and keeps the failed one for its logs; All
+// deletes every rank; None keeps them all.
+func TestNativeCleanPodPolicy(t *testing.T) {
+	c := adminClient(t)
+	startOperator(t, nil)
+	cases := map[trainingv1alpha1.CleanPodPolicy]struct{ keepDone, keepStraggler bool }{
+		trainingv1alpha1.CleanPodPolicyRunning: {keepDone: true},
+		trainingv1alpha1.CleanPodPolicyAll:     {},
+		trainingv1alpha1.CleanPodPolicyNone:    {keepDone: true, keepStraggler: true},
+	}
+	for policy, want := range cases {
+		t.Run(string(policy), func(t *testing.T) {
+			ns := createNamespace(t, c)
+			tj := native(newTrainingJob(ns, "clean", 2))
+			tj.Spec.RunPolicy.CleanPodPolicy = policy
+			if err := c.Create(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+			job := waitBatchJob(t, c, ns, "clean-r1")
+			pods := runRanks(t, c, job)
+			// Rank 1 fails; the Job controller fails the Job while rank 0
+			// still runs.
+			done, straggler := pods[1], pods[0]
+			setPodStatus(t, c, done, func(s *corev1.PodStatus) {
+				s.Phase = corev1.PodFailed
+				s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.Now()}}
+			})
+			failBatchJob(t, c, job)
+			waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
+				return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
+			})
+			for pod, keep := range map[*corev1.Pod]bool{done: want.keepDone, straggler: want.keepStraggler} {
+				if keep {
+					testenv.Consistently(t, pod.Name+" stays", 3*time.Second, func(ctx context.Context) error {
+						return c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+					})
+				} else {
+					waitGone(t, c, pod)
+				}
+			}
+		})
+	}
 }

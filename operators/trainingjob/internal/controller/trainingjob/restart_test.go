@@ -340,7 +340,11 @@ func TestOperatorKilledBetweenDecidingAndCreatingTheNextRun(t *testing.T) {
 		t.Fatalf("run 2 must wait for its backoff, got %v", err)
 	}
 
-	later := func(r *Reconciler) { r.Now = func() time.Time { return time.Now().Add(2 * time.Hour) } }
+	later := func(r *Reconciler) {
+		clk := &testClock{}
+		clk.advance(2 * time.Hour)
+		r.Clock = clk
+	}
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
@@ -394,7 +398,7 @@ func TestAStaleCacheNeverDecidesTwice(t *testing.T) {
 
 	op.nsWrites.reset()
 	s := newScope(stale, time.Now())
-	for _, p := range []phase{op.reconciler.resolveBackend, op.reconciler.ensureJob, op.reconciler.observePods, op.reconciler.decideRunEnd} {
+	for _, p := range []func(context.Context, *scope) (ctrl.Result, error){op.reconciler.resolveBackend, op.reconciler.observeJob, op.reconciler.checkpointClaim, op.reconciler.createJob, op.reconciler.observePods, op.reconciler.decideRunEnd} {
 		if _, err := p(t.Context(), s); err != nil {
 			t.Fatal(err)
 		}

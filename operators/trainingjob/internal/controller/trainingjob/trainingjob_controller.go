@@ -2,24 +2,25 @@ package trainingjob
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/phase"
 	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
@@ -80,9 +82,10 @@ type Reconciler struct {
 	// WatchesFeatureStores is false when the FeatureStore CRD was not
 	// installed at start; waiting jobs then poll.
 	WatchesFeatureStores bool
-	// Now is the clock for TTLs; tests move it.
-	Now     func() time.Time
-	Metrics *Metrics
+	// Clock is the clock for TTLs and backoffs; tests move it.
+	Clock        clock.PassiveClock
+	Metrics      *Metrics
+	PhaseMetrics *phase.Metrics
 
 	// reported remembers the pod issues already re-emitted per
 	// TrainingJob, so a pod that stays unschedulable is reported once. It
@@ -108,14 +111,19 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	if err != nil {
 		return nil, err
 	}
+	phaseMetrics, err := phase.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorderFor(settings.OperatorName),
-		Settings:  settings,
-		Backends:  backends,
-		Now:       time.Now,
-		Metrics:   NewMetrics(),
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorderFor(settings.OperatorName),
+		Settings:     settings,
+		Backends:     backends,
+		Clock:        clock.RealClock{},
+		Metrics:      NewMetrics(),
+		PhaseMetrics: phaseMetrics,
 	}
 	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
 		return nil, err
@@ -214,12 +222,77 @@ func (r *Reconciler) featureStoreToTrainingJobs(ctx context.Context, o client.Ob
 	return out
 }
 
-// phase is one step of a reconcile.
-type phase func(ctx context.Context, s *scope) (ctrl.Result, error)
+// step adapts one of the reconcile's phases, which share the scope s, to
+// the skeleton's runner.
+func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*trainingv1alpha1.TrainingJob] {
+	return phase.Phase[*trainingv1alpha1.TrainingJob]{Name: name, Run: func(ctx context.Context, _ *trainingv1alpha1.TrainingJob) (phase.Result, error) {
+		res, err := run(ctx, s)
+		return phase.Result{RequeueAfter: res.RequeueAfter}, err
+	}}
+}
+
+// phases are the steps of one reconcile, in order, ending with the status
+// they add up to.
+func (r *Reconciler) phases(s *scope) []phase.Phase[*trainingv1alpha1.TrainingJob] {
+	return []phase.Phase[*trainingv1alpha1.TrainingJob]{
+		step("resolveBackend", r.resolveBackend, s),
+		step("observeJob", r.observeJob, s),
+		step("checkpointClaim", r.checkpointClaim, s),
+		step("createJob", r.createJob, s),
+		step("retirePreviousRun", r.retirePreviousRun, s),
+		step("observePods", r.observePods, s),
+		step("decideRunEnd", r.decideRunEnd, s),
+		step("convergeQueueLabel", r.convergeQueueLabel, s),
+		step("convergeSuspend", r.convergeSuspend, s),
+		{Name: "status", Run: func(_ context.Context, tj *trainingv1alpha1.TrainingJob) (phase.Result, error) {
+			// A stale scope lags a decision already recorded: the
+			// reconcile that sees it computes the status.
+			if !s.stale {
+				setStatus(tj, s.observation())
+			}
+			return phase.Result{}, nil
+		}},
+	}
+}
+
+// runner runs one reconcile's phases: one status write, then the events
+// and metrics of what it persisted.
+func (r *Reconciler) runner(s *scope) *phase.Runner[*trainingv1alpha1.TrainingJob] {
+	return &phase.Runner[*trainingv1alpha1.TrainingJob]{
+		Controller: Name,
+		Client:     r.Client,
+		APIReader:  r.APIReader,
+		Recorder:   r.Recorder,
+		Clock:      r.Clock,
+		Metrics:    r.PhaseMetrics,
+		Events: func(before, after []metav1.Condition) []phase.Event {
+			if s.stale {
+				return nil
+			}
+			return transitionEvents(before, after)
+		},
+		AfterWrite: func(before, tj *trainingv1alpha1.TrainingJob, statusWritten bool) {
+			if s.stale {
+				return
+			}
+			if statusWritten {
+				r.Metrics.observeTransitions(before, tj, r.Settings.Catalog, r.Clock.Now())
+			}
+			if s.createdClaim && s.claim != nil {
+				r.Recorder.Event(tj, corev1.EventTypeNormal, "CheckpointClaimCreated", s.claim.message)
+			}
+			if s.created {
+				r.Metrics.Created.WithLabelValues(tj.Namespace, string(tj.Spec.Framework)).Inc()
+			}
+			r.reportPodIssues(tj, s.pods)
+		},
+	}
+}
 
 // Reconcile converges one TrainingJob: get, phases, one status write, then
 // events; no finalizer, because everything it creates is owned and
-// cascades with it.
+// cascades with it. What needs the outcome persisted (cleaning the pods of
+// a finished job, its TTL) runs after the write.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tj := &trainingv1alpha1.TrainingJob{}
 	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, tj); err != nil {
@@ -229,54 +302,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(tj.UID)
 		return ctrl.Result{}, nil
 	}
-
-	h, err := patch.NewHelper(tj, r.Client, r.APIReader)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	before := tj.DeepCopy()
-	s := newScope(tj, r.Now())
-
-	var result ctrl.Result
-	var errs []error
-	for _, p := range []phase{r.resolveBackend, r.ensureJob, r.retirePreviousRun, r.observePods, r.decideRunEnd, r.convergeQueueLabel, r.convergeSuspend} {
-		res, err := p(ctx, s)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		result = requeue.Shortest(result, res)
-	}
-	if s.stale {
-		// The cache has not caught up with a decision already recorded;
-		// the reconcile that sees it computes the status. An error wins:
-		// controller-runtime ignores a requeue returned with one.
-		if err := errors.Join(errs...); err != nil {
-			return ctrl.Result{}, err
-		}
-		return result, nil
-	}
-
-	setStatus(tj, s.observation())
-	res, err := h.Patch(ctx, tj)
-	if err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if res.StatusPatched {
-		for _, e := range transitionEvents(before.Status.Conditions, tj.Status.Conditions) {
-			r.Recorder.Event(tj, e.Type, e.Reason, e.Message)
-		}
-		r.Metrics.observeTransitions(before, tj, r.Settings.Catalog, r.Now())
-	}
-	if s.createdClaim && s.claim != nil {
-		r.Recorder.Event(tj, corev1.EventTypeNormal, "CheckpointClaimCreated", s.claim.message)
-	}
-	if s.created {
-		r.Metrics.Created.WithLabelValues(tj.Namespace, string(tj.Spec.Framework)).Inc()
-	}
-	r.reportPodIssues(tj, s.pods)
-
-	if err := errors.Join(errs...); err != nil {
-		return ctrl.Result{}, err
+	s := newScope(tj, r.Clock.Now())
+	result, err := r.runner(s).RunPhases(ctx, tj, r.phases(s))
+	if err != nil || s.stale {
+		return result, err
 	}
 	if s.end != nil {
 		// The decision just recorded is acted on by the next reconcile

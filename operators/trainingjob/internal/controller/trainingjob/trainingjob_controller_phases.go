@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +24,6 @@ import (
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
-	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
 // storePollInterval is how often a job waiting for a FeatureStore looks
@@ -68,6 +66,9 @@ type scope struct {
 	invalid error
 	reason  string
 	pods    []corev1.Pod
+	// mayCreate is true when the current run's job is missing and may be
+	// created now, as far as the gates before the checkpoint claim go.
+	mayCreate bool
 	// claim is the checkpoint claim's state; createdClaim is true when
 	// this reconcile created it.
 	claim        *claimObservation
@@ -135,10 +136,10 @@ func runStart(tj *trainingv1alpha1.TrainingJob, st backend.RunState) *metav1.Tim
 
 func finished(tj *trainingv1alpha1.TrainingJob) bool { return conditions.IsFinished(tj) }
 
-// ensureJob observes the Kubeflow job of the current run and creates it
-// when it is missing, once every referenced FeatureStore is Ready. A
-// finished run's job is never recreated.
-func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error) {
+// observeJob observes the current run's job and adopts it; when it is
+// missing, it decides whether the job may be created now (s.mayCreate),
+// or how long to wait. A finished run's job is never recreated.
+func (r *Reconciler) observeJob(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.finished || s.be == nil {
 		return ctrl.Result{}, nil
 	}
@@ -158,17 +159,23 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
 	}
-
 	if rejected(s.tj) {
 		// The API refused this generation's child; only a change of the
 		// spec (a new generation) tries again.
 		s.invalid, s.reason = errors.New(conditions.Get(s.tj, commonv1alpha1.ConditionStalled).Message), ReasonJobRejected
 		return ctrl.Result{}, nil
 	}
-	if wait, ok, err := r.mayCreateRun(ctx, s); err != nil || !ok {
-		return ctrl.Result{RequeueAfter: wait}, err
-	}
+	wait, ok, err := r.mayCreateRun(ctx, s)
+	s.mayCreate = ok && err == nil
+	return ctrl.Result{RequeueAfter: wait}, err
+}
 
+// createJob creates the current run's job when observeJob allowed it, the
+// checkpoint claim is ready and every referenced FeatureStore is Ready.
+func (r *Reconciler) createJob(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !s.mayCreate || (s.claim != nil && !s.claim.ready) {
+		return ctrl.Result{}, nil
+	}
 	var stores []featureref.Store
 	if len(s.tj.Spec.FeatureStores) > 0 {
 		res, err := featureref.Resolve(ctx, r.Client, s.tj.Namespace, s.tj.Spec.FeatureStores)
@@ -184,7 +191,6 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 		stores = res.Ready
 	}
-
 	desired, err := s.be.Build(s.tj, s.run, stores)
 	if invalid := (*backend.InvalidSpecError)(nil); errors.As(err, &invalid) {
 		s.invalid, s.reason = invalid, commonv1alpha1.ReasonInvalidSpec
@@ -195,35 +201,40 @@ func (r *Reconciler) ensureJob(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := controllerutil.SetControllerReference(s.tj, desired, r.Client.Scheme()); err != nil {
 		return ctrl.Result{}, err
 	}
-	err = r.Client.Create(ctx, desired)
+	return ctrl.Result{}, r.create(ctx, s, desired)
+}
+
+// create creates the run's job and handles what the API server answers.
+func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object) error {
+	err := r.Client.Create(ctx, desired)
 	switch {
 	case err == nil:
 		s.job, s.created, s.state = desired, true, s.be.Observe(desired)
-		return ctrl.Result{}, r.ensureCompanions(ctx, s)
+		return r.ensureCompanions(ctx, s)
 	case apierrors.IsAlreadyExists(err):
 		// Created in between by a concurrent reconcile or by somebody else.
 		live := s.be.Empty(s.tj)
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
-			return ctrl.Result{}, err
+			return err
 		}
-		return ctrl.Result{}, r.adopt(ctx, s, live)
+		return r.adopt(ctx, s, live)
 	case finalizer.IsNamespaceTerminatingError(err):
-		return ctrl.Result{}, nil
+		return nil
 	case isRejection(err):
 		s.invalid = fmt.Errorf("the API server rejected %s %s: %s", s.be.Reference(s.tj, s.run).Kind, s.jobName, apiMessage(err))
 		s.reason = ReasonJobRejected
-		return ctrl.Result{}, nil
+		return nil
 	default:
-		return ctrl.Result{}, fmt.Errorf("creating %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
+		return fmt.Errorf("creating %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
 	}
 }
 
 // mayCreateRun says whether the current run's job may be created now, or
 // how long to wait: never while a queued job is suspended (its run is only
 // created on resume), not before the backoff recorded in nextRunTime has
-// passed, not while pods of the previous run still run (so two runs never
-// write the same checkpoints), and not before the checkpoint claim is
-// ready.
+// passed, and not while pods of the previous run still run (so two runs
+// never write the same checkpoints). The checkpoint claim is the next
+// phase's gate.
 func (r *Reconciler) mayCreateRun(ctx context.Context, s *scope) (time.Duration, bool, error) {
 	if s.tj.Spec.QueueName != "" && s.tj.Spec.Suspend {
 		return 0, false, nil
@@ -240,17 +251,7 @@ func (r *Reconciler) mayCreateRun(ctx context.Context, s *scope) (time.Duration,
 			return previousRunPollInterval, false, nil
 		}
 	}
-	if err := r.ensureClaim(ctx, s); err != nil {
-		return 0, false, err
-	}
-	switch {
-	case s.claim == nil || s.claim.ready:
-		return 0, true, nil
-	case s.claim.stalled:
-		return 0, false, nil
-	default:
-		return claimPollInterval, false, nil
-	}
+	return 0, true, nil
 }
 
 // activePods counts the pods of a run that have not finished, from the
@@ -270,121 +271,6 @@ func (r *Reconciler) activePods(ctx context.Context, s *scope, run int32, termin
 		}
 	}
 	return n, nil
-}
-
-// ensureClaim makes sure the checkpoint claim exists before a run is
-// created. An existing claim is read live: the user's claims are outside
-// the operator's label-restricted cache. The claim the operator creates
-// carries its labels; with deletionPolicy Delete the TrainingJob controls
-// it, so the garbage collector deletes it with the TrainingJob, and with
-// Retain it has no owner at all, so neither deletion nor TTL expiry of the
-// TrainingJob touches it.
-func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) error {
-	cp := s.tj.Spec.Checkpoint
-	if cp == nil {
-		return nil
-	}
-	name := backend.CheckpointClaimName(s.tj)
-	obs := &claimObservation{name: name}
-	s.claim = obs
-	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: name}
-	pvc := &corev1.PersistentVolumeClaim{}
-	if cp.ClaimName != "" {
-		err := r.APIReader.Get(ctx, key, pvc)
-		if apierrors.IsNotFound(err) {
-			obs.reason, obs.message = commonv1alpha1.ReasonDependencyNotFound, fmt.Sprintf("PersistentVolumeClaim %s does not exist", name)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return checkClaim(obs, pvc, cp, fmt.Sprintf("Checkpoints are kept in the existing claim %s, which the operator never deletes", name))
-	}
-
-	err := r.Client.Get(ctx, key, pvc)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, key, pvc)
-	}
-	if apierrors.IsNotFound(err) {
-		desired := r.desiredClaim(s.tj, name)
-		if cp.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete {
-			if err := controllerutil.SetControllerReference(s.tj, desired, r.Client.Scheme()); err != nil {
-				return err
-			}
-		}
-		err = r.Client.Create(ctx, desired)
-		switch {
-		case err == nil:
-			s.createdClaim = true
-			pvc = desired
-		case apierrors.IsAlreadyExists(err):
-			if err := r.APIReader.Get(ctx, key, pvc); err != nil {
-				return err
-			}
-		case finalizer.IsNamespaceTerminatingError(err):
-			obs.reason, obs.message = ReasonJobNotCreated, "The namespace is terminating"
-			return nil
-		default:
-			return fmt.Errorf("creating checkpoint claim %s: %w", name, err)
-		}
-	} else if err != nil {
-		return err
-	}
-	if pvc.Labels[trainingv1alpha1.LabelJobName] != s.tj.Name {
-		obs.stalled, obs.reason = true, ReasonClaimConflict
-		obs.message = fmt.Sprintf("PersistentVolumeClaim %s already exists and was not created for this TrainingJob; delete or rename it, or name it in checkpoint.claimName", name)
-		return nil
-	}
-	// A claim retained from an earlier TrainingJob of the same name is used
-	// again; with Delete it now belongs to this one.
-	if cp.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete && metav1.GetControllerOf(pvc) == nil {
-		base := pvc.DeepCopy()
-		if err := controllerutil.SetControllerReference(s.tj, pvc, r.Client.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Client.Patch(ctx, pvc, client.MergeFrom(base)); err != nil {
-			return fmt.Errorf("adopting checkpoint claim %s: %w", name, err)
-		}
-	}
-	policy := "it is kept after the TrainingJob is deleted (deletionPolicy Retain)"
-	if cp.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete {
-		policy = "it is deleted with the TrainingJob (deletionPolicy Delete)"
-	}
-	return checkClaim(obs, pvc, cp, fmt.Sprintf("Checkpoints are kept in claim %s; %s", name, policy))
-}
-
-// checkClaim accepts a claim that offers the access mode the job mounts it
-// with: ReadWriteMany for every pod, or one of the single-node modes (or
-// ReadWriteMany) for the rank-0 pod alone.
-func checkClaim(obs *claimObservation, pvc *corev1.PersistentVolumeClaim, cp *trainingv1alpha1.Checkpoint, ready string) error {
-	accepted := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
-	if cp.AccessMode != corev1.ReadWriteMany {
-		accepted = append(accepted, corev1.ReadWriteOnce, corev1.ReadWriteOncePod)
-	}
-	for _, m := range pvc.Spec.AccessModes {
-		if slices.Contains(accepted, m) {
-			obs.ready, obs.reason, obs.message = true, ReasonClaimReady, ready
-			return nil
-		}
-	}
-	obs.stalled, obs.reason = true, ReasonAccessModeMissing
-	obs.message = fmt.Sprintf("PersistentVolumeClaim %s offers access modes %v, not %s (checkpoint.accessMode)", pvc.Name, pvc.Spec.AccessModes, cp.AccessMode)
-	return nil
-}
-
-// desiredClaim is the checkpoint claim the operator creates.
-func (r *Reconciler) desiredClaim(tj *trainingv1alpha1.TrainingJob, name string) *corev1.PersistentVolumeClaim {
-	cp := tj.Spec.Checkpoint
-	labels := manager.ManagedByLabels(r.Settings.OperatorName)
-	labels[trainingv1alpha1.LabelJobName] = tj.Name
-	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: name, Labels: labels},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{cp.AccessMode},
-			StorageClassName: cp.StorageClassName,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *cp.Size}},
-		},
-	}
 }
 
 // retirePreviousRun stops what is left of the previous run once status
@@ -652,7 +538,7 @@ func (r *Reconciler) expireTTL(ctx context.Context, tj *trainingv1alpha1.Trainin
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	if wait := expiry.Sub(r.Now()); wait > 0 {
+	if wait := expiry.Sub(r.Clock.Now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	err := r.Client.Delete(ctx, tj, client.Preconditions{UID: &tj.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))

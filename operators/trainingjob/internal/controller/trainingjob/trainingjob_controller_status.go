@@ -16,6 +16,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
 // Condition reasons of a TrainingJob, each one CamelCase word.
@@ -183,6 +184,7 @@ var runRules = []statusRule{
 	{"resuming", resuming},
 	{"restarting pods", restartingPods},
 	{"running", running},
+	{"still running", stillRunning},
 	{"pods pending", podsPending},
 }
 
@@ -407,6 +409,23 @@ func running(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	return true
 }
 
+// stillRunning keeps a run that was seen running Running while its ranks
+// end one by one, or one of them is briefly not ready: the run is over only
+// when the child decides (succeeded or failed, the rules before), and each
+// rank's end would otherwise cost a status write that says nothing. A
+// suspension or a new run marks Running False first, so a True condition
+// here is the current run's.
+func stillRunning(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	c := conditions.Get(tj, trainingv1alpha1.ConditionRunning)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	st := *o.job
+	st.Running = &backend.Transition{Reason: c.Reason, Message: c.Message, Time: c.LastTransitionTime}
+	o.job = &st
+	return running(tj, o)
+}
+
 func podsPending(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
 	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
 	markInProgress(tj, ReasonPodsPending, "Waiting for the pods to run")
@@ -549,13 +568,16 @@ func timeOr(t metav1.Time, now time.Time) *metav1.Time {
 }
 
 // event is a Kubernetes event to emit once the status write succeeded.
-type event struct {
-	Type, Reason, Message string
+type event = phase.Event
+
+// ev makes an event.
+func ev(eventType, reason, message string) phase.Event {
+	return phase.Event{Type: eventType, Reason: reason, Message: message}
 }
 
 // transitionEvents returns an event for each transition people act on
 // between the persisted status and the new one.
-func transitionEvents(before, after []metav1.Condition) []event {
+func transitionEvents(before, after []metav1.Condition) []phase.Event {
 	var out []event
 	became := func(t string, s metav1.ConditionStatus) *metav1.Condition {
 		b, a := find(before, t), find(after, t)
@@ -565,34 +587,34 @@ func transitionEvents(before, after []metav1.Condition) []event {
 		return a
 	}
 	if c := became(trainingv1alpha1.ConditionFeatureStoresReady, metav1.ConditionFalse); c != nil {
-		out = append(out, event{conditions.EventType(c.Reason), "WaitingForFeatureStores", c.Message})
+		out = append(out, ev(conditions.EventType(c.Reason), "WaitingForFeatureStores", c.Message))
 	}
 	// A failed job is Stalled too; its Failed event says it once.
 	if c := became(commonv1alpha1.ConditionStalled, metav1.ConditionTrue); c != nil && became(commonv1alpha1.ConditionFailed, metav1.ConditionTrue) == nil {
-		out = append(out, event{corev1.EventTypeWarning, c.Reason, c.Message})
+		out = append(out, ev(corev1.EventTypeWarning, c.Reason, c.Message))
 	}
 	if c := became(trainingv1alpha1.ConditionCheckpointReady, metav1.ConditionFalse); c != nil {
-		out = append(out, event{corev1.EventTypeWarning, "WaitingForCheckpointClaim", c.Message})
+		out = append(out, ev(corev1.EventTypeWarning, "WaitingForCheckpointClaim", c.Message))
 	}
 	if c := became(trainingv1alpha1.ConditionRestarting, metav1.ConditionTrue); c != nil {
-		out = append(out, event{corev1.EventTypeWarning, "Restarting", c.Message})
+		out = append(out, ev(corev1.EventTypeWarning, "Restarting", c.Message))
 	}
 	if c := became(trainingv1alpha1.ConditionQueued, metav1.ConditionTrue); c != nil {
 		if c.Reason == ReasonEvicted {
-			out = append(out, event{corev1.EventTypeWarning, "Evicted", c.Message})
+			out = append(out, ev(corev1.EventTypeWarning, "Evicted", c.Message))
 		} else {
-			out = append(out, event{corev1.EventTypeNormal, "Queued", c.Message})
+			out = append(out, ev(corev1.EventTypeNormal, "Queued", c.Message))
 		}
 	}
 	if c := became(trainingv1alpha1.ConditionQueued, metav1.ConditionFalse); c != nil && c.Reason == ReasonAdmitted {
-		out = append(out, event{corev1.EventTypeNormal, "Admitted", c.Message})
+		out = append(out, ev(corev1.EventTypeNormal, "Admitted", c.Message))
 	}
 	if c := became(commonv1alpha1.ConditionSuspended, metav1.ConditionTrue); c != nil {
-		out = append(out, event{corev1.EventTypeNormal, "Suspended", c.Message})
+		out = append(out, ev(corev1.EventTypeNormal, "Suspended", c.Message))
 	}
 	if b := find(before, commonv1alpha1.ConditionSuspended); b != nil && b.Status == metav1.ConditionTrue {
 		if a := find(after, commonv1alpha1.ConditionSuspended); a != nil && a.Status == metav1.ConditionFalse {
-			out = append(out, event{corev1.EventTypeNormal, "Resumed", "The job was resumed"})
+			out = append(out, ev(corev1.EventTypeNormal, "Resumed", "The job was resumed"))
 		}
 	}
 	// Created and Running get no event of their own: the conditions show
@@ -603,10 +625,10 @@ func transitionEvents(before, after []metav1.Condition) []event {
 	// which matters when hundreds of jobs start at once, while every event
 	// people act on stays.
 	if c := became(commonv1alpha1.ConditionSucceeded, metav1.ConditionTrue); c != nil {
-		out = append(out, event{corev1.EventTypeNormal, "Succeeded", c.Message})
+		out = append(out, ev(corev1.EventTypeNormal, "Succeeded", c.Message))
 	}
 	if c := became(commonv1alpha1.ConditionFailed, metav1.ConditionTrue); c != nil {
-		out = append(out, event{corev1.EventTypeWarning, "Failed", c.Message})
+		out = append(out, ev(corev1.EventTypeWarning, "Failed", c.Message))
 	}
 	return out
 }
@@ -642,7 +664,7 @@ func podIssues(pods []corev1.Pod) []podIssue {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 				out = append(out, podIssue{
 					key:   fmt.Sprintf("%s/Unschedulable", p.UID),
-					event: event{corev1.EventTypeWarning, "PodUnschedulable", fmt.Sprintf("Pod %s cannot be scheduled: %s", p.Name, c.Message)},
+					event: ev(corev1.EventTypeWarning, "PodUnschedulable", fmt.Sprintf("Pod %s cannot be scheduled: %s", p.Name, c.Message)),
 				})
 			}
 		}
@@ -650,14 +672,14 @@ func podIssues(pods []corev1.Pod) []podIssue {
 			if w := cs.State.Waiting; w != nil && slices.Contains(waitingReasons, w.Reason) {
 				out = append(out, podIssue{
 					key:   fmt.Sprintf("%s/%s/%s/%d", p.UID, cs.Name, w.Reason, cs.RestartCount),
-					event: event{corev1.EventTypeWarning, "Pod" + w.Reason, fmt.Sprintf("Pod %s container %s: %s %s", p.Name, cs.Name, w.Reason, w.Message)},
+					event: ev(corev1.EventTypeWarning, "Pod"+w.Reason, fmt.Sprintf("Pod %s container %s: %s %s", p.Name, cs.Name, w.Reason, w.Message)),
 				})
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 				if t != nil && t.Reason == "OOMKilled" {
 					out = append(out, podIssue{
 						key:   fmt.Sprintf("%s/%s/OOMKilled/%s", p.UID, cs.Name, t.FinishedAt.UTC().Format(time.RFC3339)),
-						event: event{corev1.EventTypeWarning, "PodOOMKilled", fmt.Sprintf("Pod %s container %s was killed for exceeding its memory limit", p.Name, cs.Name)},
+						event: ev(corev1.EventTypeWarning, "PodOOMKilled", fmt.Sprintf("Pod %s container %s was killed for exceeding its memory limit", p.Name, cs.Name)),
 					})
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -383,8 +384,8 @@ func succeed(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) *t
 func TestTTLDeletesFinishedJobAndCascades(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	clk := &clock{}
-	startOperator(t, func(r *Reconciler) { r.Now = clk.now })
+	clk := &testClock{}
+	startOperator(t, func(r *Reconciler) { r.Clock = clk })
 
 	tj := newTrainingJob(ns, "ttl", 1)
 	tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](60)
@@ -426,7 +427,7 @@ func TestTTLCountsFromTheRecordedConditionAfterARestart(t *testing.T) {
 	// A new operator process, an hour and a second after the job finished,
 	// knows nothing but what status recorded.
 	startOperator(t, func(r *Reconciler) {
-		r.Now = func() time.Time { return finishedAt.Add(time.Hour + time.Second) }
+		r.Clock = clocktesting.NewFakePassiveClock(finishedAt.Add(time.Hour + time.Second))
 	})
 	waitGone(t, c, tj)
 	// The event is emitted after the delete, asynchronously.

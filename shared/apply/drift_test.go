@@ -1,4 +1,4 @@
-package drift
+package apply
 
 import (
 	"testing"
@@ -111,12 +111,12 @@ func TestFind(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			live := desired()
 			tc.live(live)
-			got, err := Find(desired(), live)
+			got, err := Drift(desired(), live)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != tc.wantPath {
-				t.Errorf("Find = %q, want %q", got, tc.wantPath)
+				t.Errorf("Drift = %q, want %q", got, tc.wantPath)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package drift
+package apply
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// Find returns the path of the first field that desired sets and live lacks
+// Drift returns the path of the first field that desired sets and live lacks
 // or holds with another value, or "" when live carries every field desired
 // sets. Only desired's fields count: whatever else live holds belongs to
 // other actors (defaults filled in by the API server, a nodeSelector or
@@ -25,21 +25,18 @@ import (
 // an entry another actor appended never makes the operator rewrite the
 // object over and over. A nil (JSON null) desired value and an empty
 // desired list set nothing.
-func Find(desired, live runtime.Object) (string, error) {
-	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+func Drift(desired, live runtime.Object) (string, error) {
+	want, err := content(desired)
 	if err != nil {
-		return "", fmt.Errorf("converting the desired %T: %w", desired, err)
+		return "", err
 	}
 	have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
 	if err != nil {
 		return "", fmt.Errorf("converting the live %T: %w", live, err)
 	}
-	// Type information is often absent from objects read from the cache,
-	// and status is not ours to converge. A zero creationTimestamp
-	// converts to null, which sets nothing.
+	// Type information is often absent from objects read from the cache.
 	delete(want, "apiVersion")
 	delete(want, "kind")
-	delete(want, "status")
 	return find("", want, have), nil
 }
 

@@ -1,23 +1,60 @@
-package featurestore
+package claims
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+	"github.com/ml-platform/ml-platform/shared/metrics"
 )
+
+// Labels, keys and indexes the FeatureStore, FeatureStoreBackend and
+// pending-cleanup controllers share.
+const (
+	// LabelPendingCleanup marks a ConfigMap in the operator's namespace
+	// that records cleanup handed off by a FeatureStore whose namespace
+	// was deleted while its servers were unreachable.
+	LabelPendingCleanup = "features.mlplatform.dev/pending-cleanup"
+	// PlanKey is the ConfigMap key of a handed-off cleanup plan.
+	PlanKey = "plan.json"
+	// IndexBackends indexes FeatureStores by the backends they use; the
+	// FeatureStoreBackend controller lists a backend's users with it.
+	IndexBackends = "features.mlplatform.dev/backends"
+)
+
+// IndexStoresByBackend registers IndexBackends.
+func IndexStoresByBackend(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &featuresv1alpha1.FeatureStore{}, IndexBackends,
+		func(o client.Object) []string { return BackendNames(o.(*featuresv1alpha1.FeatureStore)) })
+}
+
+// BackendNames lists the backends a FeatureStore names, in spec order.
+func BackendNames(fs *featuresv1alpha1.FeatureStore) []string {
+	var out []string
+	for _, b := range []string{fs.Spec.OnlineStore.Backend, fs.Spec.OfflineStore.Backend, fs.Spec.Registry.Backend} {
+		if b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// FinalizersChanged passes updates that changed the finalizers: a
+// reconcile returns after adding its finalizer and continues from the
+// update, which does not bump the generation.
+var FinalizersChanged = predicate.Funcs{UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+	return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+}}
 
 // RedisClaims lists the claims on the key spaces of a Redis backend: the
 // FeatureStores whose online store is on it, deleting ones included (their
@@ -71,64 +108,22 @@ func OwnsRedisKeys(ctx context.Context, stores, pending client.Reader, operatorN
 	return !ahead, nil
 }
 
-// checkRedisClaim refuses the online store when an older FeatureStore (or
-// the handed-off cleanup of a deleted one) holds a colliding project on
-// the same backend. The message does not name the other store: it belongs
-// to another tenant.
-func (r *Reconciler) checkRedisClaim(ctx context.Context, fs *featuresv1alpha1.FeatureStore) error {
-	backend := fs.Spec.OnlineStore.Backend
-	claims, err := RedisClaims(ctx, r.Client, r.APIReader, r.Namespace, backend)
-	if err != nil {
-		return err
-	}
-	other, ahead := cleanup.ClaimedAhead(cleanup.ClaimOf(cleanup.PlanFor(fs), false), claims)
-	if !ahead {
-		return nil
-	}
-	what := "another FeatureStore created earlier"
-	if other.Pending {
-		what = "the unfinished cleanup of a deleted FeatureStore"
-	}
-	return &redis.ConflictError{Reason: fmt.Sprintf(
-		"project %q collides with project %q of %s on Redis backend %s: Feast appends the project to every key, so both would share keys. "+
-			"Choose a project that is not a suffix of, and does not end with, another project on this backend",
-		fs.Spec.Project, other.Project, what, backend)}
+// CleanupFailures counts failed attempts to remove what a FeatureStore
+// provisioned, by origin (featurestore or pending_cleanup). Setup creates
+// it once and hands it to both controllers.
+type CleanupFailures struct{ vec *prometheus.CounterVec }
+
+// NewCleanupFailures creates mlplatform_featurestore_cleanup_failures_total
+// on controller-runtime's registry (a second manager in one process, as in
+// tests, shares the series).
+func NewCleanupFailures() *CleanupFailures {
+	return &CleanupFailures{vec: metrics.NewCounterVec("featurestore", "cleanup_failures_total",
+		"Failed attempts to remove what a FeatureStore provisioned, by origin (featurestore or pending_cleanup).", "origin")}
 }
 
-var deletedOnly = predicate.Funcs{
-	CreateFunc:  func(ctrlevent.CreateEvent) bool { return false },
-	UpdateFunc:  func(ctrlevent.UpdateEvent) bool { return false },
-	GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
-}
-
-// waitingForClaim maps a deleted FeatureStore, or a finished handed-off
-// cleanup, to the stores on the same Redis backend whose projects collide
-// with it: one of them may hold the claim now.
-func (r *Reconciler) waitingForClaim(ctx context.Context, o client.Object) []reconcile.Request {
-	var plan cleanup.Plan
-	switch obj := o.(type) {
-	case *featuresv1alpha1.FeatureStore:
-		plan = cleanup.PlanFor(obj)
-	case *corev1.ConfigMap:
-		if obj.Namespace != r.Namespace || obj.Labels[LabelPendingCleanup] != "true" ||
-			json.Unmarshal([]byte(obj.Data[PlanKey]), &plan) != nil {
-			return nil
-		}
+// Count counts one failed attempt; a nil CleanupFailures counts nothing.
+func (c *CleanupFailures) Count(origin string) {
+	if c != nil {
+		c.vec.WithLabelValues(origin).Inc()
 	}
-	if plan.Redis == "" {
-		return nil
-	}
-	claims, err := RedisClaims(ctx, r.Client, r.Client, r.Namespace, plan.Redis)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the claims of a Redis backend", "backend", plan.Redis)
-		return nil
-	}
-	var out []reconcile.Request
-	for _, c := range claims {
-		ns, name, _ := strings.Cut(c.Owner, "/")
-		if !c.Pending && c.UID != plan.UID && cleanup.Collide(c.Project, plan.Project) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
-		}
-	}
-	return out
 }

@@ -1,0 +1,1 @@
+"""Helpers for training code that runs as an ml-platform TrainingJob."""

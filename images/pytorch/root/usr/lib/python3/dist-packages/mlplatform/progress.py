@@ -1,0 +1,210 @@
+"""Report training progress to the TrainingJob operator.
+
+    from mlplatform import progress
+    progress.report(step=120, total=1000, epoch=2, metrics={"loss": 0.41})
+    ...
+    progress.report(step=1000, total=1000)   # the final report
+    progress.flush()                         # also runs at exit
+
+report() never blocks and never raises: a background thread sends the
+newest report over HTTPS (the contract is in the trainingjob-operator
+chart's README), at most one per `min_interval` seconds, waits as long as
+a 429 or 503 answer's Retry-After says, and drops older reports that were
+not sent yet. Failures are printed once to stderr; training goes on.
+
+The operator gives every training pod MLPLATFORM_PROGRESS_URL,
+MLPLATFORM_PROGRESS_TOKEN_FILE and MLPLATFORM_PROGRESS_CA. Without them,
+or on a rank other than 0 (RANK), report() does nothing. Standard library
+only.
+"""
+
+import atexit
+import json
+import math
+import os
+import ssl
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+__all__ = ["report", "flush", "Reporter"]
+
+_MAX_RETRY_AFTER = 300.0
+
+
+class Reporter:
+    """Sends the newest report in the background; see the module doc."""
+
+    def __init__(self, url, token_file, ca_pem, min_interval=1.0, timeout=10.0, clock=time.monotonic):
+        self._url = url
+        self._token_file = token_file
+        self._context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
+        self._min_interval = min_interval
+        self._timeout = timeout
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._pending = None
+        self._sending = False
+        self._not_before = 0.0
+        self._closed = False
+        self._warned = set()
+        self.sent = 0
+        self._thread = threading.Thread(target=self._run, name="mlplatform-progress", daemon=True)
+        self._thread.start()
+
+    def report(self, step, total=None, epoch=None, metrics=None):
+        try:
+            body = _body(step, total, epoch, metrics)
+        except (TypeError, ValueError) as e:
+            self._warn("invalid", "mlplatform.progress: report ignored: %s" % e)
+            return
+        with self._cond:
+            self._pending = body
+            self._cond.notify_all()
+
+    def flush(self, timeout=10.0):
+        """Waits until the newest report was sent (or given up); True when nothing is left."""
+        deadline = self._clock() + timeout
+        with self._cond:
+            while self._pending is not None or self._sending:
+                left = deadline - self._clock()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.1))
+            return True
+
+    def close(self, timeout=10.0):
+        self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _run(self):
+        while True:
+            with self._cond:
+                while self._pending is None and not self._closed:
+                    self._cond.wait()
+                if self._closed and self._pending is None:
+                    return
+                wait = self._not_before - self._clock()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                body, self._pending, self._sending = self._pending, None, True
+            try:
+                delay = self._send(body)
+            except Exception as e:  # never let the thread die
+                delay = self._min_interval
+                self._warn("error", "mlplatform.progress: report failed: %s" % e)
+            with self._cond:
+                self._sending = False
+                self._not_before = self._clock() + delay
+                self._cond.notify_all()
+
+    def _send(self, body):
+        """Posts one report; returns the seconds to wait before the next."""
+        with open(self._token_file) as f:
+            token = f.read().strip()
+        req = urllib.request.Request(self._url, data=body, method="POST", headers={
+            "Authorization": "Bearer " + token, "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self._timeout, context=self._context) as resp:
+                resp.read()
+                self.sent += 1
+                return self._min_interval
+        except urllib.error.HTTPError as e:
+            message = _message(e)
+            if e.code in (429, 503):
+                with self._cond:
+                    if self._pending is None:
+                        # The refused report is still the newest: retry it.
+                        self._pending = body
+                return max(self._min_interval, _retry_after(e.headers.get("Retry-After")))
+            self._warn(e.code, "mlplatform.progress: the operator refused a report (%d): %s" % (e.code, message))
+            return self._min_interval
+
+    def _warn(self, key, msg):
+        if key not in self._warned:
+            self._warned.add(key)
+            print(msg, file=sys.stderr, flush=True)
+
+
+def _body(step, total, epoch, metrics):
+    report = {"step": _count("step", step)}
+    if total is not None:
+        report["totalSteps"] = _count("total", total)
+    if epoch is not None:
+        report["epoch"] = _count("epoch", epoch)
+    if metrics:
+        values = {}
+        for name, value in dict(metrics).items():
+            v = float(value)
+            if math.isfinite(v):
+                values[str(name)] = v
+        if values:
+            report["metrics"] = values
+    return json.dumps(report).encode()
+
+
+def _count(name, value):
+    if isinstance(value, bool) or int(value) != value or value < 0:
+        raise ValueError("%s must be a non-negative integer, got %r" % (name, value))
+    return int(value)
+
+
+def _retry_after(value):
+    try:
+        return min(max(float(value), 0.0), _MAX_RETRY_AFTER)
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def _message(err):
+    try:
+        return json.loads(err.read().decode())["message"]
+    except Exception:
+        return err.reason
+
+
+_lock = threading.Lock()
+_default = None
+_disabled = False
+
+
+def _reporter():
+    global _default, _disabled
+    with _lock:
+        if _default is None and not _disabled:
+            url = os.environ.get("MLPLATFORM_PROGRESS_URL")
+            token = os.environ.get("MLPLATFORM_PROGRESS_TOKEN_FILE")
+            if not url or not token or os.environ.get("RANK", "0") != "0":
+                _disabled = True
+                return None
+            try:
+                _default = Reporter(url, token, os.environ.get("MLPLATFORM_PROGRESS_CA"))
+                atexit.register(_default.close, 5.0)
+            except Exception as e:
+                print("mlplatform.progress: reporting disabled: %s" % e, file=sys.stderr, flush=True)
+                _disabled = True
+        return _default
+
+
+def report(step, total=None, epoch=None, metrics=None):
+    """Queues a report; returns at once. Never raises."""
+    try:
+        r = _reporter()
+        if r is not None:
+            r.report(step, total, epoch, metrics)
+    except Exception as e:
+        print("mlplatform.progress: %s" % e, file=sys.stderr, flush=True)
+
+
+def flush(timeout=10.0):
+    """Waits up to timeout seconds for the newest report to be sent."""
+    try:
+        r = _reporter()
+        return True if r is None else r.flush(timeout)
+    except Exception:
+        return False

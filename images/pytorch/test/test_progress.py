@@ -1,0 +1,152 @@
+"""Tests of mlplatform.progress against a local HTTPS server.
+
+Run: python3 -m unittest discover -s images/pytorch/test
+"""
+
+import http.server
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "root", "usr", "lib", "python3", "dist-packages"))
+
+from mlplatform import progress  # noqa: E402
+
+
+def make_cert(directory):
+    key, crt = os.path.join(directory, "tls.key"), os.path.join(directory, "tls.crt")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", key, "-out", crt], check=True, capture_output=True)
+    return crt, key
+
+
+class Server:
+    """An HTTPS server that answers with the next scripted (code, headers) and records requests."""
+
+    def __init__(self, crt, key, script=()):
+        self.requests = []
+        self.script = list(script)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.requests.append((time.monotonic(), self.path, self.headers.get("Authorization"), json.loads(body)))
+                code, headers = outer.script.pop(0) if outer.script else (202, {})
+                self.send_response(code)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(json.dumps({"code": code, "message": "scripted %d" % code}).encode())
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(crt, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = "https://localhost:%d/v1/namespaces/ns/trainingjobs/demo/progress" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@unittest.skipIf(shutil.which("openssl") is None, "openssl is needed to make a test certificate")
+class ReporterTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.crt, self.key = make_cert(self.dir)
+        with open(self.crt) as f:
+            self.ca = f.read()
+        self.token = os.path.join(self.dir, "token")
+        with open(self.token, "w") as f:
+            f.write("pod-token\n")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def reporter(self, server, **kw):
+        r = progress.Reporter(server.url, self.token, self.ca, min_interval=kw.pop("min_interval", 0.05), **kw)
+        self.addCleanup(r.close, 1.0)
+        return r
+
+    def serve(self, script=()):
+        s = Server(self.crt, self.key, script)
+        self.addCleanup(s.close)
+        return s
+
+    def test_sends_the_report_with_the_token(self):
+        s = self.serve()
+        r = self.reporter(s)
+        r.report(step=3, total=10, epoch=1, metrics={"loss": 0.5, "nan": float("nan")})
+        self.assertTrue(r.flush(10))
+        self.assertEqual(len(s.requests), 1)
+        _, path, auth, body = s.requests[0]
+        self.assertEqual(path, "/v1/namespaces/ns/trainingjobs/demo/progress")
+        self.assertEqual(auth, "Bearer pod-token")
+        self.assertEqual(body, {"step": 3, "totalSteps": 10, "epoch": 1, "metrics": {"loss": 0.5}})
+
+    def test_honours_retry_after_and_resends_the_newest(self):
+        s = self.serve([(429, {"Retry-After": "1"})])
+        r = self.reporter(s)
+        r.report(step=1, total=10)
+        self.assertTrue(r.flush(10))
+        self.assertEqual(len(s.requests), 2)
+        (t1, _, _, b1), (t2, _, _, b2) = s.requests
+        self.assertGreaterEqual(t2 - t1, 0.95, "the retry came before Retry-After")
+        self.assertEqual(b1, b2)
+
+    def test_a_burst_sends_the_final_report_and_fewer_requests(self):
+        s = self.serve()
+        r = self.reporter(s, min_interval=0.5)
+        start = time.monotonic()
+        for step in range(1, 201):
+            r.report(step=step, total=200)
+        self.assertLess(time.monotonic() - start, 1.0, "report() blocked")
+        self.assertTrue(r.flush(10))
+        self.assertLess(len(s.requests), 10)
+        self.assertEqual(s.requests[-1][3], {"step": 200, "totalSteps": 200})
+
+    def test_failures_never_reach_the_training(self):
+        s = self.serve([(400, {}), (403, {})])
+        r = self.reporter(s)
+        r.report(step=1)
+        r.flush(10)
+        r.report(step=2)
+        r.flush(10)
+        r.report(step="x")  # invalid: ignored with a warning
+        r.report(step=-1)
+        self.assertTrue(r.flush(10))
+        self.assertEqual([b["step"] for _, _, _, b in s.requests], [1, 2])
+        down = progress.Reporter("https://127.0.0.1:9/progress", self.token, self.ca, min_interval=0.05, timeout=1)
+        down.report(step=1)
+        self.assertTrue(down.flush(10))
+        down.close(1)
+
+
+class ModuleTest(unittest.TestCase):
+    def test_without_the_environment_report_does_nothing(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MLPLATFORM_PROGRESS")}
+        code = ("import sys; sys.path.insert(0, %r); from mlplatform import progress; "
+                "progress.report(step=1, total=2); assert progress.flush(1); print('ok')") % sys.path[0]
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.stdout.strip(), "ok", out.stderr)
+        env.update(MLPLATFORM_PROGRESS_URL="https://127.0.0.1:9/x", MLPLATFORM_PROGRESS_TOKEN_FILE="/nonexistent", RANK="1")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual((out.stdout.strip(), out.stderr), ("ok", ""), "rank 1 must not report")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,83 @@
+package featurestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+)
+
+// checkRedisClaim refuses the online store when an older FeatureStore (or
+// the handed-off cleanup of a deleted one) holds a colliding project on
+// the same backend. The message does not name the other store: it belongs
+// to another tenant.
+func (r *Reconciler) checkRedisClaim(ctx context.Context, fs *featuresv1alpha1.FeatureStore) error {
+	backend := fs.Spec.OnlineStore.Backend
+	held, err := claims.RedisClaims(ctx, r.Client, r.APIReader, r.Namespace, backend)
+	if err != nil {
+		return err
+	}
+	other, ahead := cleanup.ClaimedAhead(cleanup.ClaimOf(cleanup.PlanFor(fs), false), held)
+	if !ahead {
+		return nil
+	}
+	what := "another FeatureStore created earlier"
+	if other.Pending {
+		what = "the unfinished cleanup of a deleted FeatureStore"
+	}
+	return &redis.ConflictError{Reason: fmt.Sprintf(
+		"project %q collides with project %q of %s on Redis backend %s: Feast appends the project to every key, so both would share keys. "+
+			"Choose a project that is not a suffix of, and does not end with, another project on this backend",
+		fs.Spec.Project, other.Project, what, backend)}
+}
+
+var deletedOnly = predicate.Funcs{
+	CreateFunc:  func(ctrlevent.CreateEvent) bool { return false },
+	UpdateFunc:  func(ctrlevent.UpdateEvent) bool { return false },
+	GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
+}
+
+// waitingForClaim maps a deleted FeatureStore, or a finished handed-off
+// cleanup, to the stores on the same Redis backend whose projects collide
+// with it: one of them may hold the claim now.
+func (r *Reconciler) waitingForClaim(ctx context.Context, o client.Object) []reconcile.Request {
+	var plan cleanup.Plan
+	switch obj := o.(type) {
+	case *featuresv1alpha1.FeatureStore:
+		plan = cleanup.PlanFor(obj)
+	case *corev1.ConfigMap:
+		if obj.Namespace != r.Namespace || obj.Labels[claims.LabelPendingCleanup] != "true" ||
+			json.Unmarshal([]byte(obj.Data[claims.PlanKey]), &plan) != nil {
+			return nil
+		}
+	}
+	if plan.Redis == "" {
+		return nil
+	}
+	held, err := claims.RedisClaims(ctx, r.Client, r.Client, r.Namespace, plan.Redis)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the claims of a Redis backend", "backend", plan.Redis)
+		return nil
+	}
+	var out []reconcile.Request
+	for _, c := range held {
+		ns, name, _ := strings.Cut(c.Owner, "/")
+		if !c.Pending && c.UID != plan.UID && cleanup.Collide(c.Project, plan.Project) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
+	}
+	return out
+}

@@ -1,0 +1,180 @@
+package progress_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
+	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+const goodReport = `{"step":5,"totalSteps":20,"epoch":1,"metrics":{"loss":0.5}}`
+
+// TestReportIsAuthorizedByThePodBehindTheToken: only rank 0 of the
+// TrainingJob that owns the token's pod may report for it; every refusal
+// is a JSON error with a reason, and nothing refused reaches status.
+func TestReportIsAuthorizedByThePodBehindTheToken(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-auth")
+	dir, pool := certDir(t)
+	ep := startOperator(t, dir, pool, nil)
+
+	a, b := newJob(t, c, ns, "job-a"), newJob(t, c, ns, "job-b")
+	rank0A := a.pod(t, c, cs, "job-a-r1-0", progress.Audience, rank(0), nil)
+	rank1A := a.pod(t, c, cs, "job-a-r1-1", progress.Audience, rank(1), nil)
+	otherAudience := a.pod(t, c, cs, "job-a-r1-x", "https://kubernetes.default.svc", rank(0), nil)
+
+	for name, tc := range map[string]struct {
+		job, token string
+		wantCode   int
+		wantMsg    string
+	}{
+		"no token":                      {job: "job-a", wantCode: 401, wantMsg: "missing bearer token"},
+		"garbage token":                 {job: "job-a", token: "not-a-token", wantCode: 401, wantMsg: "not valid for audience"},
+		"token of another audience":     {job: "job-a", token: otherAudience, wantCode: 401, wantMsg: "not valid for audience"},
+		"pod of job A reporting for B":  {job: "job-b", token: rank0A, wantCode: 403, wantMsg: "belongs to TrainingJob job-a, not job-b"},
+		"rank 1 of job A":               {job: "job-a", token: rank1A, wantCode: 403, wantMsg: "not rank 0"},
+		"rank 0 of A for a missing job": {job: "job-z", token: rank0A, wantCode: 403, wantMsg: "not job-z"},
+		"rank 0 of A for A in other ns": {job: "job-a", token: rank0A, wantCode: 403, wantMsg: "namespace"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			target := ns
+			if strings.Contains(name, "other ns") {
+				target = "default"
+			}
+			code, body, _ := ep.post(t, target, tc.job, tc.token, goodReport)
+			if code != tc.wantCode || !strings.Contains(errorMessage(t, body), tc.wantMsg) {
+				t.Errorf("got %d %s, want %d with %q", code, body, tc.wantCode, tc.wantMsg)
+			}
+		})
+	}
+	testenv.Consistently(t, "no progress written for refused reports", 3*time.Second, func(ctx context.Context) error {
+		for _, f := range []*fixture{a, b} {
+			if p, err := progressOf(ctx, c, f); err != nil || p != nil {
+				return fmt.Errorf("%s: progress %+v, error %w", f.tj.Name, p, err)
+			}
+		}
+		return nil
+	})
+
+	code, body, _ := ep.post(t, ns, "job-a", rank0A, goodReport)
+	if code != 202 {
+		t.Fatalf("rank 0 of job A: %d %s", code, body)
+	}
+	got := waitStep(t, c, a, 5)
+	if got.TotalSteps != 20 || got.Percent == nil || *got.Percent != 25 || got.Metrics["loss"] != "0.5" || got.Epoch != 1 {
+		t.Errorf("status.progress = %+v", got)
+	}
+	if p, err := progressOf(t.Context(), c, b); err != nil || p != nil {
+		t.Errorf("job B got progress %+v (%v)", p, err)
+	}
+}
+
+// TestKubeflowRankZeroReports: on the Kubeflow backend rank 0 is the
+// first Master; a Worker is refused.
+func TestKubeflowRankZeroReports(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-kf")
+	dir, pool := certDir(t)
+	ep := startOperator(t, dir, pool, nil)
+
+	f := newJob(t, c, ns, "kf")
+	pj := &kubeflowv1.PyTorchJob{}
+	pj.Namespace, pj.Name = ns, "kf-r1"
+	pj.Labels = map[string]string{manager.LabelManagedBy: operatorName}
+	pj.Spec.PyTorchReplicaSpecs = map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}
+	if err := ctrl.SetControllerReference(f.tj, pj, scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(t.Context(), pj); err != nil {
+		t.Fatal(err)
+	}
+	f.run = pj
+	kfLabels := func(role string, i int) map[string]string {
+		return map[string]string{"training.kubeflow.org/replica-type": role, "training.kubeflow.org/replica-index": strconv.Itoa(i)}
+	}
+	master := f.pod(t, c, cs, "kf-r1-master-0", progress.Audience, nil, kfLabels("master", 0))
+	worker := f.pod(t, c, cs, "kf-r1-worker-0", progress.Audience, nil, kfLabels("worker", 0))
+
+	if code, body, _ := ep.post(t, ns, "kf", worker, goodReport); code != 403 || !strings.Contains(body, "not rank 0") {
+		t.Errorf("worker: %d %s, want 403 not rank 0", code, body)
+	}
+	if code, body, _ := ep.post(t, ns, "kf", master, goodReport); code != 202 {
+		t.Fatalf("master: %d %s", code, body)
+	}
+	waitStep(t, c, f, 5)
+}
+
+// TestBadReportsAreRefusedWithAReason: the JSON errors name what is wrong.
+func TestBadReportsAreRefusedWithAReason(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-bad")
+	dir, pool := certDir(t)
+	ep := startOperator(t, dir, pool, nil)
+	f := newJob(t, c, ns, "bad")
+	token := f.pod(t, c, cs, "bad-r1-0", progress.Audience, rank(0), nil)
+
+	for body, want := range map[string]string{
+		`{"step":`:                            "not a JSON report",
+		`{"step":30,"totalSteps":20}`:         "past totalSteps",
+		`{"step":-3}`:                         "step must be between 0",
+		`{"step":1,"metrics":{"loss":1e400}}`: "not a JSON report",
+		`{"step":1,"metrics":{"a b":1}}`:      "metric name",
+		`{"step":1,"gpu":"all"}`:              "unknown field",
+		`{"step":1,"metrics":{"x":"` + strings.Repeat("y", 5000) + `"}}`: "at most 4096 bytes",
+	} {
+		code, got, _ := ep.post(t, ns, "bad", token, body)
+		wantCode := 400
+		if strings.Contains(want, "bytes") {
+			wantCode = 413
+		}
+		if code != wantCode || !strings.Contains(errorMessage(t, got), want) {
+			t.Errorf("body %.40q: got %d %s, want %d with %q", body, code, got, wantCode, want)
+		}
+	}
+	testenv.Consistently(t, "no progress written for invalid reports", 3*time.Second, func(ctx context.Context) error {
+		if p, err := progressOf(ctx, c, f); err != nil || p != nil {
+			return fmt.Errorf("progress %+v, error %w", p, err)
+		}
+		return nil
+	})
+}
+
+// TestReportsBeyondTheRateGet429: a burst beyond the job's bucket is
+// refused with Retry-After, while another job's reports still pass.
+func TestReportsBeyondTheRateGet429(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-rate")
+	dir, pool := certDir(t)
+	ep := startOperator(t, dir, pool, func(o *progress.Options, _ *manager.Config) { o.Rate, o.Burst = 0.01, 3 })
+	f, g := newJob(t, c, ns, "chatty"), newJob(t, c, ns, "quiet")
+	chatty := f.pod(t, c, cs, "chatty-r1-0", progress.Audience, rank(0), nil)
+	quiet := g.pod(t, c, cs, "quiet-r1-0", progress.Audience, rank(0), nil)
+
+	var codes []int
+	var retryAfter string
+	for i := range 5 {
+		code, _, ra := ep.post(t, ns, "chatty", chatty, fmt.Sprintf(`{"step":%d}`, i))
+		codes = append(codes, code)
+		if code == 429 {
+			retryAfter = ra
+		}
+	}
+	if fmt.Sprint(codes) != "[202 202 202 429 429]" {
+		t.Errorf("codes of 5 reports with a burst of 3: %v", codes)
+	}
+	if secs, err := strconv.Atoi(retryAfter); err != nil || secs < 1 || secs > 101 {
+		t.Errorf("Retry-After = %q, want the seconds until a token (about 100)", retryAfter)
+	}
+	if code, body, _ := ep.post(t, ns, "quiet", quiet, `{"step":1}`); code != 202 {
+		t.Errorf("another job is limited by the first one's bucket: %d %s", code, body)
+	}
+}

@@ -1,0 +1,289 @@
+package progress_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	trainingtesting "github.com/ml-platform/ml-platform/apis/training/v1alpha1/testing"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
+	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
+)
+
+const operatorName = "trainingjob-operator"
+
+var (
+	env    *testenv.Env
+	scheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = trainingv1alpha1.AddToScheme(scheme)
+	_ = kubeflowv1.AddToScheme(scheme)
+	chart := filepath.Join("..", "..", "..", "..", "charts", "trainingjob-operator", "files")
+	testenv.Main(m, testenv.Options{
+		CRDDirectoryPaths: []string{filepath.Join(chart, "crds"), filepath.Join(chart, "kubeflow-crds")},
+	}, &env)
+}
+
+// certDir writes a CA and a serving certificate for localhost and
+// 127.0.0.1, as the chart's Secret holds them.
+func certDir(t *testing.T) (string, *x509.CertPool) {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "progress-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	write := func(name, typ string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tls.crt", "CERTIFICATE", der)
+	write("tls.key", "EC PRIVATE KEY", keyDER)
+	write("ca.crt", "CERTIFICATE", caDER)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return dir, pool
+}
+
+// endpoint is one operator replica serving the progress endpoint.
+type endpoint struct {
+	*operatortest.Operator
+	addr string
+	pool *x509.CertPool
+}
+
+// startOperator runs a manager with only the progress endpoint, so every
+// write it makes is the endpoint's. tune adjusts the endpoint's options
+// and the manager's configuration.
+func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*progress.Options, *manager.Config)) *endpoint {
+	t.Helper()
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	opts := progress.DefaultOptions()
+	opts.BindAddress, opts.CertDir, opts.URL = addr, dir, "https://localhost:"+strconv.Itoa(port)
+	opts.Interval, opts.Rate, opts.Burst = 2*time.Second, 1000, 1000
+	var cfgTune func(*manager.Config)
+	if tune != nil {
+		cfgTune = func(c *manager.Config) { tune(&opts, c) }
+	}
+	op := operatortest.Start(t, operatortest.Options{
+		RESTConfig: env.Config,
+		Tune:       cfgTune,
+		Manager: manager.Options{
+			Name:         operatorName,
+			Scheme:       scheme,
+			OwnedObjects: []client.Object{&corev1.Pod{}, &batchv1.Job{}, &kubeflowv1.PyTorchJob{}},
+			Setup: func(mgr ctrl.Manager, _ manager.Config) error {
+				return progress.Setup(mgr, operatorName, opts)
+			},
+		},
+	})
+	return &endpoint{Operator: op, addr: addr, pool: pool}
+}
+
+// post sends body with token and returns the status, the body and the
+// Retry-After header.
+func (e *endpoint) post(t *testing.T, ns, job, token, body string) (int, string, string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.pool, ServerName: "localhost"}}}
+	url := fmt.Sprintf("https://%s/v1/namespaces/%s/trainingjobs/%s/progress", e.addr, ns, job)
+	var code int
+	var out []byte
+	var retryAfter string
+	// The server starts with the manager; wait for its port.
+	testenv.Eventually(t, "the progress endpoint to answer", func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewBufferString(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer func() { _ = resp.Body.Close() }()
+		code, retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+		out, err = io.ReadAll(resp.Body)
+		return err == nil, nil
+	})
+	return code, string(out), retryAfter
+}
+
+// fixture is a TrainingJob whose run has pods with ServiceAccount tokens.
+type fixture struct {
+	ns  string
+	tj  *trainingv1alpha1.TrainingJob
+	run client.Object
+}
+
+func admin(t *testing.T) (client.Client, kubernetes.Interface) {
+	t.Helper()
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cs
+}
+
+// newJob creates a TrainingJob and, as the native backend would, its
+// run's Indexed Job, owned by it; the pods come from pod().
+func newJob(t *testing.T, c client.Client, ns, name string) *fixture {
+	t.Helper()
+	tj := trainingtesting.MakeTrainingJob(ns, name, 1).Obj()
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{manager.LabelManagedBy: operatorName}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-r1", Labels: labels},
+		Spec: batchv1.JobSpec{
+			CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "pytorch", Image: "trainer"}}},
+			},
+		},
+	}
+	if err := ctrl.SetControllerReference(tj, job, scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{ns: ns, tj: tj, run: job}
+}
+
+// pod creates a pod of the fixture's run with the given annotations and
+// labels, and returns a projected-style token bound to it for audience.
+func (f *fixture) pod(t *testing.T, c client.Client, cs kubernetes.Interface, name, audience string, annotations, labels map[string]string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "trainer"}}
+	if err := c.Create(t.Context(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	all := map[string]string{manager.LabelManagedBy: operatorName}
+	for k, v := range labels {
+		all[k] = v
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: all, Annotations: annotations},
+		Spec: corev1.PodSpec{ServiceAccountName: "trainer", AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "pytorch", Image: "trainer"}}},
+	}
+	if err := ctrl.SetControllerReference(f.run, pod, scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(f.ns).CreateToken(t.Context(), "trainer", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:         []string{audience},
+		ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+func rank(i int) map[string]string {
+	return map[string]string{batchv1.JobCompletionIndexAnnotation: strconv.Itoa(i)}
+}
+
+// progressOf reads the TrainingJob's status.progress from the API server.
+func progressOf(ctx context.Context, c client.Client, f *fixture) (*trainingv1alpha1.TrainingProgress, error) {
+	var tj trainingv1alpha1.TrainingJob
+	if err := c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: f.tj.Name}, &tj); err != nil {
+		return nil, err
+	}
+	return tj.Status.Progress, nil
+}
+
+func waitStep(t *testing.T, c client.Client, f *fixture, step int64) *trainingv1alpha1.TrainingProgress {
+	t.Helper()
+	var got *trainingv1alpha1.TrainingProgress
+	testenv.Eventually(t, fmt.Sprintf("status.progress.step %d", step), func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = progressOf(ctx, c, f)
+		return err == nil && got != nil && got.Step == step, err
+	})
+	return got
+}
+
+// errorMessage is the message of a JSON refusal.
+func errorMessage(t *testing.T, body string) string {
+	t.Helper()
+	var e struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Message == "" {
+		t.Fatalf("refusal is not a JSON error: %q", body)
+	}
+	return e.Message
+}

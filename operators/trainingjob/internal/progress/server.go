@@ -1,0 +1,176 @@
+package progress
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// server serves the endpoint over TLS on every replica.
+type server struct {
+	addr    string
+	handler http.Handler
+	certs   *certwatcher.CertWatcher
+	log     logr.Logger
+}
+
+// NeedLeaderElection is false: every replica behind the Service answers.
+func (*server) NeedLeaderElection() bool { return false }
+
+func (s *server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("progress endpoint: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		// HTTP/2 stays off, as on the metrics endpoint (rapid reset).
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		TLSConfig: &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: s.certs.GetCertificate,
+			NextProtos:     []string{"http/1.1"},
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	s.log.Info("Serving progress reports", "address", ln.Addr().String())
+	select {
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	case err := <-done:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// leaderRecord publishes and finds the leading replica's address in a
+// Lease of the operator's namespace: the leader writes it once when it
+// starts leading, the other replicas read it when they pass a report on.
+type leaderRecord struct {
+	key     types.NamespacedName
+	self    string
+	client  client.Client
+	live    client.Reader
+	mu      sync.Mutex
+	cached  string
+	readAt  time.Time
+	maxAged time.Duration
+}
+
+// NeedLeaderElection: only the leader publishes.
+func (*leaderRecord) NeedLeaderElection() bool { return true }
+
+func (l *leaderRecord) Start(ctx context.Context) error {
+	var lease coordinationv1.Lease
+	err := l.live.Get(ctx, l.key, &lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		lease = coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: l.key.Namespace, Name: l.key.Name},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(l.self)},
+		}
+		err = l.client.Create(ctx, &lease)
+	case err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != l.self:
+		lease.Spec.HolderIdentity = ptr.To(l.self)
+		err = l.client.Update(ctx, &lease)
+	}
+	if err != nil {
+		return fmt.Errorf("publishing the progress endpoint's leader address: %w", err)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// address is the leader's published address, read at most every maxAged.
+func (l *leaderRecord) address(ctx context.Context) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cached != "" && time.Since(l.readAt) < l.maxAged {
+		return l.cached, nil
+	}
+	var lease coordinationv1.Lease
+	if err := l.live.Get(ctx, l.key, &lease); err != nil {
+		return "", err
+	}
+	addr := ptr.Deref(lease.Spec.HolderIdentity, "")
+	if addr == "" || addr == l.self {
+		return "", errors.New("no leader address published yet")
+	}
+	l.cached, l.readAt = addr, time.Now()
+	return addr, nil
+}
+
+// forwarder passes a report on to the leader over TLS, verifying the
+// leader's certificate (the same one every replica serves) for the
+// Service's name.
+type forwarder struct {
+	leader *leaderRecord
+	client *http.Client
+}
+
+func newForwarder(leader *leaderRecord, caFile, serverName string) (*forwarder, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the progress CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", caFile)
+	}
+	transport := &http.Transport{
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName},
+		TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConnsPerHost: 4,
+	}
+	return &forwarder{leader: leader, client: &http.Client{Transport: transport, Timeout: 15 * time.Second}}, nil
+}
+
+func (f *forwarder) forward(ctx context.Context, r *http.Request, body []byte) (*http.Response, error) {
+	addr, err := f.leader.address(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+r.URL.EscapedPath(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"Authorization", "Content-Type"} {
+		req.Header.Set(k, r.Header.Get(k))
+	}
+	req.Header.Set(headerForwarded, "1")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		// The leader may have changed: read the record again next time.
+		f.leader.mu.Lock()
+		f.leader.cached = ""
+		f.leader.mu.Unlock()
+	}
+	return resp, err
+}

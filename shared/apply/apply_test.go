@@ -1,0 +1,223 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{}, &env)
+}
+
+const operator = "test-operator"
+
+var owner = ManagedBy(operator, "rename the Widget")
+
+// harness is an Applier whose writes are counted, reading live objects
+// through a client that, like the operator's cache, shows only labelled
+// objects; admin writes as other actors do.
+type harness struct {
+	applier *Applier
+	writes  *testenv.WriteView
+	admin   client.Client
+	ns      string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	admin, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := testenv.NewWriteCounter()
+	counted, err := client.NewWithWatch(counter.Wrap(env.Config), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheLike := interceptor.NewClient(counted, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if obj.GetLabels()[manager.LabelManagedBy] != operator {
+				return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+			}
+			return nil
+		},
+	})
+	ns := testenv.CreateNamespace(t, admin, "apply")
+	return &harness{
+		applier: &Applier{Client: cacheLike, APIReader: admin, FieldOwner: operator, HashAnnotation: "test/applied-hash"},
+		writes:  counter.Namespace(ns),
+		admin:   admin,
+		ns:      ns,
+	}
+}
+
+func (h *harness) apply(t *testing.T, obj client.Object) bool {
+	t.Helper()
+	written, err := h.applier.Apply(t.Context(), obj, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return written
+}
+
+// statefulSet is a desired StatefulSet with a claim template, whose type
+// the API server drops.
+func statefulSet(ns string) *appsv1.StatefulSet {
+	labels := map[string]string{manager.LabelManagedBy: operator, "app": "w"}
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w", Labels: labels},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: "w",
+			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "w"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "w"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img:1"}}},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}},
+		},
+	}
+}
+
+func TestApplyWritesOnlyWhenSomethingChanged(t *testing.T) {
+	h := newHarness(t)
+	if !h.apply(t, statefulSet(h.ns)) {
+		t.Fatal("the first apply did not write")
+	}
+	if n := h.writes.Count("patch", "statefulsets"); n != 1 {
+		t.Fatalf("first apply: %d patches, want 1: %s", n, h.writes)
+	}
+	// Applying the same again, claim template and all, writes nothing.
+	for range 3 {
+		if h.apply(t, statefulSet(h.ns)) {
+			t.Fatalf("an unchanged StatefulSet was written again: %s", h.writes)
+		}
+	}
+	if n := h.writes.Total(); n != 1 {
+		t.Fatalf("%d writes for one change, want 1: %s", n, h.writes)
+	}
+	// A field the operator stops setting is a change: it is removed.
+	less := statefulSet(h.ns)
+	delete(less.Labels, "app")
+	if !h.apply(t, less) {
+		t.Fatal("dropping a label was not applied")
+	}
+	live := &appsv1.StatefulSet{}
+	if err := h.admin.Get(t.Context(), client.ObjectKeyFromObject(less), live); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := live.Labels["app"]; ok {
+		t.Errorf("the label the operator stopped setting is still there: %v", live.Labels)
+	}
+}
+
+func TestApplyCorrectsDriftOnOwnedFieldsOnly(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	h.apply(t, statefulSet(h.ns))
+	live := &appsv1.StatefulSet{}
+	if err := h.admin.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "w"}, live); err != nil {
+		t.Fatal(err)
+	}
+	// Kueue-like admission and a user change fields: one the operator
+	// owns (replicas), and some it never sets.
+	live.Spec.Replicas = ptr.To[int32](0)
+	live.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
+	live.Annotations = map[string]string{"team.example/note": "keep me", "test/applied-hash": live.Annotations["test/applied-hash"]}
+	if err := h.admin.Update(ctx, live, client.FieldOwner("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	before := h.writes.Total()
+	if !h.apply(t, statefulSet(h.ns)) {
+		t.Fatal("drift on spec.replicas was not corrected")
+	}
+	got := &appsv1.StatefulSet{}
+	if err := h.admin.Get(ctx, client.ObjectKeyFromObject(live), got); err != nil {
+		t.Fatal(err)
+	}
+	if r := ptr.Deref(got.Spec.Replicas, -1); r != 1 {
+		t.Errorf("replicas = %d, want the operator's 1", r)
+	}
+	if got.Spec.Template.Spec.NodeSelector["pool"] != "gpu" {
+		t.Errorf("another actor's nodeSelector was dropped: %v", got.Spec.Template.Spec.NodeSelector)
+	}
+	if got.Annotations["team.example/note"] != "keep me" {
+		t.Errorf("a user's annotation was dropped: %v", got.Annotations)
+	}
+	if h.apply(t, statefulSet(h.ns)) {
+		t.Error("a corrected StatefulSet was written again")
+	}
+	if n := h.writes.Total() - before; n != 1 {
+		t.Errorf("%d writes to correct one drift, want 1: %s", n, h.writes)
+	}
+}
+
+func TestApplyRefusesForeignObjects(t *testing.T) {
+	for name, labels := range map[string]map[string]string{
+		// Unlabelled: the cache does not show it, the API server does.
+		"hidden from the cache": nil,
+		// Labelled as another operator's.
+		"another operator's": {manager.LabelManagedBy: "other-operator"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			ctx := t.Context()
+			foreign := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "w", Labels: labels},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "theirs", Port: 81}}},
+			}
+			if err := h.admin.Create(ctx, foreign); err != nil {
+				t.Fatal(err)
+			}
+			desired := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "w", Labels: map[string]string{manager.LabelManagedBy: operator}},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "ours", Port: 80}}},
+			}
+			written, err := h.applier.Apply(ctx, desired, owner)
+			var fe *ForeignError
+			if !errors.As(err, &fe) || written {
+				t.Fatalf("Apply = %v, %v; want a ForeignError and no write", written, err)
+			}
+			if fe.Kind != "Service" || fe.Namespace != h.ns || fe.Name != "w" {
+				t.Errorf("the error names %s %s/%s, want Service %s/w", fe.Kind, fe.Namespace, fe.Name, h.ns)
+			}
+			got := &corev1.Service{}
+			if err := h.admin.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.ResourceVersion != foreign.ResourceVersion {
+				t.Errorf("the foreign Service was written: resourceVersion %s, was %s", got.ResourceVersion, foreign.ResourceVersion)
+			}
+			if n := h.writes.Count("patch", "services"); n != 0 {
+				t.Errorf("%d patches of the foreign Service: %s", n, h.writes)
+			}
+		})
+	}
+}

@@ -1,0 +1,76 @@
+package sample
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+// TestOneStatusWriteToBecomeReady: the Runner writes status once per
+// reconcile, so a new Widget costs one metadata patch (the finalizer) and
+// one status patch on its way to Ready.
+func TestOneStatusWriteToBecomeReady(t *testing.T) {
+	c := adminClient(t)
+	ns := testenv.CreateNamespace(t, c, "skeleton")
+	op := startOperator(t, NewExternal(), nil)
+
+	w := newWidget(ns, "hello")
+	if err := c.Create(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, c, w)
+	writes := op.Writes.Namespace(ns)
+	writes.WaitQuiet(t, 3*time.Second)
+	if n := writes.Count("patch", "widgets/status"); n != 1 {
+		t.Errorf("status patches to become Ready = %d, want 1: %s", n, writes)
+	}
+	if n := writes.Count("patch", "widgets"); n != 1 {
+		t.Errorf("metadata patches = %d, want 1 (the finalizer): %s", n, writes)
+	}
+}
+
+// TestFailingPhaseDoesNotStopTheOthers: when provision fails, the echo phase
+// still reports what the external system holds, and the status records the
+// failure for the new generation.
+func TestFailingPhaseDoesNotStopTheOthers(t *testing.T) {
+	c := adminClient(t)
+	ns := testenv.CreateNamespace(t, c, "skeleton")
+	ext := NewExternal()
+	startOperator(t, ext, nil)
+
+	w := newWidget(ns, "one")
+	if err := c.Create(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	w = waitReady(t, c, w)
+	// Someone changes the record outside, and the system then refuses
+	// writes; a spec change makes the operator try to put "two".
+	if err := ext.Put(string(w.UID), "outside"); err != nil {
+		t.Fatal(err)
+	}
+	ext.SetFailing(true)
+	w.Spec.Message = "two"
+	if err := c.Update(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the failure recorded and the held message echoed", func(ctx context.Context) (bool, error) {
+		got, err := getWidget(ctx, c, w)
+		if err != nil {
+			return false, err
+		}
+		ready := conditions.Get(got, commonv1alpha1.ConditionReady)
+		return got.Status.ObservedGeneration == got.Generation && got.Status.Echo == "outside" &&
+			ready != nil && ready.Reason == ReasonExternalUnavailable, nil
+	})
+	testenv.WaitForEvent(t, c, w, ReasonExternalUnavailable)
+
+	ext.SetFailing(false)
+	got := waitReady(t, c, w)
+	if got.Status.Echo != "two" {
+		t.Errorf("echo = %q after recovery, want two", got.Status.Echo)
+	}
+}
