@@ -63,7 +63,7 @@ var addToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, feat
 // ManagerOptions describe the operator to shared/manager.
 func ManagerOptions(opts *Options) manager.Options {
 	return manager.Options{
-		Name:   featurestore.OperatorName,
+		Name:        featurestore.OperatorName,
 		AddToScheme: addToScheme,
 		OwnedObjects: []client.Object{
 			&corev1.Secret{}, &corev1.Service{}, &corev1.ConfigMap{}, &appsv1.StatefulSet{},
