@@ -2,6 +2,7 @@ package jupyter
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -74,7 +75,7 @@ func TestProbeMetrics(t *testing.T) {
 	}
 	waiting, stop := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer stop()
-	if obs := slow.Probe(waiting, target()); obs.Err != ErrThrottled {
+	if obs := slow.Probe(waiting, target()); !errors.Is(obs.Err, ErrThrottled) {
 		t.Fatalf("probe while the only slot is taken: %v, want ErrThrottled", obs.Err)
 	}
 	if d := failures("throttled") - throttledBefore; d != 1 {

@@ -1,6 +1,7 @@
 package featurestore
 
 import (
+	"path/filepath"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 func TestHealthOfEveryState(t *testing.T) {
 	ready := storeResult{outcome: outcomeReady, message: "ok", provisioned: &featuresv1alpha1.ProvisionedStore{Endpoint: "h:1"}}
 	other := func(o outcome) storeResult { return storeResult{outcome: o, message: "m"} }
+	table := healthtest.NewTable(t, filepath.Join("..", "..", "..", "..", "..", "charts", "featurestore-operator", "files", "crds", "features.mlplatform.dev_featurestores.yaml"))
 	for name, tc := range map[string]struct {
 		obs     observations
 		kstatus status.Status
@@ -38,8 +40,11 @@ func TestHealthOfEveryState(t *testing.T) {
 				TypeMeta:   metav1.TypeMeta{APIVersion: featuresv1alpha1.GroupVersion.String(), Kind: "FeatureStore"},
 				ObjectMeta: metav1.ObjectMeta{Name: "sales", Namespace: "team-a", Generation: 2},
 			}
+			fs.Spec.Project = "sales"
 			computeStatus(fs, tc.obs)
 			healthtest.Expect(t, fs, tc.kstatus, tc.argo)
+			table.Add(t, name, fs)
 		})
 	}
+	table.Golden(t, filepath.Join("testdata", "health-table.md"))
 }

@@ -60,7 +60,7 @@ func RegisterStoresCollector(reader client.Reader) error {
 }
 
 // NewStoresCollector counts the stores of the FeatureStores reader lists.
-func NewStoresCollector(reader client.Reader) *storesCollector {
+func NewStoresCollector(reader client.Reader) prometheus.Collector {
 	return &storesCollector{reader: reader, desc: prometheus.NewDesc(
 		prometheus.BuildFQName(metrics.Namespace, "featurestore", "stores"),
 		"Stores of every FeatureStore, by store (online, offline, registry) and mode (backend, managed).",

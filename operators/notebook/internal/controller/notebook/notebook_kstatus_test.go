@@ -2,6 +2,7 @@ package notebook
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/health/healthtest"
 )
 
 // kstatusOf is what Helm 4's --wait, Flux and Argo CD's kstatus-based
@@ -56,6 +58,7 @@ func TestKstatusOfEveryNotebookState(t *testing.T) {
 	unschedulable := corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes",
 	}}}}
+	table := healthtest.NewTable(t, filepath.Join("..", "..", "..", "..", "..", "charts", "notebook-operator", "files", "crds", "notebooks.mlplatform.dev_notebooks.yaml"))
 	for name, tc := range map[string]struct {
 		suspend    bool
 		scope      scope
@@ -85,6 +88,7 @@ func TestKstatusOfEveryNotebookState(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			nb := newNotebook("team", "nb")
+			nb.TypeMeta = metav1.TypeMeta{APIVersion: notebooksv1alpha1.GroupVersion.String(), Kind: "Notebook"}
 			nb.Generation = 2
 			nb.Spec.Suspend = tc.suspend
 			conditions.MarkReady(nb, notebooksv1alpha1.ReasonRunning, "was running")
@@ -113,6 +117,8 @@ func TestKstatusOfEveryNotebookState(t *testing.T) {
 			case tc.wantReady != "" && (ready == nil || ready.Status != tc.wantReady):
 				t.Errorf("Ready = %+v, want %s", ready, tc.wantReady)
 			}
+			table.Add(t, name, nb)
 		})
 	}
+	table.Golden(t, filepath.Join("testdata", "health-table.md"))
 }
