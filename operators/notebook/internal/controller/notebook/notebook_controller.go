@@ -273,14 +273,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // one failed or stalled the Notebook, the later ones are skipped and only
 // the status is computed (a Stop would skip that too).
 func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*notebooksv1alpha1.Notebook] {
-	return phase.Phase[*notebooksv1alpha1.Notebook]{Name: name, Run: func(ctx context.Context, _ *notebooksv1alpha1.Notebook) (phase.Result, error) {
+	return phase.Scoped[*notebooksv1alpha1.Notebook](name, func(ctx context.Context, s *scope) (ctrl.Result, error) {
 		if s.halted || s.stalled != "" {
-			return phase.Result{}, nil
+			return ctrl.Result{}, nil
 		}
 		res, err := run(ctx, s)
 		s.halted = err != nil
-		return phase.Result{RequeueAfter: res.RequeueAfter}, err
-	}}
+		return res, err
+	}, s)
 }
 
 // phases are the steps of one reconcile, in order, ending with the status

@@ -759,16 +759,7 @@ func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
 		return nil
 	})
 
-	_ = unstructured.SetNestedMap(store.Object, map[string]any{
-		"clientConfig": map[string]any{"secretName": "customers-feast", "key": "feature_store.yaml"},
-		"conditions": []any{map[string]any{
-			"type": "Ready", "status": "True", "reason": "Reconciled", "message": "ok",
-			"observedGeneration": store.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		}},
-	}, "status")
-	if err := c.Status().Update(t.Context(), store); err != nil {
-		t.Fatal(err)
-	}
+	markStoreReady(t, c, store)
 	job := waitBatchJob(t, c, ns, "features-r1")
 	if spec := job.Spec.Template.Spec; !hasSecretVolume(spec.Volumes, "customers-feast") {
 		t.Errorf("the store's client configuration is not mounted in the Job's pods: %+v", spec.Volumes)

@@ -236,10 +236,7 @@ func (r *Reconciler) featureStoreToTrainingJobs(ctx context.Context, o client.Ob
 // step adapts one of the reconcile's phases, which share the scope s, to
 // the skeleton's runner.
 func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*trainingv1alpha1.TrainingJob] {
-	return phase.Phase[*trainingv1alpha1.TrainingJob]{Name: name, Run: func(ctx context.Context, _ *trainingv1alpha1.TrainingJob) (phase.Result, error) {
-		res, err := run(ctx, s)
-		return phase.Result{RequeueAfter: res.RequeueAfter}, err
-	}}
+	return phase.Scoped[*trainingv1alpha1.TrainingJob](name, run, s)
 }
 
 // phases are the steps of one reconcile, in order, ending with the status

@@ -725,16 +725,7 @@ func TestWaitsForFeatureStoreWithOrWithoutItsCRD(t *testing.T) {
 		return c != nil && c.Reason == commonv1alpha1.ReasonDependencyNotReady
 	})
 
-	_ = unstructured.SetNestedMap(store.Object, map[string]any{
-		"clientConfig": map[string]any{"secretName": "customers-feast", "key": "feature_store.yaml"},
-		"conditions": []any{map[string]any{
-			"type": "Ready", "status": "True", "reason": "Reconciled", "message": "ok",
-			"observedGeneration": store.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		}},
-	}, "status")
-	if err := c.Status().Update(t.Context(), store); err != nil {
-		t.Fatal(err)
-	}
+	markStoreReady(t, c, store)
 	job := waitPyTorchJob(t, c, ns, "features-r1")
 	spec := job.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster].Template.Spec
 	if !hasSecretVolume(spec.Volumes, "customers-feast") {
@@ -766,6 +757,22 @@ func removeFeatureStoreCRD(t *testing.T, c client.Client) {
 		_, err := dc.ServerResourcesForGroupVersion(featureref.GVK.GroupVersion().String())
 		return apierrors.IsNotFound(err), nil
 	})
+}
+
+// markStoreReady plays the FeatureStore operator: the stand-in store gets
+// a Ready condition and its client configuration's Secret name.
+func markStoreReady(t *testing.T, c client.Client, store *unstructured.Unstructured) {
+	t.Helper()
+	_ = unstructured.SetNestedMap(store.Object, map[string]any{
+		"clientConfig": map[string]any{"secretName": "customers-feast", "key": "feature_store.yaml"},
+		"conditions": []any{map[string]any{
+			"type": "Ready", "status": "True", "reason": "Reconciled", "message": "ok",
+			"observedGeneration": store.GetGeneration(), "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}},
+	}, "status")
+	if err := c.Status().Update(t.Context(), store); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func hasSecretVolume(volumes []corev1.Volume, secret string) bool {
