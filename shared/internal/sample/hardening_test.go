@@ -19,6 +19,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/metrics/metricstest"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -145,6 +146,7 @@ func TestPanicInReconcileIsReportedAndRetried(t *testing.T) {
 	ext := NewExternal()
 	const secret = "password=hunter2-panic-value"
 	ext.SetPanicking(secret)
+	panicsBefore := metricstest.Value(t, "mlplatform_reconcile_panics_total", map[string]string{"controller": "widget"})
 	startOperator(t, ext, nil)
 
 	w := newWidget(ns, "boom")
@@ -161,6 +163,9 @@ func TestPanicInReconcileIsReportedAndRetried(t *testing.T) {
 			!conditions.IsTrue(got, commonv1alpha1.ConditionReady), nil
 	})
 	ev := testenv.WaitForEvent(t, c, w, panics.EventInternalError)
+	if got := metricstest.Value(t, "mlplatform_reconcile_panics_total", map[string]string{"controller": "widget"}); got <= panicsBefore {
+		t.Errorf("reconcile_panics_total = %v after a recovered panic, want more than %v", got, panicsBefore)
+	}
 	got, err := getWidget(t.Context(), c, w)
 	if err != nil {
 		t.Fatal(err)

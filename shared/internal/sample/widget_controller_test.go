@@ -22,6 +22,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	samplev1alpha1 "github.com/ml-platform/ml-platform/shared/internal/sample/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/metrics/metricstest"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -233,6 +234,8 @@ func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
 		t.Fatal("external record not provisioned")
 	}
 
+	failures := map[string]string{"finalizer": FinalizerName}
+	failedBefore := metricstest.Value(t, "mlplatform_finalizer_cleanup_failures_total", failures)
 	ext.SetFailing(true)
 	if err := c.Delete(t.Context(), w); err != nil {
 		t.Fatal(err)
@@ -247,6 +250,9 @@ func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
 			strings.Contains(cond.Message, ErrUnavailable.Error()), nil
 	})
 	testenv.WaitForEvent(t, c, w, finalizer.EventCleanupFailed)
+	if got := metricstest.Value(t, "mlplatform_finalizer_cleanup_failures_total", failures); got <= failedBefore {
+		t.Errorf("cleanup_failures_total = %v after a failed cleanup, want more than %v", got, failedBefore)
+	}
 	testenv.Eventually(t, "Stalled past the cleanup deadline", func(ctx context.Context) (bool, error) {
 		got, err := getWidget(ctx, c, w)
 		if err != nil {
@@ -388,11 +394,16 @@ func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 		t.Fatalf("widget must still be held by its finalizer: %v", err)
 	}
 
+	abandoned := map[string]string{"finalizer": FinalizerName, "reason": "annotation"}
+	abandonedBefore := metricstest.Value(t, "mlplatform_finalizer_cleanup_abandoned_total", abandoned)
 	if err := setAnnotation(t.Context(), bob, false); err != nil {
 		t.Fatalf("bob, allowed the verb, setting %s: %v", key, err)
 	}
 	waitGone(t, c, w)
 	testenv.WaitForEvent(t, c, w, finalizer.EventCleanupAbandoned)
+	if got := metricstest.Value(t, "mlplatform_finalizer_cleanup_abandoned_total", abandoned); got != abandonedBefore+1 {
+		t.Errorf("cleanup_abandoned_total{reason=annotation} = %v, want %v", got, abandonedBefore+1)
+	}
 	if _, ok := ext.Get(string(w.UID)); !ok {
 		t.Error("abandoning cleanup must leave the external record alone")
 	}
