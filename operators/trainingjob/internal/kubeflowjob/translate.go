@@ -1,7 +1,6 @@
 package kubeflowjob
 
 import (
-	"maps"
 	"strconv"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -62,19 +61,12 @@ func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []f
 	runPolicy := kubeflowv1.RunPolicy{
 		CleanPodPolicy:        ptr.To(kubeflowv1.CleanPodPolicyNone),
 		ActiveDeadlineSeconds: tj.Spec.RunPolicy.ActiveDeadlineSeconds,
-		Suspend:               ptr.To(tj.Spec.Suspend),
+		Suspend:               ptr.To(backend.Suspend(tj)),
 	}
 	meta := metav1.ObjectMeta{
 		Namespace: tj.Namespace,
 		Name:      backend.JobName(tj.Name, run),
-		Labels:    labels,
-	}
-	if q := tj.Spec.QueueName; q != "" {
-		// Kueue admits a job by unsuspending it; the operator never does
-		// for a queued job.
-		meta.Labels = maps.Clone(labels)
-		meta.Labels[trainingv1alpha1.LabelKueueQueueName] = q
-		runPolicy.Suspend = ptr.To(true)
+		Labels:    backend.WithQueueLabel(labels, tj),
 	}
 	return fw.New(meta, &tj.Spec, runPolicy, replicas), nil
 }

@@ -99,14 +99,8 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 		// One template serves every rank, so every pod mounts the volume.
 		backend.AddCheckpoint(&template.Spec, tj, run, true)
 	}
-	meta := metav1.ObjectMeta{Namespace: tj.Namespace, Name: topo.job, Labels: maps.Clone(labels)}
-	suspend := tj.Spec.Suspend
-	if q := tj.Spec.QueueName; q != "" {
-		// Kueue admits a Job by unsuspending it; the operator never does
-		// for a queued job.
-		meta.Labels[trainingv1alpha1.LabelKueueQueueName] = q
-		suspend = true
-	}
+	meta := metav1.ObjectMeta{Namespace: tj.Namespace, Name: topo.job, Labels: backend.WithQueueLabel(labels, tj)}
+	suspend := backend.Suspend(tj)
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
 		ObjectMeta: meta,

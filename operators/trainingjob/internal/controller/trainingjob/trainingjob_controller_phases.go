@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -396,16 +395,7 @@ func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Res
 		return ctrl.Result{}, nil
 	}
 	base := s.job.DeepCopyObject().(client.Object)
-	labels := maps.Clone(s.job.GetLabels())
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	if want == "" {
-		delete(labels, trainingv1alpha1.LabelKueueQueueName)
-	} else {
-		labels[trainingv1alpha1.LabelKueueQueueName] = want
-	}
-	s.job.SetLabels(labels)
+	s.job.SetLabels(backend.WithQueueLabel(s.job.GetLabels(), s.tj))
 	if err := r.Client.Patch(ctx, s.job, client.MergeFrom(base)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("setting the queue of %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
 	}
@@ -461,7 +451,7 @@ func (r *Reconciler) convergeSuspend(ctx context.Context, s *scope) (ctrl.Result
 	if s.state.Finished() {
 		return ctrl.Result{}, nil
 	}
-	want := s.tj.Spec.Suspend
+	want := backend.Suspend(s.tj)
 	if s.state.SpecSuspended == want {
 		return ctrl.Result{}, nil
 	}
