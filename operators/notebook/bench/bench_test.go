@@ -112,7 +112,10 @@ func BenchmarkCullingChecks(b *testing.B) {
 		Manager: manager.Options{
 			Name: render.OperatorName, Scheme: scheme, OwnedObjects: notebook.OwnedObjects(),
 			Setup: func(mgr ctrl.Manager, mc manager.Config) error {
-				r = notebook.NewReconciler(mgr, cfg, accelerator.Default())
+				var err error
+				if r, err = notebook.NewReconciler(mgr, cfg, accelerator.Default()); err != nil {
+					return err
+				}
 				r.Prober, r.Clock = prober, clk
 				r.Endpoint = func(nb *notebooksv1alpha1.Notebook) string { return srv.URL + render.BasePath(nb) }
 				opts := mc.ControllerOptions()

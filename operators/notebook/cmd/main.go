@@ -35,7 +35,10 @@ func main() {
 			if err != nil {
 				return err
 			}
-			r := notebook.NewReconciler(mgr, c, catalog)
+			r, err := notebook.NewReconciler(mgr, c, catalog)
+			if err != nil {
+				return err
+			}
 			r.Namespaces = cfg.CacheNamespaces()
 			return r.SetupWithManager(context.Background(), mgr, cfg.ControllerOptions())
 		},

@@ -113,8 +113,9 @@ func RestartAfterCull(in Input, out *Outcome) {
 	ann[render.AnnotationRestartHandled] = in.RestartRequest
 }
 
-// SuspendEndsCull: suspending supersedes a cull, since resuming is itself
-// the user's request to run again.
+// SuspendEndsCull ends a cull when the Notebook is suspended: suspending
+// supersedes a cull, since resuming is itself the user's request to run
+// again.
 func SuspendEndsCull(in Input, out *Outcome) {
 	if in.Suspend && out.Annotations[render.AnnotationCulled] != "" {
 		endCull(in, out)

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -77,11 +78,12 @@ type Reconciler struct {
 	Images        Images
 	// CleanupFailures counts failed cleanups; nil counts nothing.
 	CleanupFailures *claims.CleanupFailures
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock says what time it is; NewReconciler sets the real one.
+	Clock clock.PassiveClock
 
 	// adminSecrets watches Secrets in Namespace only.
 	adminSecrets cache.Cache
+	metrics      *StoreMetrics
 }
 
 // Options configure NewReconciler.
@@ -115,6 +117,8 @@ func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) *Re
 		adminSecrets:  adminSecrets,
 		// Shared with the pending-cleanup controller (controller.Setup).
 		CleanupFailures: claims.NewCleanupFailures(),
+		Clock:           clock.RealClock{},
+		metrics:         NewStoreMetrics(),
 	}
 	r.Backends = &backends.Resolver{Client: r.Client, Secrets: adminSecrets, Namespace: opts.Namespace}
 	r.Finalizer = &finalizer.Finalizer{
@@ -241,7 +245,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	before := slices.Clone(fs.Status.Conditions)
-	s := &scope{fs: fs, now: r.now()}
+	s := &scope{fs: fs, now: r.Clock.Now()}
 
 	var errs []error
 	result := ctrl.Result{}
@@ -275,11 +279,4 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		result = requeue.Shortest(result, ctrl.Result{RequeueAfter: r.DriftInterval})
 	}
 	return result, nil
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }

@@ -158,7 +158,7 @@ func (r *Reconciler) provisionRedis(ctx context.Context, s *scope) (storeResult,
 	if err == nil {
 		err = redis.Verify(ctx, srv, st, s.creds.active[storeOnline])
 	}
-	observeProvisioning(storeOnline, start, err)
+	r.metrics.observeProvisioning(storeOnline, start, err)
 	if err != nil {
 		return failed(err, what)
 	}
@@ -202,7 +202,7 @@ func (r *Reconciler) ensurePostgresStore(ctx context.Context, s *scope, src feat
 	if err == nil {
 		err = postgres.Verify(ctx, srv, st, active)
 	}
-	observeProvisioning(key, start, err)
+	r.metrics.observeProvisioning(key, start, err)
 	if err != nil {
 		return failed(err, what)
 	}

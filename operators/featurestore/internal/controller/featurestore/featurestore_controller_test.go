@@ -428,7 +428,7 @@ func TestRotationKeepsOldCredentialsThroughTheGracePeriod(t *testing.T) {
 	grace := time.Hour
 	op := startOperator(t, func(r *featurestore.Reconciler) {
 		r.GracePeriod = grace
-		r.Now = clock.Now
+		r.Clock = clock
 	})
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "rotating", "rotating").obj()))
 	old := clientConfig(t, c, fs)

@@ -14,18 +14,31 @@ import (
 	"github.com/ml-platform/ml-platform/shared/metrics"
 )
 
-var (
-	provisioningDuration = metrics.NewHistogramVec("featurestore", "provisioning_duration_seconds",
-		"Time to provision and verify one store in a shared server (ensure plus a login as the store's user).", nil, "store", "result")
-)
+// StoreMetrics are the FeatureStore reconciler's own series, created by
+// NewReconciler (a second manager in one process, as in tests, shares them).
+type StoreMetrics struct {
+	provisioningDuration *prometheus.HistogramVec
+}
 
-// observeProvisioning records how long a store took, by outcome.
-func observeProvisioning(store string, start time.Time, err error) {
+// NewStoreMetrics creates the reconciler's series.
+func NewStoreMetrics() *StoreMetrics {
+	return &StoreMetrics{
+		provisioningDuration: metrics.NewHistogramVec("featurestore", "provisioning_duration_seconds",
+			"Time to provision and verify one store in a shared server (ensure plus a login as the store's user).", nil, "store", "result"),
+	}
+}
+
+// observeProvisioning records how long a store took, by outcome; nil
+// metrics record nothing.
+func (m *StoreMetrics) observeProvisioning(store string, start time.Time, err error) {
+	if m == nil {
+		return
+	}
 	result := "success"
 	if err != nil {
 		result = "error"
 	}
-	provisioningDuration.WithLabelValues(store, result).Observe(time.Since(start).Seconds())
+	m.provisioningDuration.WithLabelValues(store, result).Observe(time.Since(start).Seconds())
 }
 
 // storesCollector reports the number of stores by kind and mode from the

@@ -53,7 +53,7 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 	grace := time.Hour
 	op := startOperator(t, func(r *featurestore.Reconciler) {
 		r.GracePeriod = grace
-		r.Now = clock.Now
+		r.Clock = clock
 	})
 	waitBackend(t, c, backend, metav1.ConditionTrue, commonv1alpha1.ReasonReconciled, "")
 	b := newStore(ns, "admin-rotation", "adminrotation")

@@ -154,7 +154,10 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 			Scheme:       scheme,
 			OwnedObjects: OwnedObjects(),
 			Setup: func(mgr ctrl.Manager, mc manager.Config) error {
-				op.reconciler = NewReconciler(mgr, cfg, accelerator.Default())
+				var err error
+				if op.reconciler, err = NewReconciler(mgr, cfg, accelerator.Default()); err != nil {
+					return err
+				}
 				op.reconciler.Prober = op.prober
 				if o.prober != nil {
 					op.reconciler.Prober = o.prober

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -31,7 +32,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
-	"github.com/ml-platform/ml-platform/shared/requeue"
+	"github.com/ml-platform/ml-platform/shared/phase"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -102,11 +103,18 @@ type Reconciler struct {
 	// (manager.Config.CacheNamespaces); nil means every namespace.
 	Namespaces map[string]cache.Config
 
+	// PhaseMetrics times the reconcile's phases.
+	PhaseMetrics *phase.Metrics
+
 	metrics *notebookMetrics
 }
 
 // NewReconciler wires a Reconciler to a manager.
-func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Catalog) *Reconciler {
+func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Catalog) (*Reconciler, error) {
+	phaseMetrics, err := phase.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
 	return &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -115,7 +123,10 @@ func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Cata
 		Catalog:   catalog,
 		Prober:    jupyter.NewProber(cfg.Probe.Timeout.Duration, cfg.Probe.Concurrency, nil),
 		Clock:     clock.RealClock{},
-	}
+		metrics:   newNotebookMetrics(),
+
+		PhaseMetrics: phaseMetrics,
+	}, nil
 }
 
 // OwnedObjects are the kinds the operator creates; the manager caches only
@@ -131,9 +142,6 @@ func OwnedObjects() []client.Object {
 // added only when the API server serves FeatureStores, so the operator
 // works in clusters without the FeatureStore operator.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.metrics == nil {
-		r.metrics = newNotebookMetrics()
-	}
 	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
 		return err
 	}
@@ -242,9 +250,6 @@ func (r *Reconciler) referrers(ctx context.Context, store client.Object) []recon
 // Reconcile converges one Notebook: phases that ensure each child, one
 // status write, then events.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if r.metrics == nil {
-		r.metrics = newNotebookMetrics()
-	}
 	nb := &notebooksv1alpha1.Notebook{}
 	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, nb); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -259,50 +264,61 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	h, err := patch.NewHelper(nb, r.Client, r.APIReader)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	s := &scope{nb: nb, before: nb.DeepCopy(), now: r.Clock.Now()}
-	res, phaseErr := r.runPhases(ctx, s)
-
-	computeStatus(s)
-	if _, err := h.Patch(ctx, nb); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	r.emitEvents(s)
-	r.metrics.observe(s)
-	if phaseErr != nil {
-		return ctrl.Result{}, phaseErr
-	}
-	return res, nil
+	return r.runner(s).RunPhases(ctx, nb, r.phases(s))
 }
 
-// phase is one step of the reconcile. A phase that returns an error stops
-// the later ones, since they build on its result.
-type phase func(ctx context.Context, s *scope) (ctrl.Result, error)
+// step adapts one of the reconcile's phases, which share the scope s, to
+// the skeleton's runner. The Notebook's phases build on each other: after
+// one failed or stalled the Notebook, the later ones are skipped and only
+// the status is computed (a Stop would skip that too).
+func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*notebooksv1alpha1.Notebook] {
+	return phase.Phase[*notebooksv1alpha1.Notebook]{Name: name, Run: func(ctx context.Context, _ *notebooksv1alpha1.Notebook) (phase.Result, error) {
+		if s.halted || s.stalled != "" {
+			return phase.Result{}, nil
+		}
+		res, err := run(ctx, s)
+		s.halted = err != nil
+		return phase.Result{RequeueAfter: res.RequeueAfter}, err
+	}}
+}
 
-func (r *Reconciler) runPhases(ctx context.Context, s *scope) (ctrl.Result, error) {
-	var res ctrl.Result
-	for _, p := range []phase{
-		r.resolveInputs,
-		r.ensureTokenSecret,
-		r.ensureWorkspace,
-		r.ensureService,
-		r.ensureNetworkPolicy,
-		r.ensureIngress,
-		r.observeServer,
-		r.decideLifecycle,
-		r.ensureStatefulSet,
-	} {
-		pr, err := p(ctx, s)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if s.stalled != "" {
-			return ctrl.Result{}, nil
-		}
-		res = requeue.Shortest(res, pr)
+// phases are the steps of one reconcile, in order, ending with the status
+// they add up to.
+func (r *Reconciler) phases(s *scope) []phase.Phase[*notebooksv1alpha1.Notebook] {
+	return []phase.Phase[*notebooksv1alpha1.Notebook]{
+		step("resolveInputs", r.resolveInputs, s),
+		step("ensureTokenSecret", r.ensureTokenSecret, s),
+		step("ensureWorkspace", r.ensureWorkspace, s),
+		step("ensureService", r.ensureService, s),
+		step("ensureNetworkPolicy", r.ensureNetworkPolicy, s),
+		step("ensureIngress", r.ensureIngress, s),
+		step("observeServer", r.observeServer, s),
+		step("decideLifecycle", r.decideLifecycle, s),
+		step("ensureStatefulSet", r.ensureStatefulSet, s),
+		{Name: "status", Run: func(context.Context, *notebooksv1alpha1.Notebook) (phase.Result, error) {
+			computeStatus(s)
+			return phase.Result{}, nil
+		}},
 	}
-	return res, nil
+}
+
+// runner runs one reconcile's phases and writes the status once. The
+// Notebook records its own events (culls, warnings, restarts, refused
+// pods), which say more than condition transitions, so the runner's
+// transition events are off; they and the metrics follow the write.
+func (r *Reconciler) runner(s *scope) *phase.Runner[*notebooksv1alpha1.Notebook] {
+	return &phase.Runner[*notebooksv1alpha1.Notebook]{
+		Controller:         "notebook",
+		Client:             r.Client,
+		APIReader:          r.APIReader,
+		Recorder:           r.Recorder,
+		Clock:              r.Clock,
+		Metrics:            r.PhaseMetrics,
+		NoTransitionEvents: true,
+		AfterWrite: func(_, _ *notebooksv1alpha1.Notebook, _ bool) {
+			r.emitEvents(s)
+			r.metrics.observe(s)
+		},
+	}
 }
