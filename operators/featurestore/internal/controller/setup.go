@@ -119,6 +119,7 @@ func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
 		AdminSecrets:  adminSecrets,
 		Namespace:     opts.Namespace,
 		CheckInterval: opts.DriftInterval,
+		PhaseMetrics:  r.PhaseMetrics,
 	}
 	if opts.TuneBackend != nil {
 		opts.TuneBackend(br)
