@@ -81,7 +81,10 @@ func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	r := featurestore.NewReconciler(mgr, opts.Options, adminSecrets)
+	r, err := featurestore.NewReconciler(mgr, opts.Options, adminSecrets)
+	if err != nil {
+		return err
+	}
 	copts := cfg.ControllerOptions()
 	if opts.Tune != nil {
 		opts.Tune(r, &copts)
@@ -116,6 +119,7 @@ func Setup(mgr ctrl.Manager, cfg manager.Config, opts *Options) error {
 		AdminSecrets:  adminSecrets,
 		Namespace:     opts.Namespace,
 		CheckInterval: opts.DriftInterval,
+		PhaseMetrics:  r.PhaseMetrics,
 	}
 	if opts.TuneBackend != nil {
 		opts.TuneBackend(br)

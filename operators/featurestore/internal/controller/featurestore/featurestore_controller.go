@@ -2,8 +2,6 @@ package featurestore
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -30,7 +29,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
-	"github.com/ml-platform/ml-platform/shared/requeue"
+	"github.com/ml-platform/ml-platform/shared/phase"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -80,6 +79,8 @@ type Reconciler struct {
 	CleanupFailures *claims.CleanupFailures
 	// Clock says what time it is; NewReconciler sets the real one.
 	Clock clock.PassiveClock
+	// PhaseMetrics times the reconcile's phases.
+	PhaseMetrics *phase.Metrics
 
 	// adminSecrets watches Secrets in Namespace only.
 	adminSecrets cache.Cache
@@ -105,7 +106,11 @@ type Options struct {
 
 // NewReconciler wires a Reconciler to a manager. adminSecrets is the
 // cache of Secrets in the operator's namespace (NewAdminSecretCache).
-func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) *Reconciler {
+func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) (*Reconciler, error) {
+	phaseMetrics, err := phase.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
@@ -119,6 +124,7 @@ func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) *Re
 		CleanupFailures: claims.NewCleanupFailures(),
 		Clock:           clock.RealClock{},
 		metrics:         NewStoreMetrics(),
+		PhaseMetrics:    phaseMetrics,
 	}
 	r.Backends = &backends.Resolver{Client: r.Client, Secrets: adminSecrets, Namespace: opts.Namespace}
 	r.Finalizer = &finalizer.Finalizer{
@@ -129,7 +135,7 @@ func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) *Re
 		APIReader: r.APIReader,
 		Recorder:  r.Recorder,
 	}
-	return r
+	return r, nil
 }
 
 // NewAdminSecretCache adds to the manager a cache of the Secrets in the
@@ -240,43 +246,61 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
-	h, err := patch.NewHelper(fs, r.Client, r.APIReader)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	before := slices.Clone(fs.Status.Conditions)
 	s := &scope{fs: fs, now: r.Clock.Now()}
+	return r.runner(s).RunPhases(ctx, fs, r.phases(s))
+}
 
-	var errs []error
-	result := ctrl.Result{}
-	for _, phase := range []func(context.Context, *scope) (ctrl.Result, error){
-		r.ensureCredentials,
-		r.ensureOnlineStore,
-		r.ensureOfflineStore,
-		r.ensureRegistry,
-		r.ensureClientConfig,
-		r.retireCredentials,
-	} {
-		res, err := phase(ctx, s)
-		if err != nil {
-			errs = append(errs, err)
+// step adapts one of the reconcile's phases, which share the scope s, to
+// the skeleton's runner. Every store phase needs the credentials: without
+// them the later phases skip themselves and only the status is computed
+// (a Stop would skip that too). A failing store phase does not stop the
+// others, whose stores are independent.
+func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*featuresv1alpha1.FeatureStore] {
+	return phase.Phase[*featuresv1alpha1.FeatureStore]{Name: name, Run: func(ctx context.Context, _ *featuresv1alpha1.FeatureStore) (phase.Result, error) {
+		if s.halted {
+			return phase.Result{}, nil
 		}
-		result = requeue.Shortest(result, res)
-		if s.creds == nil {
-			break
-		}
-	}
+		res, err := run(ctx, s)
+		s.halted = s.creds == nil
+		return phase.Result{RequeueAfter: res.RequeueAfter}, err
+	}}
+}
 
-	computeStatus(fs, s.observations())
-	if _, err := h.Patch(ctx, fs); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+// phases are the steps of one reconcile, in order, ending with the status
+// they add up to; a Ready store is looked at again after DriftInterval.
+func (r *Reconciler) phases(s *scope) []phase.Phase[*featuresv1alpha1.FeatureStore] {
+	return []phase.Phase[*featuresv1alpha1.FeatureStore]{
+		step("ensureCredentials", r.ensureCredentials, s),
+		step("ensureOnlineStore", r.ensureOnlineStore, s),
+		step("ensureOfflineStore", r.ensureOfflineStore, s),
+		step("ensureRegistry", r.ensureRegistry, s),
+		step("ensureClientConfig", r.ensureClientConfig, s),
+		step("retireCredentials", r.retireCredentials, s),
+		{Name: "status", Run: func(_ context.Context, fs *featuresv1alpha1.FeatureStore) (phase.Result, error) {
+			computeStatus(fs, s.observations())
+			if conditions.IsTrue(fs, commonv1alpha1.ConditionReady) {
+				return phase.Result{RequeueAfter: r.DriftInterval}, nil
+			}
+			return phase.Result{}, nil
+		}},
 	}
-	r.emit(fs, s, before)
-	if err := errors.Join(errs...); err != nil {
-		return ctrl.Result{}, err
+}
+
+// runner runs one reconcile's phases and writes the status once. The
+// FeatureStore records its own events (rotations, and transitions of the
+// store conditions with its waiting reason), so the runner's transition
+// events are off; they follow the write.
+func (r *Reconciler) runner(s *scope) *phase.Runner[*featuresv1alpha1.FeatureStore] {
+	return &phase.Runner[*featuresv1alpha1.FeatureStore]{
+		Controller:         "featurestore",
+		Client:             r.Client,
+		APIReader:          r.APIReader,
+		Recorder:           r.Recorder,
+		Clock:              r.Clock,
+		Metrics:            r.PhaseMetrics,
+		NoTransitionEvents: true,
+		AfterWrite: func(before, after *featuresv1alpha1.FeatureStore, _ bool) {
+			r.emit(after, s, before.Status.Conditions)
+		},
 	}
-	if conditions.IsTrue(fs, commonv1alpha1.ConditionReady) {
-		result = requeue.Shortest(result, ctrl.Result{RequeueAfter: r.DriftInterval})
-	}
-	return result, nil
 }

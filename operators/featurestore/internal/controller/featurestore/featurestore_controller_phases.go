@@ -31,7 +31,10 @@ type scope struct {
 	fs  *featuresv1alpha1.FeatureStore
 	now time.Time
 
-	creds             *credentials
+	creds *credentials
+	// halted is set once a phase ended without credentials: the later
+	// store phases skip themselves.
+	halted            bool
 	credentialsSecret *corev1.Secret
 	// credentialsFailure is why the credentials could not be loaded;
 	// no store phase runs without them.

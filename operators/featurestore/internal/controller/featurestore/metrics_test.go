@@ -91,8 +91,10 @@ func TestMetricsThroughTheReconciler(t *testing.T) {
 	for _, s := range []string{"online", "offline", "registry"} {
 		before[s] = provisioned(s)
 	}
+	phasesBefore := phaseRuns(t)
 
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "metered", "metered").obj()))
+	requirePhasesTimed(t, phasesBefore)
 	for _, s := range []string{"online", "offline", "registry"} {
 		if provisioned(s) <= before[s] {
 			t.Errorf("provisioning_duration_seconds{store=%s,result=success} did not grow (%d before and after)", s, before[s])
@@ -131,5 +133,40 @@ func TestMetricsThroughTheReconciler(t *testing.T) {
 	waitGone(t, c, fs)
 	testenv.Eventually(t, "the deleted store no longer counted", func(context.Context) (bool, error) {
 		return stateCount(featurestore.StateDeleting) == 0 && stateCount(featurestore.StateReady) == 1, nil
+	})
+}
+
+// timedPhases are phases of both reconcilers that run on the way to a
+// Ready store; the skeleton's runner times each.
+var timedPhases = [][2]string{
+	{"featurestore", "ensureCredentials"}, {"featurestore", "ensureOnlineStore"},
+	{"featurestore", "ensureRegistry"}, {"featurestore", "status"},
+	{"featurestorebackend", "observeUsers"}, {"featurestorebackend", "checkServer"}, {"featurestorebackend", "status"},
+}
+
+// phaseRuns reads mlplatform_reconcile_phase_duration_seconds' sample
+// count of each of timedPhases.
+func phaseRuns(t *testing.T) map[[2]string]uint64 {
+	t.Helper()
+	out := map[[2]string]uint64{}
+	for _, p := range timedPhases {
+		out[p], _ = metricstest.Histogram(t, "mlplatform_reconcile_phase_duration_seconds", map[string]string{"controller": p[0], "phase": p[1]})
+	}
+	return out
+}
+
+// requirePhasesTimed waits until every one of timedPhases ran since before
+// was read. The backend's phases run when a store that uses it arrives,
+// which the store's readiness does not wait for.
+func requirePhasesTimed(t *testing.T, before map[[2]string]uint64) {
+	t.Helper()
+	testenv.Eventually(t, "every phase timed in phase_duration_seconds", func(context.Context) (bool, error) {
+		after := phaseRuns(t)
+		for _, p := range timedPhases {
+			if after[p] <= before[p] {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
+	"github.com/ml-platform/ml-platform/shared/phase"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -55,6 +56,8 @@ type Reconciler struct {
 	Namespace string
 	// CheckInterval is how often the server is checked again.
 	CheckInterval time.Duration
+	// PhaseMetrics times the reconcile's phases; nil records nothing.
+	PhaseMetrics *phase.Metrics
 
 	finalizer *finalizer.Finalizer
 }
@@ -154,27 +157,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
-	h, err := patch.NewHelper(b, r.Client, r.APIReader)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	before := slices.Clone(b.Status.Conditions)
 	s := &scope{backend: b}
-	// A failed list from the cache says nothing about the server: retry
-	// without touching the status.
-	if err := r.observeUsers(ctx, s); err != nil {
-		return ctrl.Result{}, err
+	return r.runner().RunPhases(ctx, b, r.phases(s))
+}
+
+// phases are the steps of one reconcile: who uses the backend, what its
+// server says, and the status they add up to; a backend is checked again
+// after CheckInterval, as no watch sees a server change.
+func (r *Reconciler) phases(s *scope) []phase.Phase[*featuresv1alpha1.FeatureStoreBackend] {
+	return []phase.Phase[*featuresv1alpha1.FeatureStoreBackend]{
+		{Name: "observeUsers", Run: func(ctx context.Context, _ *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
+			// A failed list from the cache says nothing about the
+			// server: retry without touching the status.
+			err := r.observeUsers(ctx, s)
+			return phase.Result{Stop: err != nil}, err
+		}},
+		{Name: "checkServer", Run: func(ctx context.Context, _ *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
+			return phase.Result{}, r.checkServer(ctx, s)
+		}},
+		{Name: "status", Run: func(_ context.Context, b *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
+			computeStatus(b, s.observations())
+			return phase.Result{RequeueAfter: r.CheckInterval}, nil
+		}},
 	}
-	phaseErr := r.checkServer(ctx, s)
-	computeStatus(b, s.observations())
-	if _, err := h.Patch(ctx, b); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+// runner runs one reconcile's phases, writes the status once and then
+// records the events of the backend's condition transitions.
+func (r *Reconciler) runner() *phase.Runner[*featuresv1alpha1.FeatureStoreBackend] {
+	return &phase.Runner[*featuresv1alpha1.FeatureStoreBackend]{
+		Controller: "featurestorebackend",
+		Client:     r.Client,
+		APIReader:  r.APIReader,
+		Recorder:   r.Recorder,
+		Metrics:    r.PhaseMetrics,
+		Events:     transitionEvents,
 	}
-	r.emit(b, before)
-	if phaseErr != nil {
-		return ctrl.Result{}, phaseErr
-	}
-	return ctrl.Result{RequeueAfter: r.CheckInterval}, nil
 }
 
 // reconcileDelete keeps the finalizer while anything uses the backend,

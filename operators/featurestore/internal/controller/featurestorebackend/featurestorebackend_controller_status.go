@@ -11,6 +11,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
 // observations are what the phases found, the only input of the status.
@@ -77,24 +78,32 @@ func nameSome(names []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxNamed], ", "), len(names)-maxNamed)
 }
 
-// emit records events for condition transitions after the status write:
-// Ready becoming True, a new reason for Ready being False, and each new
-// list of users blocking a deletion.
+// emit records the events of the condition transitions a status write
+// persisted (transitionEvents).
 func (r *Reconciler) emit(b *featuresv1alpha1.FeatureStoreBackend, before []metav1.Condition) {
+	for _, e := range transitionEvents(before, b.Status.Conditions) {
+		r.Recorder.Event(b, e.Type, e.Reason, e.Message)
+	}
+}
+
+// transitionEvents is the backend's event rule: Ready becoming True, a new
+// reason for Ready being False, and each new list of users blocking a
+// deletion.
+func transitionEvents(before, after []metav1.Condition) []phase.Event {
 	beforeObj := &featuresv1alpha1.FeatureStoreBackend{Status: featuresv1alpha1.FeatureStoreBackendStatus{Conditions: before}}
+	b := &featuresv1alpha1.FeatureStoreBackend{Status: featuresv1alpha1.FeatureStoreBackendStatus{Conditions: after}}
 	if c := conditions.Get(b, featuresv1alpha1.ConditionDeletionBlocked); c != nil {
 		if old := conditions.Get(beforeObj, c.Type); old == nil || old.Message != c.Message {
-			r.Recorder.Event(b, corev1.EventTypeWarning, "DeletionBlocked", c.Message)
+			return []phase.Event{{Type: corev1.EventTypeWarning, Reason: "DeletionBlocked", Message: c.Message}}
 		}
-		return
+		return nil
 	}
 	ready, old := conditions.Get(b, commonv1alpha1.ConditionReady), conditions.Get(beforeObj, commonv1alpha1.ConditionReady)
 	if ready == nil || (old != nil && old.Status == ready.Status && old.Reason == ready.Reason) {
-		return
+		return nil
 	}
 	if ready.Status == metav1.ConditionTrue {
-		r.Recorder.Event(b, corev1.EventTypeNormal, "Ready", ready.Message)
-		return
+		return []phase.Event{{Type: corev1.EventTypeNormal, Reason: "Ready", Message: ready.Message}}
 	}
-	r.Recorder.Event(b, conditions.EventType(ready.Reason), ready.Reason, ready.Message)
+	return []phase.Event{{Type: conditions.EventType(ready.Reason), Reason: ready.Reason, Message: ready.Message}}
 }

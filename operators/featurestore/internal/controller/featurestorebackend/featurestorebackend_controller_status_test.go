@@ -12,6 +12,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
 func TestComputeStatus(t *testing.T) {
@@ -124,6 +125,38 @@ func TestDeletionBlockedMessage(t *testing.T) {
 			}
 			if got := ptr.Deref(b.Status.FeatureStores, -1); got != int32(len(tc.users.stores)) {
 				t.Errorf("featureStores %d", got)
+			}
+		})
+	}
+}
+
+// TestTransitionEvents covers the backend's event rule, which the runner
+// applies after a status write: an event only for what changed.
+func TestTransitionEvents(t *testing.T) {
+	cond := func(typ string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg}
+	}
+	ready := cond(commonv1alpha1.ConditionReady, metav1.ConditionTrue, "Connected", "connected")
+	refused := cond(commonv1alpha1.ConditionReady, metav1.ConditionFalse, featuresv1alpha1.ReasonAuthenticationFailed, "refused")
+	progressing := cond(commonv1alpha1.ConditionReady, metav1.ConditionFalse, commonv1alpha1.ReasonProgressing, "checking")
+	blocked := cond(featuresv1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, featuresv1alpha1.ReasonInUse, "used by a/b")
+	for name, tc := range map[string]struct {
+		before, after []metav1.Condition
+		want          []phase.Event
+	}{
+		"first Ready":                  {nil, []metav1.Condition{ready}, []phase.Event{{Type: "Normal", Reason: "Ready", Message: "connected"}}},
+		"Ready again":                  {[]metav1.Condition{ready}, []metav1.Condition{{Type: ready.Type, Status: ready.Status, Reason: ready.Reason, Message: "other words"}}, nil},
+		"Ready lost to a refusal":      {[]metav1.Condition{ready}, []metav1.Condition{refused}, []phase.Event{{Type: "Warning", Reason: featuresv1alpha1.ReasonAuthenticationFailed, Message: "refused"}}},
+		"refused again":                {[]metav1.Condition{refused}, []metav1.Condition{refused}, nil},
+		"a wait is Normal":             {nil, []metav1.Condition{progressing}, []phase.Event{{Type: "Normal", Reason: commonv1alpha1.ReasonProgressing, Message: "checking"}}},
+		"deletion blocked":             {[]metav1.Condition{ready}, []metav1.Condition{ready, blocked}, []phase.Event{{Type: "Warning", Reason: "DeletionBlocked", Message: "used by a/b"}}},
+		"blocked by the same users":    {[]metav1.Condition{blocked}, []metav1.Condition{blocked}, nil},
+		"blocked by other users":       {[]metav1.Condition{blocked}, []metav1.Condition{cond(blocked.Type, blocked.Status, blocked.Reason, "used by c/d")}, []phase.Event{{Type: "Warning", Reason: "DeletionBlocked", Message: "used by c/d"}}},
+		"blocked hides a Ready change": {[]metav1.Condition{ready, blocked}, []metav1.Condition{refused, blocked}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, transitionEvents(tc.before, tc.after)); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})
 	}
