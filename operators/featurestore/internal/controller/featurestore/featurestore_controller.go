@@ -256,14 +256,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // (a Stop would skip that too). A failing store phase does not stop the
 // others, whose stores are independent.
 func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*featuresv1alpha1.FeatureStore] {
-	return phase.Phase[*featuresv1alpha1.FeatureStore]{Name: name, Run: func(ctx context.Context, _ *featuresv1alpha1.FeatureStore) (phase.Result, error) {
+	return phase.Scoped[*featuresv1alpha1.FeatureStore](name, func(ctx context.Context, s *scope) (ctrl.Result, error) {
 		if s.halted {
-			return phase.Result{}, nil
+			return ctrl.Result{}, nil
 		}
 		res, err := run(ctx, s)
 		s.halted = s.creds == nil
-		return phase.Result{RequeueAfter: res.RequeueAfter}, err
-	}}
+		return res, err
+	}, s)
 }
 
 // phases are the steps of one reconcile, in order, ending with the status
