@@ -79,10 +79,15 @@ func TestUninstallLeavesOnlyRetained(t *testing.T) {
 	deleteEverything(t, e)
 	helm(t, "uninstall", quickstart.Release, "--namespace", quickstart.Namespace, "--wait", "--timeout", "5m")
 
-	var pods corev1.PodList
-	if err := e.C.List(t.Context(), &pods, client.InNamespace(quickstart.Namespace)); err != nil || len(pods.Items) > 0 {
-		t.Errorf("pods left in %s after uninstall: %d (%v)", quickstart.Namespace, len(pods.Items), err)
-	}
+	// helm uninstall --wait waits for the Deployments to go; their pods
+	// then stop within their grace period.
+	steps.Until(t, "no pod left in "+quickstart.Namespace+" after uninstall", deleteTimeout, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := e.C.List(ctx, &pods, client.InNamespace(quickstart.Namespace)); err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 0, nil
+	})
 	// Owned objects go through the garbage collector, which takes a while.
 	var left []string
 	steps.Until(t, "only the retained checkpoint claim to be left", deleteTimeout, func(ctx context.Context) (bool, error) {
