@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -86,8 +87,9 @@ type Finalizer struct {
 	// directly (manager.GetAPIReader()).
 	APIReader client.Reader
 	Recorder  record.EventRecorder
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock says how long a cleanup has been failing (against the
+	// deadline and the namespace grace); the real clock when nil.
+	Clock clock.PassiveClock
 }
 
 // AbandonAnnotation is the annotation that makes the finalizer release
@@ -223,10 +225,10 @@ func (f *Finalizer) release(ctx context.Context, h *patch.Helper, obj Object) er
 }
 
 func (f *Finalizer) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
+	if f.Clock != nil {
+		return f.Clock.Now()
 	}
-	return time.Now()
+	return clock.RealClock{}.Now()
 }
 
 // retryAfter grows the delay geometrically with the time since deletion was

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -488,4 +489,64 @@ func (r *recordingRecorder) Eventf(o runtime.Object, t, reason, _ string, _ ...a
 
 func (r *recordingRecorder) AnnotatedEventf(o runtime.Object, _ map[string]string, t, reason, _ string, _ ...any) {
 	r.Event(o, t, reason, "")
+}
+
+// TestCleanupDeadlineFollowsTheFinalizersClock finalizes a Widget whose
+// cleanup fails with the finalizer's clock set just after the deletion and
+// then past the deadline: only the second is Stalled, so the deadline is
+// measured on Finalizer.Clock, not on the machine's clock.
+func TestCleanupDeadlineFollowsTheFinalizersClock(t *testing.T) {
+	c := adminClient(t)
+	ns := testenv.CreateNamespace(t, c, "sample")
+	ext := NewExternal()
+	w := newWidget(ns, "clocked")
+	w.Finalizers = []string{FinalizerName}
+	if err := c.Create(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	deleting, err := getWidget(t.Context(), c, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := deleting.DeletionTimestamp.Time
+	fake := clocktesting.NewFakePassiveClock(deleted.Add(time.Minute))
+	f := &finalizer.Finalizer{Name: FinalizerName, Client: c, APIReader: c, Recorder: &recordingRecorder{},
+		Cleanup: (&Reconciler{External: ext}).cleanup, Deadline: time.Hour, Clock: fake}
+	ext.SetFailing(true)
+
+	stalledAfter := func(at time.Time) (bool, ctrl.Result) {
+		t.Helper()
+		fake.SetTime(at)
+		got, err := getWidget(t.Context(), c, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.Finalize(t.Context(), got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err = getWidget(t.Context(), c, w); err != nil {
+			t.Fatal(err)
+		}
+		return conditions.IsTrue(got, commonv1alpha1.ConditionStalled), res
+	}
+	if stalled, res := stalledAfter(deleted.Add(time.Minute)); stalled || res.RequeueAfter <= 0 || res.RequeueAfter > 59*time.Minute {
+		t.Errorf("a minute after the deletion: stalled %v, requeue %s; want not stalled, a retry within the deadline", stalled, res.RequeueAfter)
+	}
+	if stalled, _ := stalledAfter(deleted.Add(time.Hour + time.Second)); !stalled {
+		t.Error("past the deadline on the finalizer's clock: not Stalled")
+	}
+
+	ext.SetFailing(false)
+	got, err := getWidget(t.Context(), c, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.Finalize(t.Context(), got); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("finalize after a successful cleanup: %+v %v", res, err)
+	}
+	waitGone(t, c, w)
 }
