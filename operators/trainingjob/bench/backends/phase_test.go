@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -65,6 +66,10 @@ type result struct {
 	writes, settled                                        tally
 	settleWindow                                           time.Duration
 	ours, kubeflow                                         procStats
+	// cpu is what every process of the benchmark spent during cpuWall,
+	// from the first submission to lateWrites after the last job.
+	cpu     cpuTimes
+	cpuWall time.Duration
 }
 
 // lateWrites is how long after the last job finished its trailing writes
@@ -93,6 +98,10 @@ func runPhase(ctx context.Context, c *cluster, trk *tracker, audit *auditReader,
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore, err := readCPU(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
 	heapCtx, stopHeap := context.WithCancel(ctx)
 	heaps := c.sampleHeaps(heapCtx)
 	start := time.Now()
@@ -107,6 +116,12 @@ func runPhase(ctx context.Context, c *cluster, trk *tracker, audit *auditReader,
 		return nil, err
 	}
 	time.Sleep(lateWrites)
+	cpuAfter, err := readCPU(os.Getpid())
+	if err != nil {
+		stopHeap()
+		return nil, err
+	}
+	r.cpu, r.cpuWall = cpuAfter.minus(cpuBefore), time.Since(start)
 	oursAfter, kfAfter, err := c.scrapeOperators(ctx)
 	stopHeap()
 	if err != nil {

@@ -2,6 +2,7 @@ package backends
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -63,6 +64,7 @@ func (r *result) report(b *testing.B) {
 			1000*op.stats.cpuSeconds/float64(n), op.stats.maxHeapBytes/(1<<20),
 			mean(op.stats.queueSeconds, op.stats.queueCount), mean(op.stats.workSeconds, op.stats.workCount))
 	}
+	b.Logf("  CPU of every component, first submission to %s after the last job: %s", lateWrites, r.cpu.share(r.cpuWall, runtime.NumCPU()))
 	b.ReportMetric(r.jobsPerSecond(), p.name+"-jobs/s")
 	b.ReportMetric(r.writesPerJob(), p.name+"-writes/job")
 	if r.settleWindow <= 0 {
