@@ -124,12 +124,18 @@ func TestDDPSampleSucceeds(t *testing.T) {
 var checkpointLine = regexp.MustCompile(`checkpoint step (\d+)`)
 var resumedLine = regexp.MustCompile(`resumed from \S+ at step (\d+)`)
 
+// resumeSteps is how long the resumed training runs: 120 s at 0.5 s a step,
+// so that the first run is still training when its worker is deleted
+// (about step 70 on the nightly's machine), and the second run's remaining
+// steps keep the suite short (each 100 steps are 50 s per backend).
+const resumeSteps = 240
+
 // TestWorkerDeletedResumesFromCheckpoint: a worker pod deleted while the
 // job trains makes the operator start a second run, whose rank 0 resumes
 // from the newest checkpoint the first run wrote.
 func TestWorkerDeletedResumesFromCheckpoint(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *steps.Env, ns, backend string) {
-		tj := newJob(t, ns, "resume", map[string]string{"TRAIN_STEPS": "400", "CHECKPOINT_EVERY": "5", "STEP_SECONDS": "0.5"})
+		tj := newJob(t, ns, "resume", map[string]string{"TRAIN_STEPS": strconv.Itoa(resumeSteps), "CHECKPOINT_EVERY": "5", "STEP_SECONDS": "0.5"})
 		create(t, e, tj, backend)
 		var saved int
 		var worker string
@@ -165,7 +171,7 @@ func TestWorkerDeletedResumesFromCheckpoint(t *testing.T) {
 		}
 		// The first run may have saved more after the last log read and
 		// before the worker's deletion stopped it: at least the step seen.
-		if resumed < saved || resumed%5 != 0 || resumed >= 400 {
+		if resumed < saved || resumed%5 != 0 || resumed >= resumeSteps {
 			t.Errorf("second run resumed at step %d, want a checkpoint step >= %d; logs %v", resumed, saved, logs)
 		}
 		t.Logf("run 2 resumed at step %d (last checkpoint seen before the deletion: step %d)", resumed, saved)
