@@ -40,10 +40,14 @@ func backends() []string {
 	return []string{"native"}
 }
 
-// forEachBackend runs test once per backend, in its own namespace.
+// forEachBackend runs test once per backend, in its own namespace. The
+// backends run side by side: they share nothing but the cluster, and the
+// nightly's training suite, which spent most of its time waiting on one
+// training at a time, is its longest.
 func forEachBackend(t *testing.T, test func(t *testing.T, e *steps.Env, ns, backend string)) {
 	for _, b := range backends() {
 		t.Run(b, func(t *testing.T) {
+			t.Parallel()
 			e := steps.Connect(t)
 			test(t, e, e.Namespace(t, "e2e-training"), b)
 		})
