@@ -86,13 +86,10 @@ type NotebookSpec struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// Resources of the Jupyter container, with accelerators. CPU and
-	// memory requests may not exceed their limits and none may be
-	// negative: the API server would refuse the StatefulSet's pod template,
-	// so the Notebook is refused at once instead.
-	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory'].all(k, !has(self.requests) || !(k in self.requests) || !quantity(string(self.requests[k])).isLessThan(quantity('0')))",message="resources.requests of cpu and memory may not be negative"
-	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory'].all(k, !has(self.limits) || !(k in self.limits) || !quantity(string(self.limits[k])).isLessThan(quantity('0')))",message="resources.limits of cpu and memory may not be negative"
-	// +kubebuilder:validation:XValidation:rule="['cpu', 'memory'].all(k, !has(self.requests) || !has(self.limits) || !(k in self.requests) || !(k in self.limits) || !quantity(string(self.limits[k])).isLessThan(quantity(string(self.requests[k]))))",message="resources.requests of cpu and memory may not exceed their limits"
+	// Resources of the Jupyter container, with accelerators. Quantities
+	// the API server would refuse in the StatefulSet's pod template
+	// (negative, or requests above limits) are refused at once, by the
+	// rules of the Resources type.
 	// +optional
 	Resources commonv1alpha1.Resources `json:"resources,omitempty"`
 

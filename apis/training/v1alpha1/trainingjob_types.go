@@ -260,6 +260,7 @@ type Checkpoint struct {
 
 	// Size of the claim the operator creates, named <name>-checkpoint.
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="checkpoint.size must be at least 1Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Ei')) <= 0",message="checkpoint.size must be at most 1Ei: storage sizes are counted in bytes in an int64"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 
@@ -407,15 +408,26 @@ type SharedMemory struct {
 	Disabled bool `json:"disabled,omitempty"`
 
 	// SizeLimit bounds the memory-backed volume; it counts against the
-	// pod's memory limit. Empty means the platform's default size.
+	// pod's memory limit. Empty means the platform's default size; to
+	// leave /dev/shm to the container runtime, set disabled.
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="sharedMemory.sizeLimit must be greater than 0: leave it unset for the platform's default size, or set disabled"
 	// +optional
 	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
 }
 
+// MaxActiveDeadlineSeconds is the largest runPolicy.activeDeadlineSeconds:
+// the child's controller multiplies it by time.Second in an int64, which
+// overflows above this.
+const MaxActiveDeadlineSeconds = 9223372036
+
 // RunPolicy bounds a run and says what happens after it.
 type RunPolicy struct {
-	// ActiveDeadlineSeconds fails the job once it has run this long.
+	// ActiveDeadlineSeconds fails the job once it has run this long. At
+	// most 9223372036 (about 292 years): the child's controller counts the
+	// deadline in nanoseconds in an int64, and a larger value overflows
+	// into a deadline already past.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self <= 9223372036",message="runPolicy.activeDeadlineSeconds must be at most 9223372036 (about 292 years): Kubernetes counts the deadline in nanoseconds in an int64"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="runPolicy.activeDeadlineSeconds is immutable"
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
@@ -433,6 +445,7 @@ type RunPolicy struct {
 	// TTLSecondsAfterFinished deletes the TrainingJob, and with it its
 	// pods, this long after it succeeded or failed. Unset keeps it.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 

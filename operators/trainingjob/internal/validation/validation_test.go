@@ -2,6 +2,7 @@ package validation
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
@@ -166,6 +168,86 @@ func TestCreateRules(t *testing.T) {
 			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](0) },
 			wantErr: "spec.runPolicy.activeDeadlineSeconds: Invalid value",
 		},
+		"largest active deadline": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](trainingv1alpha1.MaxActiveDeadlineSeconds)
+			},
+		},
+		"active deadline that overflows the child's nanoseconds": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](trainingv1alpha1.MaxActiveDeadlineSeconds + 1)
+			},
+			wantErr: "runPolicy.activeDeadlineSeconds must be at most 9223372036",
+		},
+		"largest ttl": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](math.MaxInt32) },
+		},
+		"zero cpu request": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Resources = resources(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0")}, nil)
+			},
+		},
+		"requests equal to limits in other units": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Resources = resources(
+					corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
+					corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m"), corev1.ResourceEphemeralStorage: resource.MustParse("1024Mi")})
+			},
+		},
+		"negative cpu request": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Resources = resources(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")}, nil)
+			},
+			wantErr: "resources.requests of cpu, memory and ephemeral-storage may not be negative",
+		},
+		"negative ephemeral storage limit": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Resources = resources(nil, corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("-2Mi")})
+			},
+			wantErr: "resources.limits of cpu, memory and ephemeral-storage may not be negative",
+		},
+		"zero memory limit": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Resources = resources(nil, corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("0")})
+			},
+			wantErr: "resources.limits of cpu and memory must be greater than 0",
+		},
+		"ephemeral storage request above its limit": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Resources = resources(
+					corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("2Gi")},
+					corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")})
+			},
+			wantErr: "resources.requests of cpu, memory and ephemeral-storage may not exceed their limits",
+		},
+		"resource claims": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Resources = &commonv1alpha1.Resources{ResourceRequirements: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}
+			},
+			wantErr: "resources.claims is not supported",
+		},
+		"smallest shared memory": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.SharedMemory = &trainingv1alpha1.SharedMemory{SizeLimit: ptr.To(resource.MustParse("1"))}
+			},
+		},
+		"zero shared memory": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.SharedMemory = &trainingv1alpha1.SharedMemory{SizeLimit: ptr.To(resource.MustParse("0"))}
+			},
+			wantErr: "sharedMemory.sizeLimit must be greater than 0",
+		},
+		"largest checkpoint": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Ei"))}
+			},
+		},
+		"checkpoint beyond int64 bytes": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("9Ei"))}
+			},
+			wantErr: "checkpoint.size must be at most 1Ei",
+		},
 		"negative ttl": {
 			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](-1) },
 			wantErr: "spec.runPolicy.ttlSecondsAfterFinished: Invalid value",
@@ -307,6 +389,11 @@ func TestCreateRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resources builds the container resources of a TrainingJob.
+func resources(requests, limits corev1.ResourceList) *commonv1alpha1.Resources {
+	return &commonv1alpha1.Resources{ResourceRequirements: corev1.ResourceRequirements{Requests: requests, Limits: limits}}
 }
 
 func TestDefaults(t *testing.T) {
@@ -496,6 +583,40 @@ func TestUpdateRules(t *testing.T) {
 			case tc.wantErr != "" && err == nil:
 				t.Fatalf("invalid update accepted, want an error containing %q", tc.wantErr)
 			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestIntegersBeyondTheirGoType sends numbers that no Go client can build:
+// an int32 field above 2^31-1 that the API server stored would break the
+// operator's decoding of every TrainingJob in its cache, not just this one.
+func TestIntegersBeyondTheirGoType(t *testing.T) {
+	c, ns := setup(t)
+	cases := map[string]struct {
+		path    []string
+		value   int64
+		wantErr string
+	}{
+		"ttl above int32":                {path: []string{"spec", "runPolicy", "ttlSecondsAfterFinished"}, value: math.MaxInt32 + 1, wantErr: "spec.runPolicy.ttlSecondsAfterFinished: Invalid value"},
+		"active deadline near int64 max": {path: []string{"spec", "runPolicy", "activeDeadlineSeconds"}, value: math.MaxInt64, wantErr: "runPolicy.activeDeadlineSeconds must be at most 9223372036"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": trainingv1alpha1.GroupVersion.String(), "kind": "TrainingJob",
+				"metadata": map[string]any{"namespace": ns, "name": strings.ReplaceAll(name, " ", "-")},
+				"spec":     map[string]any{"framework": "pytorch", "image": "registry.example.com/train:1"},
+			}}
+			if err := unstructured.SetNestedField(obj.Object, tc.value, tc.path...); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Create(t.Context(), obj)
+			switch {
+			case err == nil:
+				t.Fatalf("%s = %d accepted", strings.Join(tc.path, "."), tc.value)
+			case !strings.Contains(err.Error(), tc.wantErr):
 				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
 			}
 		})

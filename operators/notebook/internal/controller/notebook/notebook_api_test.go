@@ -110,7 +110,7 @@ func TestAPIValidation(t *testing.T) {
 				nb.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi"), corev1.ResourceCPU: resource.MustParse("1")}
 				nb.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
 			},
-			wantErr: "resources.requests of cpu and memory may not exceed their limits",
+			wantErr: "resources.requests of cpu, memory and ephemeral-storage may not exceed their limits",
 		},
 		"requests equal to limits, in other units": {
 			mutate: func(nb *notebooksv1alpha1.Notebook) {
@@ -122,13 +122,13 @@ func TestAPIValidation(t *testing.T) {
 			mutate: func(nb *notebooksv1alpha1.Notebook) {
 				nb.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")}
 			},
-			wantErr: "resources.requests of cpu and memory may not be negative",
+			wantErr: "resources.requests of cpu, memory and ephemeral-storage may not be negative",
 		},
 		"a negative limit": {
 			mutate: func(nb *notebooksv1alpha1.Notebook) {
 				nb.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("-1Gi")}
 			},
-			wantErr: "resources.limits of cpu and memory may not be negative",
+			wantErr: "resources.limits of cpu, memory and ephemeral-storage may not be negative",
 		},
 		"a name too long for its children": {
 			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Name = strings.Repeat("n", 53) },
