@@ -45,6 +45,13 @@ const (
 	// derived from the spec; the message is the API server's own. Only a
 	// change of the spec can fix it.
 	ReasonChildRejected = "ChildRejected"
+	// ReasonPodsRefused: the API server refuses the pods the object's
+	// child asks for (Pod Security admission, an exhausted ResourceQuota, a
+	// LimitRange, an admission webhook), which the child's controller
+	// reports only as an event on the child; the message is the API
+	// server's own. It may clear without a change of the spec (quota
+	// freed, a policy changed), so the object keeps trying.
+	ReasonPodsRefused = "PodsRefused"
 )
 
 // Annotation suffixes shared by every ml-platform kind. The full key carries

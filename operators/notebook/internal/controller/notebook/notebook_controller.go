@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -21,7 +20,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
@@ -33,6 +31,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/phase"
+	"github.com/ml-platform/ml-platform/shared/podrefusal"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -95,9 +94,9 @@ type Reconciler struct {
 	Endpoint func(nb *notebooksv1alpha1.Notebook) string
 	// NewToken generates access tokens; crypto/rand when nil.
 	NewToken func() (string, error)
-	// Events reads the StatefulSets' FailedCreate events, indexed by
-	// involved object UID; SetupWithManager sets it, and nil reads none.
-	Events client.Reader
+	// Events reads the StatefulSets' FailedCreate events; SetupWithManager
+	// sets it, and nil reads none.
+	Events *podrefusal.Watch
 	// Namespaces limits the event cache, which the operator builds beside
 	// the manager's, to a namespace-scoped install's namespaces
 	// (manager.Config.CacheNamespaces); nil means every namespace.
@@ -157,7 +156,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
-	events, err := newFailedCreateCache(ctx, mgr, r.Namespaces)
+	events, err := podrefusal.New(ctx, mgr, r.Namespaces, podrefusal.KubernetesController("StatefulSet"))
 	if err != nil {
 		return err
 	}
@@ -176,9 +175,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		// StatefulSet: both map back by label.
 		Watches(&corev1.PersistentVolumeClaim{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel).
-		WatchesRawSource(source.Kind(events, &corev1.Event{}, handler.TypedEnqueueRequestsFromMapFunc(r.failedCreateOwner))).
 		WithOptions(opts).
 		Named("notebook")
+	for _, src := range events.Sources(r.failedCreateOwner) {
+		b = b.WatchesRawSource(src)
+	}
 	if _, err := mgr.GetRESTMapper().RESTMapping(featureref.GVK.GroupKind(), featureref.GVK.Version); err == nil {
 		store := &unstructured.Unstructured{}
 		store.SetGroupVersionKind(featureref.GVK)
@@ -187,37 +188,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		log.FromContext(ctx).Info("FeatureStore API not served; FeatureStore changes are picked up at the next reconcile", "reason", err.Error())
 	}
 	return b.Complete(tracing.Reconciler("notebook", panics.Reconciler(mgr, "notebook", &notebooksv1alpha1.Notebook{}, r)))
-}
-
-// indexInvolvedUID indexes the FailedCreate events by the UID of their
-// StatefulSet, so that a reconcile finds its own with one cache lookup.
-const indexInvolvedUID = "involvedObject.uid"
-
-// newFailedCreateCache is an informer cache of the StatefulSets'
-// FailedCreate events only. The manager's caches are label-restricted to
-// the operator's children, and events carry no labels: a field selector
-// keeps this one to the few events that matter, cluster-wide.
-func newFailedCreateCache(ctx context.Context, mgr ctrl.Manager, namespaces map[string]cache.Config) (cache.Cache, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		DefaultNamespaces: namespaces,
-		HTTPClient:        mgr.GetHTTPClient(),
-		Scheme:            mgr.GetScheme(),
-		Mapper:            mgr.GetRESTMapper(),
-		DefaultTransform:  cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{&corev1.Event{}: {Field: fields.SelectorFromSet(fields.Set{
-			"involvedObject.kind": "StatefulSet",
-			"reason":              reasonFailedCreate,
-		})}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := c.IndexField(ctx, &corev1.Event{}, indexInvolvedUID, func(o client.Object) []string {
-		return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
-	}); err != nil {
-		return nil, err
-	}
-	return c, mgr.Add(c)
 }
 
 // failedCreateOwner maps a FailedCreate event to the Notebook of its

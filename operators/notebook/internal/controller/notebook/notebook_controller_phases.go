@@ -344,10 +344,6 @@ func (r *Reconciler) observeServer(ctx context.Context, s *scope) (ctrl.Result, 
 	return ctrl.Result{}, nil
 }
 
-// reasonFailedCreate is the StatefulSet controller's event reason for a pod
-// it could not create.
-const reasonFailedCreate = "FailedCreate"
-
 func hasLivePod(pods []corev1.Pod) bool {
 	for _, p := range pods {
 		if p.DeletionTimestamp.IsZero() {
@@ -359,42 +355,10 @@ func hasLivePod(pods []corev1.Pod) bool {
 
 // latestCreateFailure returns the StatefulSet's most recent FailedCreate
 // event, unless it is older than the operator's last start of the server:
-// events outlive their cause by up to an hour, and one from an earlier run
-// says nothing about this one.
+// an event from an earlier run says nothing about this one.
 func (r *Reconciler) latestCreateFailure(ctx context.Context, sts *appsv1.StatefulSet) (*corev1.Event, error) {
-	if r.Events == nil {
-		return nil, nil
-	}
-	events := &corev1.EventList{}
-	if err := r.Events.List(ctx, events, client.InNamespace(sts.Namespace), client.MatchingFields{indexInvolvedUID: string(sts.UID)}); err != nil {
-		return nil, err
-	}
 	startedAt, _ := time.Parse(time.RFC3339, sts.Annotations[render.AnnotationStartedAt])
-	var latest *corev1.Event
-	for i := range events.Items {
-		e := &events.Items[i]
-		if eventTime(e).Before(startedAt) {
-			continue
-		}
-		if latest == nil || eventTime(e).After(eventTime(latest)) {
-			latest = e
-		}
-	}
-	return latest, nil
-}
-
-// eventTime is when an event was last seen, whichever API recorded it.
-func eventTime(e *corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	default:
-		return e.CreationTimestamp.Time
-	}
+	return r.Events.Latest(ctx, sts.Namespace, sts.UID, startedAt)
 }
 
 func ptrValue(p *int32) int32 {

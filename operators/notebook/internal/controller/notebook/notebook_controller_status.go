@@ -13,6 +13,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/podrefusal"
 )
 
 // computeStatus derives the whole status from what this reconcile observed
@@ -183,20 +184,13 @@ var stuckContainerReasons = map[string]bool{
 	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true,
 }
 
-// reasonQuotaExceeded names a pod creation a ResourceQuota refused.
-const reasonQuotaExceeded = "QuotaExceeded"
-
 // podStartFailure reports why the Notebook's pod cannot start, if it
 // cannot: not created (a ResourceQuota or an admission webhook refused it:
 // createFailure is the StatefulSet controller's event, given only while no
 // pod exists), unschedulable, or a container stuck on its image or config.
 func podStartFailure(pods []corev1.Pod, createFailure *corev1.Event) (reason, message string) {
 	if createFailure != nil {
-		message = strings.TrimSpace(createFailure.Message)
-		if strings.Contains(message, "exceeded quota") {
-			return reasonQuotaExceeded, message
-		}
-		return createFailure.Reason, message
+		return podrefusal.Cause(createFailure)
 	}
 	for _, pod := range pods {
 		if !pod.DeletionTimestamp.IsZero() {

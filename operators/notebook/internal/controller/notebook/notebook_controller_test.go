@@ -662,9 +662,8 @@ func recordFailedCreate(t *testing.T, c client.Client, sts *appsv1.StatefulSet, 
 func waitCachedEvents(t *testing.T, op *operator, sts *appsv1.StatefulSet, n int) {
 	t.Helper()
 	testenv.Eventually(t, "the operator's event cache", func(ctx context.Context) (bool, error) {
-		events := &corev1.EventList{}
-		err := op.reconciler.Events.List(ctx, events, client.InNamespace(sts.Namespace), client.MatchingFields{indexInvolvedUID: string(sts.UID)})
-		return err == nil && len(events.Items) == n, err
+		events, err := op.reconciler.Events.List(ctx, sts.Namespace, sts.UID)
+		return err == nil && len(events) == n, err
 	})
 }
 

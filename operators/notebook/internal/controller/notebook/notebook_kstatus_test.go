@@ -54,7 +54,7 @@ func waitingPod(reason string) corev1.Pod {
 func TestKstatusOfEveryNotebookState(t *testing.T) {
 	ok := jupyter.Observation{LastActivity: t0, Kernels: 1}
 	notAnswering := jupyter.Observation{Err: errors.New("connection refused")}
-	quota := &corev1.Event{Reason: reasonFailedCreate, Message: `pods "nb-0" is forbidden: exceeded quota: compute`}
+	quota := &corev1.Event{Reason: "FailedCreate", Message: `pods "nb-0" is forbidden: exceeded quota: compute`}
 	unschedulable := corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes",
 	}}}}

@@ -73,24 +73,25 @@ func TestChartGrantsNoMoreThanNeeded(t *testing.T) {
 		attrs authorizationv1.ResourceAttributes
 		want  bool
 	}{
-		"watch trainingjobs":        {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "watch"}, true},
-		"patch trainingjob status":  {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Subresource: "status", Verb: "patch"}, true},
-		"create tokenreviews":       {authorizationv1.ResourceAttributes{Group: "authentication.k8s.io", Resource: "tokenreviews", Verb: "create"}, true},
-		"create pytorchjobs":        {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "create"}, true},
-		"deletecollection pods":     {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "deletecollection"}, true},
-		"update trainingjob spec":   {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "update"}, false},
-		"patch trainingjob spec":    {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "patch"}, false},
-		"create trainingjobs":       {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "create"}, false},
-		"delete pytorchjobs":        {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "delete"}, true},
-		"create checkpoint claims":  {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "create"}, true},
-		"delete checkpoint claims":  {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete"}, false},
-		"update pytorchjobs":        {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "update"}, false},
-		"create mpijobs":            {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "mpijobs", Verb: "create"}, false},
-		"create pods":               {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create"}, false},
-		"get secrets":               {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get"}, false},
-		"create featurestores":      {authorizationv1.ResourceAttributes{Group: "features.mlplatform.dev", Resource: "featurestores", Verb: "create"}, false},
-		"leases in its namespace":   {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: chartNamespace}, true},
-		"leases in other namespace": {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "default"}, false},
+		"watch trainingjobs":          {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "watch"}, true},
+		"patch trainingjob status":    {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Subresource: "status", Verb: "patch"}, true},
+		"create tokenreviews":         {authorizationv1.ResourceAttributes{Group: "authentication.k8s.io", Resource: "tokenreviews", Verb: "create"}, true},
+		"create pytorchjobs":          {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "create"}, true},
+		"deletecollection pods":       {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "deletecollection"}, true},
+		"update trainingjob spec":     {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "update"}, false},
+		"patch trainingjob spec":      {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "patch"}, false},
+		"create trainingjobs":         {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "create"}, false},
+		"delete pytorchjobs":          {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "delete"}, true},
+		"create checkpoint claims":    {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "create"}, true},
+		"delete checkpoint claims":    {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete"}, false},
+		"update pytorchjobs":          {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "update"}, false},
+		"create mpijobs":              {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "mpijobs", Verb: "create"}, false},
+		"create pods":                 {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create"}, false},
+		"get secrets":                 {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get"}, false},
+		"create featurestores":        {authorizationv1.ResourceAttributes{Group: "features.mlplatform.dev", Resource: "featurestores", Verb: "create"}, false},
+		"watch events (pod refusals)": {authorizationv1.ResourceAttributes{Resource: "events", Verb: "watch"}, true},
+		"leases in its namespace":     {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: chartNamespace}, true},
+		"leases in other namespace":   {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "default"}, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -158,3 +159,4 @@ func TestChartPassesClientLimitsAndWorkers(t *testing.T) {
 		}
 	}
 }
+

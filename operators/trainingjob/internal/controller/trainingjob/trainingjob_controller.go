@@ -36,6 +36,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/phase"
+	"github.com/ml-platform/ml-platform/shared/podrefusal"
 	"github.com/ml-platform/ml-platform/shared/requeue"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
@@ -93,6 +94,9 @@ type Reconciler struct {
 	// WatchesFeatureStores is false when the FeatureStore CRD was not
 	// installed at start; waiting jobs then poll.
 	WatchesFeatureStores bool
+	// Refusals reads the children's events that say the API server
+	// refused a pod; SetupWithManagerAs sets it, and nil reads none.
+	Refusals *podrefusal.Watch
 	// Clock is the clock for TTLs and backoffs; tests move it.
 	Clock        clock.PassiveClock
 	Metrics      *Metrics
@@ -191,6 +195,9 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
 		WithOptions(opts).
 		Named(Name)
+	if err := r.watchRefusals(mgr, b); err != nil {
+		return err
+	}
 	for _, obj := range r.Backends.Owned() {
 		if _, ok := obj.(*corev1.Service); ok {
 			continue

@@ -79,6 +79,9 @@ type scope struct {
 	// stale is true when the cache lags behind a decision already
 	// recorded: the reconcile then writes nothing and looks again.
 	stale bool
+	// refusal is the child's latest event saying that the API server
+	// refused one of the run's pods, while it has not run; nil otherwise.
+	refusal *corev1.Event
 }
 
 func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
@@ -102,6 +105,7 @@ func (s *scope) observation() observation {
 		invalid:       s.invalid,
 		invalidReason: s.reason,
 		pods:          s.pods,
+		refusal:       s.refusal,
 		now:           s.now,
 		claim:         s.claim,
 		end:           s.end,
@@ -478,7 +482,7 @@ func (r *Reconciler) observePods(ctx context.Context, s *scope) (ctrl.Result, er
 		return ctrl.Result{}, err
 	}
 	s.pods = pods.Items
-	return ctrl.Result{}, nil
+	return r.observeRefusal(ctx, s)
 }
 
 // cleanPods applies the clean-pod policy once the outcome is recorded, so

@@ -79,6 +79,8 @@ type observation struct {
 	invalidReason string
 	// pods are the pods of the current run, for the failure explanation.
 	pods []corev1.Pod
+	// refusal is the child's latest report of a refused pod, if any.
+	refusal *corev1.Event
 	now  time.Time
 	// claim is what was learned about the checkpoint claim; nil when it
 	// was not looked at in this reconcile.
@@ -178,6 +180,7 @@ var runRules = []statusRule{
 	{"succeeded", succeeded},
 	{"failed", failed},
 	{"waiting in the queue", waitingInQueue},
+	{"pods refused", podsRefused},
 	{"admitted, pods pending", admittedPending},
 	{"suspended", suspended},
 	{"suspending", suspending},
@@ -595,6 +598,9 @@ func transitionEvents(before, after []metav1.Condition) []phase.Event {
 	}
 	if c := became(trainingv1alpha1.ConditionCheckpointReady, metav1.ConditionFalse); c != nil {
 		out = append(out, ev(corev1.EventTypeWarning, "WaitingForCheckpointClaim", c.Message))
+	}
+	if e := refusalEvent(before, after); e != nil {
+		out = append(out, *e)
 	}
 	if c := became(trainingv1alpha1.ConditionRestarting, metav1.ConditionTrue); c != nil {
 		out = append(out, ev(corev1.EventTypeWarning, "Restarting", c.Message))
