@@ -172,7 +172,9 @@ type Conditioned interface {
 
 // WaitCondition waits until obj (re-read by its key) has condition typ with
 // status; it fails at once when the object reports failed (a condition
-// type, e.g. Stalled or Failed, True), with the object's conditions.
+// type, e.g. Failed, True) or Stalled=True, with that condition's message:
+// a Stalled object makes no progress without a person (kstatus), so
+// waiting out the timeout would only hide why.
 func (e *Env) WaitCondition(t *testing.T, obj Conditioned, typ string, status metav1.ConditionStatus, failed string, timeout time.Duration) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(obj)
@@ -180,15 +182,30 @@ func (e *Env) WaitCondition(t *testing.T, obj Conditioned, typ string, status me
 		if err := e.C.Get(ctx, key, obj); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		if failed != "" && meta.IsStatusConditionTrue(obj.GetConditions(), failed) {
-			return false, fmt.Errorf("%s is %s", failed, meta.FindStatusCondition(obj.GetConditions(), failed).Message)
-		}
-		c := meta.FindStatusCondition(obj.GetConditions(), typ)
-		return c != nil && c.Status == status && c.ObservedGeneration == obj.GetGeneration(), nil
+		return conditionReached(obj.GetConditions(), obj.GetGeneration(), typ, status, failed)
 	})
 	if err != nil {
 		t.Fatalf("%T %s: waiting for %s=%s: %v; conditions %+v", obj, key, typ, status, err, obj.GetConditions())
 	}
+}
+
+// conditionReached says whether conds show typ with status for generation,
+// and returns an error, which ends the wait, when they show failed or
+// Stalled True instead. The awaited condition wins: a TrainingJob awaited
+// to be Failed is Stalled too.
+func conditionReached(conds []metav1.Condition, generation int64, typ string, status metav1.ConditionStatus, failed string) (bool, error) {
+	if c := meta.FindStatusCondition(conds, typ); c != nil && c.Status == status && c.ObservedGeneration == generation {
+		return true, nil
+	}
+	for _, f := range []string{failed, "Stalled"} {
+		if f == "" || f == typ {
+			continue
+		}
+		if c := meta.FindStatusCondition(conds, f); c != nil && c.Status == metav1.ConditionTrue {
+			return false, fmt.Errorf("%s is True: %s: %s", f, c.Reason, c.Message)
+		}
+	}
+	return false, nil
 }
 
 // Until polls cond until it holds, failing the test with what after timeout.

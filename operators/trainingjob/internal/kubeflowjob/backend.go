@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,8 +21,9 @@ type Backend struct {
 	settings   backend.Settings
 	frameworks map[trainingv1alpha1.Framework]Framework
 	// missing is why the Kubeflow CRDs cannot be used, nil when they are
-	// installed.
-	missing error
+	// installed. It is cleared once, when the CRDs appear while the
+	// operator runs.
+	missing atomic.Pointer[error]
 }
 
 var (
@@ -31,16 +33,30 @@ var (
 
 // NewBackend returns the Kubeflow backend. missing is non-nil when the
 // Kubeflow CRDs were not installed when the operator started: jobs on this
-// backend are then Stalled with its message, and nothing watches their kinds.
+// backend are then Stalled with its message, and nothing watches their kinds
+// until the CRDs appear (MarkInstalled).
 func NewBackend(s backend.Settings, missing error) *Backend {
-	return &Backend{settings: s, frameworks: Frameworks(), missing: missing}
+	b := &Backend{settings: s, frameworks: Frameworks()}
+	if missing != nil {
+		b.missing.Store(&missing)
+	}
+	return b
 }
 
 // Name is kubeflow.
 func (*Backend) Name() trainingv1alpha1.Backend { return trainingv1alpha1.BackendKubeflow }
 
 // Available is nil when the Kubeflow CRDs are installed.
-func (b *Backend) Available() error { return b.missing }
+func (b *Backend) Available() error {
+	if err := b.missing.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// MarkInstalled records that the Kubeflow CRDs appeared after the operator
+// started and their kinds are now watched.
+func (b *Backend) MarkInstalled() { b.missing.Store(nil) }
 
 // Validate accepts every framework of the CRD.
 func (b *Backend) Validate(tj *trainingv1alpha1.TrainingJob) error {

@@ -90,6 +90,8 @@ func TestChartGrantsNoMoreThanNeeded(t *testing.T) {
 		"get secrets":                 {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get"}, false},
 		"create featurestores":        {authorizationv1.ResourceAttributes{Group: "features.mlplatform.dev", Resource: "featurestores", Verb: "create"}, false},
 		"watch events (pod refusals)": {authorizationv1.ResourceAttributes{Resource: "events", Verb: "watch"}, true},
+		"watch crds (kubeflow later)": {authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "watch"}, true},
+		"update crds":                 {authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "update"}, false},
 		"leases in its namespace":     {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: chartNamespace}, true},
 		"leases in other namespace":   {authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "default"}, false},
 	}
@@ -160,3 +162,27 @@ func TestChartPassesClientLimitsAndWorkers(t *testing.T) {
 	}
 }
 
+// TestChartRollsTheOperatorWhenKubeflowIsEnabled: the pod template changes
+// with kubeflow.enabled, so an upgrade that turns Kubeflow on restarts the
+// operator even where it could not pick the CRDs up by itself.
+func TestChartRollsTheOperatorWhenKubeflowIsEnabled(t *testing.T) {
+	template := func(values map[string]any) string {
+		t.Helper()
+		out, err := charttest.Render(chartDir(), "r", "ns", values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range charttest.Documents(out) {
+			if strings.Contains(doc, "kind: Deployment") && strings.Contains(doc, "name: r-trainingjob-operator\n") {
+				return doc[strings.Index(doc, "  template:"):]
+			}
+		}
+		t.Fatal("no operator Deployment rendered")
+		return ""
+	}
+	off := template(nil)
+	on := template(map[string]any{"kubeflow": map[string]any{"enabled": true}})
+	if off == on || !strings.Contains(on, "checksum/backends:") {
+		t.Errorf("the operator's pod template does not change with kubeflow.enabled:\n%s", on)
+	}
+}

@@ -89,7 +89,8 @@ type Reconciler struct {
 	Settings  backend.Settings
 	// Backends are the backends this operator runs, with the default for
 	// jobs that name none. The Kubeflow backend is unavailable when its
-	// CRDs were not installed at start: its kinds are then not watched.
+	// CRDs were not installed at start: its kinds are then watched only
+	// once the CRDs appear (kubeflow_arrival.go).
 	Backends *backend.Registry
 	// WatchesFeatureStores is false when the FeatureStore CRD was not
 	// installed at start; waiting jobs then poll.
@@ -151,7 +152,7 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 
 // kubeflowMissing explains a cluster without the Kubeflow CRDs.
 func kubeflowMissing(obj client.Object) error {
-	return fmt.Errorf("the Kubeflow training-operator's CRDs (%T) are not installed in this cluster: install them (the chart's kubeflow.enabled) and restart the operator, or use backend: native", obj)
+	return fmt.Errorf("the Kubeflow training-operator's CRDs (%T) are not installed in this cluster: install them (the chart's kubeflow.enabled; the operator starts the backend when they appear), or use backend: native", obj)
 }
 
 // OwnedObjects are the kinds the operator creates, for shared/manager's
@@ -214,7 +215,12 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		fs.SetGroupVersionKind(featureref.GVK)
 		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(r.featureStoreToTrainingJobs))
 	}
-	return b.Complete(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
+	arrival := r.watchKubeflowArrival(b)
+	c, err := b.Build(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
+	if err != nil || arrival == nil {
+		return err
+	}
+	return arrival.start(mgr, c)
 }
 
 // podToTrainingJob maps a pod of a run to its TrainingJob through the label

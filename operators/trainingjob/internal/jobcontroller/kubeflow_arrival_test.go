@@ -1,0 +1,53 @@
+package jobcontroller
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+// TestKubeflowCRDsInstalledLaterArePickedUp starts the operator in a
+// cluster without the Kubeflow CRDs, as `make quickstart` leaves it, then
+// installs them, as `make e2e` does with kubeflow.enabled: the job that was
+// Stalled for want of the backend gets its PyTorchJob without an operator
+// restart. The CRDs stay installed for the rest of the package, whose
+// other tests run on the native backend.
+func TestKubeflowCRDsInstalledLaterArePickedUp(t *testing.T) {
+	c, ns := setup(t)
+	tj := newTJ(ns, "late", 1)
+	tj.Spec.Backend = trainingv1alpha1.BackendKubeflow
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTJ(t, c, tj, "Stalled BackendUnavailable", func(tj *trainingv1alpha1.TrainingJob) bool {
+		s := conditions.Get(tj, commonv1alpha1.ConditionStalled)
+		return s != nil && s.Reason == "BackendUnavailable"
+	})
+	if s := conditions.Get(got, commonv1alpha1.ConditionStalled); strings.Contains(s.Message, "restart the operator") {
+		t.Errorf("Stalled message %q still asks for a restart", s.Message)
+	}
+
+	crds := filepath.Join("..", "..", "..", "..", "charts", "trainingjob-operator", "files", "kubeflow-crds")
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{crds}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the operator creates the PyTorchJob of run 1", func(ctx context.Context) (bool, error) {
+		// Until the API server serves the kind, the client cannot map it.
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "late-r1"}, &kubeflowv1.PyTorchJob{})
+		return err == nil, nil
+	})
+	waitTJ(t, c, tj, "Created and no longer Stalled", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionCreated) && !conditions.IsTrue(tj, commonv1alpha1.ConditionStalled) &&
+			tj.Status.Job != nil && tj.Status.Job.Kind == kubeflowv1.PyTorchJobKind
+	})
+}
