@@ -180,7 +180,9 @@ func TestCreateRules(t *testing.T) {
 			wantErr: "runPolicy.activeDeadlineSeconds must be at most 9223372036",
 		},
 		"largest ttl": {
-			mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](math.MaxInt32) },
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](math.MaxInt32)
+			},
 		},
 		"zero cpu request": {
 			mutate: func(tj *trainingv1alpha1.TrainingJob) {

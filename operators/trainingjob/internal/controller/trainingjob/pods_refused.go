@@ -152,4 +152,3 @@ func refusalEvent(before, after []metav1.Condition) *event {
 	e := ev(corev1.EventTypeWarning, commonv1alpha1.ReasonPodsRefused, a.Message)
 	return &e
 }
-

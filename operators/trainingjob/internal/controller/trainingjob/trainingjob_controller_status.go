@@ -81,7 +81,7 @@ type observation struct {
 	pods []corev1.Pod
 	// refusal is the child's latest report of a refused pod, if any.
 	refusal *corev1.Event
-	now  time.Time
+	now     time.Time
 	// claim is what was learned about the checkpoint claim; nil when it
 	// was not looked at in this reconcile.
 	claim *claimObservation
