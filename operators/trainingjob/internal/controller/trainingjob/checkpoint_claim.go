@@ -19,13 +19,33 @@ import (
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
+// annotationCreatedFor on a checkpoint claim the operator created holds the
+// UID of the TrainingJob it was created for. The claim itself thereby
+// records its creation durably: the CheckpointClaimCreated event follows
+// the status write that first records the claim ready, whichever reconcile
+// that is, so a write that fails after the claim was created (a conflict,
+// an outage) no longer loses the event. A claim retained from an earlier
+// TrainingJob of the same name carries that job's UID and is not announced
+// as created.
+const annotationCreatedFor = "training.mlplatform.dev/created-for"
+
+// claimCreationRecorded says whether the status write after this reconcile
+// recorded, for the first time, the claim created for this TrainingJob
+// (status.checkpointClaim is recorded with the run's child).
+func claimCreationRecorded(s *scope, before, after *trainingv1alpha1.TrainingJob, statusWritten bool) bool {
+	return statusWritten && s.createdClaim && s.claim != nil && before.Status.CheckpointClaim == "" && after.Status.CheckpointClaim != ""
+}
+
 // checkpointClaim is the phase that makes sure the checkpoint claim exists
 // and suits the job before a run is created (observeJob decided that one
 // may be). A claim that is not ready yet is looked at again after
 // claimPollInterval, unless only a person can fix it.
 func (r *Reconciler) checkpointClaim(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if !s.mayCreate || s.tj.Spec.Checkpoint == nil {
+	if s.tj.Spec.Checkpoint == nil {
 		return ctrl.Result{}, nil
+	}
+	if !s.mayCreate {
+		return ctrl.Result{}, r.observeUnrecordedClaim(ctx, s)
 	}
 	if err := r.ensureClaim(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -34,6 +54,38 @@ func (r *Reconciler) checkpointClaim(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: claimPollInterval}, nil
+}
+
+// observeUnrecordedClaim reads, without creating it, the operator's claim
+// of a run whose child exists while status does not record the claim yet:
+// the reconcile that created them failed its status write. The status
+// then records the claim and its readiness, and the creation event is due.
+func (r *Reconciler) observeUnrecordedClaim(ctx context.Context, s *scope) error {
+	cp := s.tj.Spec.Checkpoint
+	if s.job == nil || s.finished || cp.Size == nil || s.tj.Status.CheckpointClaim != "" {
+		return nil
+	}
+	name := backend.CheckpointClaimName(s.tj)
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.tj.Namespace, Name: name}, pvc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if pvc.Labels[trainingv1alpha1.LabelJobName] != s.tj.Name {
+		return nil
+	}
+	s.claim = &claimObservation{name: name}
+	s.createdClaim = pvc.Annotations[annotationCreatedFor] == string(s.tj.UID)
+	return checkClaim(s.claim, pvc, cp, createdClaimMessage(cp, name))
+}
+
+// createdClaimMessage says where the checkpoints of a claim the operator
+// created are kept, and what happens to them.
+func createdClaimMessage(cp *trainingv1alpha1.Checkpoint, name string) string {
+	policy := "it is kept after the TrainingJob is deleted (deletionPolicy Retain)"
+	if cp.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete {
+		policy = "it is deleted with the TrainingJob (deletionPolicy Delete)"
+	}
+	return fmt.Sprintf("Checkpoints are kept in claim %s; %s", name, policy)
 }
 
 // ensureClaim observes the checkpoint claim into s.claim, creating it when
@@ -69,14 +121,11 @@ func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) error {
 		obs.message = fmt.Sprintf("PersistentVolumeClaim %s already exists and was not created for this TrainingJob; delete or rename it, or name it in checkpoint.claimName", name)
 		return nil
 	}
+	s.createdClaim = pvc.Annotations[annotationCreatedFor] == string(s.tj.UID)
 	if err := r.adoptClaim(ctx, s.tj, pvc); err != nil {
 		return err
 	}
-	policy := "it is kept after the TrainingJob is deleted (deletionPolicy Retain)"
-	if cp.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete {
-		policy = "it is deleted with the TrainingJob (deletionPolicy Delete)"
-	}
-	return checkClaim(obs, pvc, cp, fmt.Sprintf("Checkpoints are kept in claim %s; %s", name, policy))
+	return checkClaim(obs, pvc, cp, createdClaimMessage(cp, name))
 }
 
 // getOrCreateClaim returns the operator's claim, creating it when it is
@@ -101,7 +150,6 @@ func (r *Reconciler) getOrCreateClaim(ctx context.Context, s *scope, name string
 	err = r.Client.Create(ctx, desired)
 	switch {
 	case err == nil:
-		s.createdClaim = true
 		return desired, nil
 	case apierrors.IsAlreadyExists(err):
 		return pvc, r.APIReader.Get(ctx, key, pvc)
@@ -154,7 +202,7 @@ func (r *Reconciler) desiredClaim(tj *trainingv1alpha1.TrainingJob, name string)
 	labels := manager.ManagedByLabels(r.Settings.OperatorName)
 	labels[trainingv1alpha1.LabelJobName] = tj.Name
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: name, Labels: labels, Annotations: map[string]string{annotationCreatedFor: string(tj.UID)}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{cp.AccessMode},
 			StorageClassName: cp.StorageClassName,

@@ -299,7 +299,7 @@ func (r *Reconciler) runner(s *scope) *phase.Runner[*trainingv1alpha1.TrainingJo
 			if statusWritten {
 				r.Metrics.observeTransitions(before, tj, r.Settings.Catalog, r.Clock.Now())
 			}
-			if s.createdClaim && s.claim != nil {
+			if claimCreationRecorded(s, before, tj, statusWritten) {
 				r.Recorder.Event(tj, corev1.EventTypeNormal, "CheckpointClaimCreated", s.claim.message)
 			}
 			if s.created {

@@ -69,7 +69,8 @@ type scope struct {
 	// created now, as far as the gates before the checkpoint claim go.
 	mayCreate bool
 	// claim is the checkpoint claim's state; createdClaim is true when
-	// this reconcile created it.
+	// the claim was created for this TrainingJob, by this reconcile or an
+	// earlier one (annotationCreatedFor).
 	claim        *claimObservation
 	createdClaim bool
 	// end is a run ended in this reconcile; decision explains a failed run
