@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -465,8 +464,10 @@ func TestNativeOperatorRestartMidRunCreatesNoSecondJob(t *testing.T) {
 	}
 }
 
-// TestNativeJobTheAPIRejectsStallsWithoutHotRetry: requests above limits
-// pass the TrainingJob's CRD but not the Job's validation.
+// TestNativeJobTheAPIRejectsStallsWithoutHotRetry: an extended resource
+// requested above its limit passes the TrainingJob's CRD (whose rules check
+// cpu, memory and ephemeral-storage) but not the Job's validation, which
+// wants requests of resources that cannot be overcommitted equal to limits.
 func TestNativeJobTheAPIRejectsStallsWithoutHotRetry(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
@@ -474,8 +475,8 @@ func TestNativeJobTheAPIRejectsStallsWithoutHotRetry(t *testing.T) {
 
 	tj := native(newTrainingJob(ns, "greedy", 1))
 	tj.Spec.Resources = &commonv1alpha1.Resources{ResourceRequirements: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+		Requests: corev1.ResourceList{"example.com/dongle": resource.MustParse("2")},
+		Limits:   corev1.ResourceList{"example.com/dongle": resource.MustParse("1")},
 	}}
 	if err := c.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
@@ -484,7 +485,7 @@ func TestNativeJobTheAPIRejectsStallsWithoutHotRetry(t *testing.T) {
 		c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonJobRejected
 	})
-	if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, "must be less than or equal to cpu limit") {
+	if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, "must be equal to example.com/dongle limit") {
 		t.Errorf("Stalled message %q lacks the API's explanation", msg)
 	}
 	testenv.WaitForEvent(t, c, tj, ReasonJobRejected)
@@ -511,38 +512,6 @@ func TestNativeJobTheAPIRejectsStallsWithoutHotRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "a second attempt after the spec changed", func(context.Context) (bool, error) { return creates() == 2, nil })
-}
-
-func TestKubeflowBackendWithoutItsCRDsStalls(t *testing.T) {
-	c := adminClient(t)
-	ns := createNamespace(t, c)
-	startOperator(t, func(r *Reconciler) {
-		// As NewReconciler registers them on a cluster without the
-		// Kubeflow CRDs.
-		backends, err := backendsWithoutKubeflow(r.Settings)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Backends = backends
-	})
-	tj := newTrainingJob(ns, "legacy", 1)
-	tj.Spec.Backend = trainingv1alpha1.BackendKubeflow
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	got := waitTJ(t, c, tj, "Stalled: backend unavailable", func(tj *trainingv1alpha1.TrainingJob) bool {
-		c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonBackendUnavailable
-	})
-	if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, "not installed") {
-		t.Errorf("message %q", msg)
-	}
-	// A native job next to it runs.
-	other := native(newTrainingJob(ns, "fresh", 1))
-	if err := c.Create(t.Context(), other); err != nil {
-		t.Fatal(err)
-	}
-	waitBatchJob(t, c, ns, "fresh-r1")
 }
 
 func TestBackendAdmission(t *testing.T) {
@@ -581,13 +550,6 @@ func TestBackendAdmission(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "backend is immutable") {
 		t.Errorf("setting backend later: %v, want it refused as immutable", err)
 	}
-}
-
-// backendsWithoutKubeflow registers the backends as NewReconciler does on
-// a cluster without the Kubeflow CRDs.
-func backendsWithoutKubeflow(s backend.Settings) (*backend.Registry, error) {
-	return backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(s),
-		kubeflowjob.NewBackend(s, kubeflowMissing(&kubeflowv1.PyTorchJob{})))
 }
 
 // TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce runs one
