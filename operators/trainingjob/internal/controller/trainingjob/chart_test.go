@@ -173,8 +173,8 @@ func TestChartRollsTheOperatorWhenKubeflowIsEnabled(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, doc := range charttest.Documents(out) {
-			if strings.Contains(doc, "kind: Deployment") && strings.Contains(doc, "name: r-trainingjob-operator\n") {
-				return doc[strings.Index(doc, "  template:"):]
+			if _, tmpl, ok := strings.Cut(doc, "  template:"); ok && strings.Contains(doc, "kind: Deployment") && strings.Contains(doc, "name: r-trainingjob-operator\n") {
+				return tmpl
 			}
 		}
 		t.Fatal("no operator Deployment rendered")

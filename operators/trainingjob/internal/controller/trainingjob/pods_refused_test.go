@@ -1,6 +1,7 @@
 package trainingjob
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +31,7 @@ func TestARetriedRefusalChangesNothing(t *testing.T) {
 		t.Fatalf("no Warning event for the first refusal: %+v", e)
 	}
 
-	before := append(tj.Status.Conditions[:0:0], tj.Status.Conditions...)
+	before := slices.Clone(tj.Status.Conditions)
 	o.refusal = refusal("j-r1-0-fghij", "exceeded quota: compute")
 	setStatus(tj, o)
 	if got := conditions.Get(tj, trainingv1alpha1.ConditionRunning); got.Message != first.Message {
