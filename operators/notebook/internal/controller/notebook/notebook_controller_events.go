@@ -42,10 +42,10 @@ func (r *Reconciler) emitEvents(s *scope) {
 	if wasPending && s.applied && s.stsWritten {
 		r.Recorder.Event(nb, corev1.EventTypeNormal, notebooksv1alpha1.ReasonUpdateApplied, "The deferred spec change was applied; the Jupyter server restarts")
 	}
-	if now := conditions.Get(nb, commonv1alpha1.ConditionReady); now != nil && now.Reason == notebooksv1alpha1.ReasonPodStartFailed {
+	if now := conditions.Get(nb, commonv1alpha1.ConditionReady); now != nil && (now.Reason == notebooksv1alpha1.ReasonPodStartFailed || now.Reason == commonv1alpha1.ReasonPodsRefused) {
 		old := conditions.Get(before, commonv1alpha1.ConditionReady)
 		if old == nil || old.Reason != now.Reason || old.Message != now.Message {
-			r.Recorder.Event(nb, corev1.EventTypeWarning, notebooksv1alpha1.ReasonPodStartFailed, now.Message)
+			r.Recorder.Event(nb, corev1.EventTypeWarning, now.Reason, now.Message)
 		}
 	}
 	if s.stalled != "" {

@@ -131,9 +131,15 @@ func markServing(s *scope) notebooksv1alpha1.Phase {
 		// status recovers by itself once a retry works.
 		conditions.MarkStalled(nb, notebooksv1alpha1.ReasonPodStartFailed, podReason+": "+podMessage)
 		return notebooksv1alpha1.PhaseFailed
+	case s.createFailure != nil:
+		// The API server refuses the pod (quota, Pod Security, an
+		// admission webhook): the reason every kind gives this situation.
+		// It may clear without the user (quota freed): still in progress.
+		conditions.MarkReconciling(nb, commonv1alpha1.ReasonPodsRefused, podReason+": "+podMessage)
+		return notebooksv1alpha1.PhaseFailed
 	case podReason != "":
-		// Quota, scheduling and admission refusals may clear without the
-		// user (quota freed, a node added): still in progress.
+		// Scheduling may clear without the user (a node added): still in
+		// progress.
 		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonPodStartFailed, podReason+": "+podMessage)
 		return notebooksv1alpha1.PhaseFailed
 	case s.running:

@@ -584,12 +584,12 @@ func TestQuotaRejectionIsReported(t *testing.T) {
 	recordFailedCreate(t, c, sts, fmt.Sprintf("create Pod quota-0 in StatefulSet quota failed error: %v", createErr), op.clock.Now())
 	got := waitNotebook(t, c, nb, "QuotaExceeded reported", func(nb *notebooksv1alpha1.Notebook) bool {
 		r := conditions.Get(nb, commonv1alpha1.ConditionReady)
-		return r != nil && r.Reason == notebooksv1alpha1.ReasonPodStartFailed && strings.HasPrefix(r.Message, "QuotaExceeded: ") && strings.Contains(r.Message, "exceeded quota: compute")
+		return r != nil && r.Reason == commonv1alpha1.ReasonPodsRefused && strings.HasPrefix(r.Message, "QuotaExceeded: ") && strings.Contains(r.Message, "exceeded quota: compute")
 	})
 	if got.Status.Phase != notebooksv1alpha1.PhaseFailed || !conditions.IsTrue(got, commonv1alpha1.ConditionReconciling) {
 		t.Errorf("phase %s conditions %+v", got.Status.Phase, got.Status.Conditions)
 	}
-	if e := testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonPodStartFailed); !strings.Contains(e.Message, "exceeded quota") {
+	if e := testenv.WaitForEvent(t, c, got, commonv1alpha1.ReasonPodsRefused); !strings.Contains(e.Message, "exceeded quota") {
 		t.Errorf("event %q", e.Message)
 	}
 
