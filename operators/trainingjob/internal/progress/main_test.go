@@ -122,6 +122,9 @@ func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*pro
 	opts := progress.DefaultOptions()
 	opts.BindAddress, opts.CertDir, opts.URL = addr, dir, "https://localhost:"+strconv.Itoa(port)
 	opts.Interval, opts.Rate, opts.Burst = 2*time.Second, 1000, 1000
+	// Every test posts from 127.0.0.1: the source's bucket stays out of
+	// the way unless a test sets it.
+	opts.SourceRate, opts.SourceBurst = 1000, 1000
 	var cfgTune func(*manager.Config)
 	if tune != nil {
 		cfgTune = func(c *manager.Config) { tune(&opts, c) }
