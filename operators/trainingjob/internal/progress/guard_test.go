@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/metrics/metricstest"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -103,6 +104,14 @@ type guarded struct {
 	token    string
 	// fromReplica marks every request as passed on by a replica.
 	fromReplica bool
+	metrics     *endpointMetrics
+}
+
+// counter reads a series of the endpoint's metrics, which every test of
+// this process shares: tests compare differences.
+func counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	return metricstest.Value(t, name, map[string]string{label: value})
 }
 
 func newGuarded(t *testing.T, o Options) *guarded {
@@ -124,12 +133,12 @@ func newGuarded(t *testing.T, o Options) *guarded {
 		OwnerReferences: ref("batch/v1", "Job", "train-r1", "job-uid")}}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tj, job, pod).Build()
 
-	g := &guarded{clock: newFakeClock(), reviewer: &countingReviewer{pods: map[string]boundPod{}}}
+	g := &guarded{clock: newFakeClock(), reviewer: &countingReviewer{pods: map[string]boundPod{}}, metrics: newEndpointMetrics()}
 	g.token = jwt("rank0", g.clock.Now().Add(time.Hour))
 	g.reviewer.pods[g.token] = boundPod{Namespace: "team", Name: "train-r1-0", UID: "pod-uid"}
 	g.h = &Handler{
 		Auth: &Authorizer{
-			Reviews: newTokenReviews(g.reviewer.review, o.Reviews, g.clock.Now, nil),
+			Reviews: newTokenReviews(g.reviewer.review, o.Reviews, g.clock.Now, g.metrics),
 			Reader:  reader, Scheme: scheme,
 		},
 		Writer:      &Writer{Now: g.clock.Now},
@@ -138,6 +147,7 @@ func newGuarded(t *testing.T, o Options) *guarded {
 		FromReplica: func(*http.Request) bool { return g.fromReplica },
 		Leading:     func() bool { return true },
 		Log:         logr.Discard(),
+		Metrics:     g.metrics,
 	}
 	return g
 }
@@ -183,6 +193,8 @@ func (c codes) String() string { return fmt.Sprint(map[int]int(c)) }
 // 429 and Retry-After. From one source, the source's bucket stops the
 // flood before it costs even that.
 func TestGarbageTokensCostAtMostTheReviewBudget(t *testing.T) {
+	const throttled, reviews = "mlplatform_trainingjob_progress_throttled_total", "mlplatform_trainingjob_progress_tokenreviews_total"
+	budgetBefore, refusedBefore := counter(t, throttled, "limit", "tokenreview"), counter(t, reviews, "result", "refused")
 	o := generous()
 	o.Reviews.Rate, o.Reviews.Burst = 5, 20
 	g := newGuarded(t, o)
@@ -200,6 +212,13 @@ func TestGarbageTokensCostAtMostTheReviewBudget(t *testing.T) {
 	if got[401] != 20 || got[429] != 480 {
 		t.Errorf("answers %v, want 20 x 401 and 480 x 429", got)
 	}
+	if d := counter(t, throttled, "limit", "tokenreview") - budgetBefore; d != 480 {
+		t.Errorf("throttled_total{limit=tokenreview} rose by %v, want 480", d)
+	}
+	if d := counter(t, reviews, "result", "refused") - refusedBefore; d != 20 {
+		t.Errorf("tokenreviews_total{result=refused} rose by %v, want 20", d)
+	}
+	sourceBefore := counter(t, throttled, "limit", "source")
 
 	o = generous()
 	o.SourceRate, o.SourceBurst = 1, 10
@@ -214,11 +233,16 @@ func TestGarbageTokensCostAtMostTheReviewBudget(t *testing.T) {
 	if got[401] != 10 || got[429] != 490 {
 		t.Errorf("answers %v, want 10 x 401 and 490 x 429", got)
 	}
+	if d := counter(t, throttled, "limit", "source") - sourceBefore; d != 490 {
+		t.Errorf("throttled_total{limit=source} rose by %v, want 490", d)
+	}
 }
 
 // TestValidTokenFloodCostsOneReview: 2000 reports with one valid token,
 // sequential and concurrent, cost one TokenReview.
 func TestValidTokenFloodCostsOneReview(t *testing.T) {
+	const hits, reviews = "mlplatform_trainingjob_progress_token_cache_hits_total", "mlplatform_trainingjob_progress_tokenreviews_total"
+	hitsBefore, reviewsBefore := counter(t, hits, "result", "authenticated"), counter(t, reviews, "result", "authenticated")
 	g := newGuarded(t, generous())
 	var wg sync.WaitGroup
 	var accepted atomic.Int64
@@ -237,6 +261,35 @@ func TestValidTokenFloodCostsOneReview(t *testing.T) {
 	}
 	if accepted.Load() != 2000 {
 		t.Errorf("%d of 2000 reports accepted", accepted.Load())
+	}
+	// The first request of each goroutine may wait for the one review
+	// instead of reading the cache.
+	if d := counter(t, hits, "result", "authenticated") - hitsBefore; d < 2000-8 || d > 1999 {
+		t.Errorf("token_cache_hits_total{result=authenticated} rose by %v, want 1992 to 1999", d)
+	}
+	if d := counter(t, reviews, "result", "authenticated") - reviewsBefore; d != 1 {
+		t.Errorf("tokenreviews_total{result=authenticated} rose by %v, want 1", d)
+	}
+}
+
+// TestJobLimitAnswers429: an authorized job past its burst gets 429 with
+// Retry-After, counted as throttled by the trainingjob limit.
+func TestJobLimitAnswers429(t *testing.T) {
+	const throttled = "mlplatform_trainingjob_progress_throttled_total"
+	before := counter(t, throttled, "limit", "trainingjob")
+	o := generous()
+	o.Rate, o.Burst = 0.5, 2
+	g := newGuarded(t, o)
+	var got []int
+	for range 3 {
+		got = append(got, g.post("team", "10.0.0.1", g.token, `{"step":1}`).Code)
+	}
+	rec := g.post("team", "10.0.0.1", g.token, `{"step":1}`)
+	if fmt.Sprint(got) != "[202 202 429]" || rec.Code != 429 || rec.Header().Get("Retry-After") != "2" {
+		t.Errorf("answers %v then %d with Retry-After %q, want [202 202 429] then 429 with 2", got, rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if d := counter(t, throttled, "limit", "trainingjob") - before; d != 2 {
+		t.Errorf("throttled_total{limit=trainingjob} rose by %v, want 2", d)
 	}
 }
 
