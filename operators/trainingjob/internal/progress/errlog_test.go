@@ -67,7 +67,7 @@ func TestConnectionErrorsAreLoggedAtMostOncePerInterval(t *testing.T) {
 	clock.step(30 * time.Second)
 	c.flush(false)
 	if got := out.all(); len(got) != 1 || !strings.Contains(got[0], `"count"=1 `) {
-		t.Fatalf("after 1000 errors within the interval the log has %q, want one line with count 1", got)
+		t.Fatalf("after 1000 errors within the interval the log has %d lines (the first %q), want one line with count 1", len(got), got[0])
 	}
 	clock.step(30 * time.Second)
 	c.flush(false)
