@@ -407,6 +407,10 @@ func TestUniqueKeysPerObject(t *testing.T) {
 		`{"a":{"b":{"c":1}},"d":2,"a":3}`:       "a",
 		`{"step":1,"metrics":{"l":1},"step":1}`: "step",
 		`{"s":"step","step":"s","x":["step"]}`:  "",
+		`}`:                                     "",
+		`{"a":1}}{"a":1,"a":2}`:                 "",
+		`[{"a":1]`:                              "",
+		`{"a" 1, "a": 2}`:                       "",
 	} {
 		err := uniqueKeys([]byte(body))
 		if wantDup == "" && err != nil || wantDup != "" && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", wantDup))) {

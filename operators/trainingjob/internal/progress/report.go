@@ -45,10 +45,10 @@ var ErrInvalid = errors.New("invalid report")
 func Decode(r io.Reader) (Report, error) {
 	body, err := io.ReadAll(r)
 	if err != nil {
-		return Report{}, fmt.Errorf("%w: reading the body: %s", ErrInvalid, err)
+		return Report{}, fmt.Errorf("%w: reading the body: %w", ErrInvalid, err)
 	}
 	if err := uniqueKeys(body); err != nil {
-		return Report{}, fmt.Errorf("%w: %s", ErrInvalid, err)
+		return Report{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	var rep Report
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -68,11 +68,7 @@ func Decode(r io.Reader) (Report, error) {
 func uniqueKeys(body []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var open []*jsonFrame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
+	for tok, err := dec.Token(); err == nil; tok, err = dec.Token() {
 		if n := len(open); n > 0 && open[n-1].keys != nil && open[n-1].wantKey {
 			if key, ok := tok.(string); ok {
 				if open[n-1].keys[key] {
@@ -90,13 +86,18 @@ func uniqueKeys(body []byte) error {
 			open = append(open, &jsonFrame{})
 			continue
 		case json.Delim('}'), json.Delim(']'):
-			open = open[:len(open)-1]
+			// The decoder refuses an unmatched delimiter; the guard only
+			// keeps the walk safe whatever it returns.
+			if len(open) > 0 {
+				open = open[:len(open)-1]
+			}
 		}
 		// A value ended: the object holding it expects a key next.
 		if n := len(open); n > 0 && open[n-1].keys != nil {
 			open[n-1].wantKey = true
 		}
 	}
+	return nil
 }
 
 // jsonFrame is an open object (with the keys it named so far) or array
