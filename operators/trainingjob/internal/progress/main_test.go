@@ -148,7 +148,18 @@ func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*pro
 // Retry-After header.
 func (e *endpoint) post(t *testing.T, ns, job, token, body string) (int, string, string) {
 	t.Helper()
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.pool, ServerName: "localhost"}}}
+	return e.postFrom(t, "", ns, job, token, body)
+}
+
+// postFrom is post from the loopback address local ("" for any), so a
+// test can report from several source addresses.
+func (e *endpoint) postFrom(t *testing.T, local, ns, job, token, body string) (int, string, string) {
+	t.Helper()
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.pool, ServerName: "localhost"}}
+	if local != "" {
+		transport.DialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).DialContext
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: transport}
 	url := fmt.Sprintf("https://%s/v1/namespaces/%s/trainingjobs/%s/progress", e.addr, ns, job)
 	var code int
 	var out []byte

@@ -3,6 +3,7 @@ package progress_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +134,51 @@ func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
 	if code, body, _ := standby.post(t, ns, "other", token, `{"step":1}`); code != 403 {
 		t.Errorf("a refused report through the standby: %d %s, want 403", code, body)
 	}
+}
+
+// TestStandbyPassesReportsOnWithoutTheLeaderLimitingItsAddress: each
+// source address may send one report at once; five pods at five
+// addresses report through the standby, which limits each by its own
+// address and passes it on. The leader sees them all come from the
+// standby's one address, but the standby proves it is a replica (its TLS
+// client certificate is the endpoint's own), so none is refused there; a
+// sixth report from an address that already sent one is refused by the
+// standby.
+func TestStandbyPassesReportsOnWithoutTheLeaderLimitingItsAddress(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-ha-limit")
+	leaseNS := testenv.CreateNamespace(t, c, "progress-ha-lease")
+	dir, pool := certDir(t)
+	replica := func(o *progress.Options, cfg *manager.Config) {
+		cfg.LeaderElect, cfg.LeaderElectionNamespace = true, leaseNS
+		o.Namespace, o.AdvertiseAddress = leaseNS, o.BindAddress
+		o.SourceRate, o.SourceBurst = 0.001, 1
+	}
+	leader := startOperator(t, dir, pool, replica)
+	select {
+	case <-leader.Elected():
+	case <-time.After(testenv.EventuallyTimeout):
+		t.Fatal("the first replica did not lead")
+	}
+	testenv.Eventually(t, "the leader to publish its address", func(ctx context.Context) (bool, error) {
+		var lease coordinationv1.Lease
+		err := c.Get(ctx, types.NamespacedName{Namespace: leaseNS, Name: operatorName + "-progress.mlplatform.dev"}, &lease)
+		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == leader.addr, nil
+	})
+	standby := startOperator(t, dir, pool, replica)
+	f := newJob(t, c, ns, "many")
+	token := f.pod(t, c, cs, "many-r1-0", progress.Audience, rank(0), nil)
+
+	for i := 2; i <= 6; i++ {
+		if code, body, _ := standby.postFrom(t, fmt.Sprintf("127.0.0.%d", i), ns, "many", token, fmt.Sprintf(`{"step":%d}`, i)); code != 202 {
+			t.Fatalf("report from 127.0.0.%d through the standby: %d %s", i, code, body)
+		}
+	}
+	code, body, retryAfter := standby.postFrom(t, "127.0.0.2", ns, "many", token, `{"step":7}`)
+	if code != 429 || !strings.Contains(body, "from this address") || retryAfter == "" {
+		t.Errorf("a second report from 127.0.0.2: %d %s (Retry-After %q), want 429 from the standby's source limit", code, body, retryAfter)
+	}
+	waitStep(t, c, f, 6)
 }
 
 // TestFinalReportIsNotHeldBackByTheInterval: with an interval far longer
