@@ -9,11 +9,8 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -225,23 +222,7 @@ func replaceRun(t *testing.T, c client.Client, ep *endpoint, f *fixture) *batchv
 	if err := c.Delete(t.Context(), old, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{manager.LabelManagedBy: operatorName}
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name, Labels: labels},
-		Spec: batchv1.JobSpec{
-			CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "pytorch", Image: "trainer"}}},
-			},
-		},
-	}
-	if err := ctrl.SetControllerReference(f.tj, job, scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(t.Context(), job); err != nil {
-		t.Fatal(err)
-	}
+	job := newRun(t, c, f.tj)
 	waitCached(t, ep, client.ObjectKeyFromObject(job), &batchv1.Job{}, job.UID)
 	return job
 }

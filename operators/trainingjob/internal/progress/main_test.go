@@ -211,9 +211,16 @@ func newJob(t *testing.T, c client.Client, ns, name string) *fixture {
 	if err := c.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
+	return &fixture{ns: ns, tj: tj, run: newRun(t, c, tj)}
+}
+
+// newRun creates, as the native backend would, the run's Indexed Job of
+// tj, owned by it.
+func newRun(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) *batchv1.Job {
+	t.Helper()
 	labels := map[string]string{manager.LabelManagedBy: operatorName}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-r1", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name + "-r1", Labels: labels},
 		Spec: batchv1.JobSpec{
 			CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2),
 			Template: corev1.PodTemplateSpec{
@@ -228,7 +235,7 @@ func newJob(t *testing.T, c client.Client, ns, name string) *fixture {
 	if err := c.Create(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{ns: ns, tj: tj, run: job}
+	return job
 }
 
 // pod creates a pod of the fixture's run with the given annotations and

@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/shared/manager"
@@ -88,19 +89,21 @@ func TestStatusWritesStayWithinTheInterval(t *testing.T) {
 	})
 }
 
-// TestNonLeaderPassesReportsToTheLeader: two replicas behind one Service;
-// a report that reaches the standby is written by the leader, and the
-// standby writes nothing.
-func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
-	c, cs := admin(t)
-	ns := testenv.CreateNamespace(t, c, "progress-ha")
+// startReplicas runs two replicas behind one Service, with tune applied
+// to both, and returns them once the first leads and has published its
+// address.
+func startReplicas(t *testing.T, c client.Client, tune func(*progress.Options)) (leader, standby *endpoint) {
+	t.Helper()
 	leaseNS := testenv.CreateNamespace(t, c, "progress-lease")
 	dir, pool := certDir(t)
 	replica := func(o *progress.Options, cfg *manager.Config) {
 		cfg.LeaderElect, cfg.LeaderElectionNamespace = true, leaseNS
 		o.Namespace, o.AdvertiseAddress = leaseNS, o.BindAddress
+		if tune != nil {
+			tune(o)
+		}
 	}
-	leader := startOperator(t, dir, pool, replica)
+	leader = startOperator(t, dir, pool, replica)
 	select {
 	case <-leader.Elected():
 	case <-time.After(testenv.EventuallyTimeout):
@@ -111,7 +114,16 @@ func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
 		err := c.Get(ctx, types.NamespacedName{Namespace: leaseNS, Name: operatorName + "-progress.mlplatform.dev"}, &lease)
 		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == leader.addr, nil
 	})
-	standby := startOperator(t, dir, pool, replica)
+	return leader, startOperator(t, dir, pool, replica)
+}
+
+// TestNonLeaderPassesReportsToTheLeader: two replicas behind one Service;
+// a report that reaches the standby is written by the leader, and the
+// standby writes nothing.
+func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-ha")
+	leader, standby := startReplicas(t, c, nil)
 
 	f := newJob(t, c, ns, "ha")
 	token := f.pod(t, c, cs, "ha-r1-0", progress.Audience, rank(0), nil)
@@ -147,25 +159,7 @@ func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
 func TestStandbyPassesReportsOnWithoutTheLeaderLimitingItsAddress(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-ha-limit")
-	leaseNS := testenv.CreateNamespace(t, c, "progress-ha-lease")
-	dir, pool := certDir(t)
-	replica := func(o *progress.Options, cfg *manager.Config) {
-		cfg.LeaderElect, cfg.LeaderElectionNamespace = true, leaseNS
-		o.Namespace, o.AdvertiseAddress = leaseNS, o.BindAddress
-		o.SourceRate, o.SourceBurst = 0.001, 1
-	}
-	leader := startOperator(t, dir, pool, replica)
-	select {
-	case <-leader.Elected():
-	case <-time.After(testenv.EventuallyTimeout):
-		t.Fatal("the first replica did not lead")
-	}
-	testenv.Eventually(t, "the leader to publish its address", func(ctx context.Context) (bool, error) {
-		var lease coordinationv1.Lease
-		err := c.Get(ctx, types.NamespacedName{Namespace: leaseNS, Name: operatorName + "-progress.mlplatform.dev"}, &lease)
-		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == leader.addr, nil
-	})
-	standby := startOperator(t, dir, pool, replica)
+	_, standby := startReplicas(t, c, func(o *progress.Options) { o.SourceRate, o.SourceBurst = 0.001, 1 })
 	f := newJob(t, c, ns, "many")
 	token := f.pod(t, c, cs, "many-r1-0", progress.Audience, rank(0), nil)
 
