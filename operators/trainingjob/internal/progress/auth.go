@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
+	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,10 +40,12 @@ const (
 // kubeflowGroup owns the Kubeflow job kinds a pod may belong to.
 const kubeflowGroup = "kubeflow.org"
 
-// authError is a refusal with its HTTP status.
+// authError is a refusal with its HTTP status and, for a refusal that
+// passes, how long to wait.
 type authError struct {
 	status int
 	msg    string
+	retry  time.Duration
 }
 
 func (e *authError) Error() string { return e.msg }
@@ -59,8 +60,8 @@ func forbidden(format string, a ...any) error {
 
 // Authorizer decides whether a bearer token may report for a TrainingJob.
 type Authorizer struct {
-	// Client creates TokenReviews.
-	Client client.Client
+	// Reviews reviews tokens, within a budget and with a cache.
+	Reviews *tokenReviews
 	// Reader reads pods, jobs and TrainingJobs, normally the manager's
 	// cache (generated pods and jobs carry the operator's label).
 	Reader client.Reader
@@ -79,7 +80,7 @@ type Caller struct {
 // to the TrainingJob job and runs its rank 0. The pod is found from the
 // API server's own claims, never from anything the caller says.
 func (a *Authorizer) Authorize(ctx context.Context, token string, job types.NamespacedName) (Caller, error) {
-	pod, err := a.review(ctx, token)
+	pod, err := a.Reviews.boundPod(ctx, token)
 	if err != nil {
 		return Caller{}, err
 	}
@@ -104,36 +105,6 @@ func (a *Authorizer) Authorize(ctx context.Context, token string, job types.Name
 type boundPod struct {
 	Namespace, Name string
 	UID             types.UID
-}
-
-func (a *Authorizer) review(ctx context.Context, token string) (boundPod, error) {
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}}}
-	if err := a.Client.Create(ctx, tr); err != nil {
-		return boundPod{}, fmt.Errorf("reviewing the token: %w", err)
-	}
-	st := tr.Status
-	if !st.Authenticated {
-		return boundPod{}, unauthorized("the token is not valid for audience %s", Audience)
-	}
-	if !slices.Contains(st.Audiences, Audience) {
-		return boundPod{}, unauthorized("the token is not valid for audience %s", Audience)
-	}
-	parts := strings.Split(st.User.Username, ":")
-	if len(parts) != 4 || parts[0] != "system" || parts[1] != "serviceaccount" {
-		return boundPod{}, unauthorized("the token is not a ServiceAccount token")
-	}
-	name, uid := single(st.User.Extra[extraPodName]), single(st.User.Extra[extraPodUID])
-	if name == "" || uid == "" {
-		return boundPod{}, unauthorized("the token is not bound to a pod: use a projected ServiceAccount token")
-	}
-	return boundPod{Namespace: parts[2], Name: name, UID: types.UID(uid)}, nil
-}
-
-func single(v authenticationv1.ExtraValue) string {
-	if len(v) != 1 {
-		return ""
-	}
-	return v[0]
 }
 
 // pod reads the token's pod and checks it is the very pod the token was

@@ -33,7 +33,11 @@ func renderedSecret(t *testing.T, manifest string) *corev1.Secret {
 }
 
 func TestChartServesTheProgressEndpoint(t *testing.T) {
-	out, err := charttest.Render(chartDir(), "r", "mlp-system", map[string]any{"progress": map[string]any{"interval": "30s", "rate": 2, "burst": 4}})
+	out, err := charttest.Render(chartDir(), "r", "mlp-system", map[string]any{"progress": map[string]any{
+		"interval": "30s", "rate": 2, "burst": 4,
+		"source":      map[string]any{"rate": 3, "burst": 12, "maxSources": 500},
+		"tokenReview": map[string]any{"qps": 7, "burst": 9, "cacheTTL": "90s", "negativeCacheTTL": "5s", "cacheSize": 64},
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +46,9 @@ func TestChartServesTheProgressEndpoint(t *testing.T) {
 		"--progress-cert-dir=/etc/progress-tls",
 		"--progress-url=https://r-trainingjob-operator-progress.mlp-system.svc:9443",
 		"--progress-interval=30s", "--progress-rate=2", "--progress-burst=4", "--progress-all-ranks=false",
+		"--progress-source-rate=3", "--progress-source-burst=12", "--progress-max-sources=500",
+		"--progress-tokenreview-qps=7", "--progress-tokenreview-burst=9",
+		"--progress-token-cache-ttl=90s", "--progress-token-negative-cache-ttl=5s", "--progress-token-cache-size=64",
 		"--progress-namespace=mlp-system", "--progress-advertise-address=$(POD_IP):9443",
 		"name: r-trainingjob-operator-progress\n", "targetPort: progress",
 		"fieldPath: status.podIP",
@@ -99,10 +106,17 @@ func TestChartProgressValues(t *testing.T) {
 		t.Error("without leader election the endpoint runs without the leader record")
 	}
 	for name, values := range map[string]map[string]any{
-		"unknown key":  {"progress": map[string]any{"intervall": "10s"}},
-		"zero rate":    {"progress": map[string]any{"rate": 0}},
-		"bad interval": {"progress": map[string]any{"interval": "ten seconds"}},
-		"no burst":     {"progress": map[string]any{"burst": 0}},
+		"unknown key":             {"progress": map[string]any{"intervall": "10s"}},
+		"zero rate":               {"progress": map[string]any{"rate": 0}},
+		"bad interval":            {"progress": map[string]any{"interval": "ten seconds"}},
+		"no burst":                {"progress": map[string]any{"burst": 0}},
+		"unknown source key":      {"progress": map[string]any{"source": map[string]any{"qps": 1}}},
+		"zero source rate":        {"progress": map[string]any{"source": map[string]any{"rate": 0}}},
+		"no sources":              {"progress": map[string]any{"source": map[string]any{"maxSources": 0}}},
+		"unknown tokenReview key": {"progress": map[string]any{"tokenReview": map[string]any{"ttl": "1m"}}},
+		"zero review qps":         {"progress": map[string]any{"tokenReview": map[string]any{"qps": 0}}},
+		"bad cache TTL":           {"progress": map[string]any{"tokenReview": map[string]any{"cacheTTL": "two minutes"}}},
+		"no cache":                {"progress": map[string]any{"tokenReview": map[string]any{"cacheSize": 0}}},
 	} {
 		if _, err := charttest.Render(chartDir(), "r", "ns", values); err == nil {
 			t.Errorf("%s: values accepted", name)

@@ -129,6 +129,7 @@ func TestBadReportsAreRefusedWithAReason(t *testing.T) {
 		`{"step":1,"metrics":{"loss":1e400}}`: "not a JSON report",
 		`{"step":1,"metrics":{"a b":1}}`:      "metric name",
 		`{"step":1,"gpu":"all"}`:              "unknown field",
+		`{"step":5,"totalSteps":20,"step":6}`: `key "step" appears more than once`,
 		`{"step":1,"metrics":{"x":"` + strings.Repeat("y", 5000) + `"}}`: "at most 4096 bytes",
 	} {
 		code, got, _ := ep.post(t, ns, "bad", token, body)

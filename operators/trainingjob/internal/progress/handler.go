@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -24,22 +24,31 @@ const ReportPath = "/v1/namespaces/{namespace}/trainingjobs/{name}/progress"
 // receiver never passes it on again.
 const headerForwarded = "X-Mlplatform-Forwarded"
 
-// Handler serves ReportPath. On the leader it authorizes, rate-limits,
-// validates and records the report; elsewhere it passes the request on to
-// the leader unchanged, whose answer the caller gets.
+// Handler serves ReportPath. The cheap checks come first, on every
+// replica: the caller's source address is rate-limited, the body's size
+// bounded, the token's presence and the report's syntax checked. Then the
+// leader authorizes (a TokenReview, cached), rate-limits per TrainingJob
+// and records the report; a standby passes the request on to the leader
+// unchanged, whose answer the caller gets.
 type Handler struct {
-	Auth    *Authorizer
-	Writer  *Writer
-	Limits  *limiters
-	Leading func() bool
-	Forward func(ctx context.Context, r *http.Request, body []byte) (*http.Response, error)
-	Log     logr.Logger
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	Auth   *Authorizer
+	Writer *Writer
+	// Limits are each TrainingJob's buckets of reports.
+	Limits *limiter[types.UID]
+	// Sources are each source address's buckets of requests, taken
+	// before anything else.
+	Sources *limiter[string]
+	// FromReplica says whether a request was passed on by another replica
+	// of the operator, which limited its source already.
+	FromReplica func(r *http.Request) bool
+	Leading     func() bool
+	Forward     func(ctx context.Context, r *http.Request, body []byte) (*http.Response, error)
+	Log         logr.Logger
+	Metrics     *endpointMetrics
 }
 
-// Mux routes the endpoint.
-func (h *Handler) Mux() *http.ServeMux {
+// Mux routes the endpoint and counts its answers.
+func (h *Handler) Mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+ReportPath, h.serveReport)
 	mux.HandleFunc(ReportPath, func(w http.ResponseWriter, _ *http.Request) {
@@ -49,18 +58,21 @@ func (h *Handler) Mux() *http.ServeMux {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: POST "+ReportPath)
 	})
-	return mux
+	return h.Metrics.counted(mux)
 }
 
 func (h *Handler) serveReport(w http.ResponseWriter, r *http.Request) {
 	job := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if !h.fromReplica(r) {
+		if ok, wait := h.Sources.allow(source(r)); !ok {
+			h.Metrics.throttled("source")
+			tooMany(w, wait, "too many requests from this address; retry after the Retry-After seconds")
+			return
+		}
+	}
 	body, err := readBody(w, r)
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
-		return
-	}
-	if !h.Leading() {
-		h.forward(w, r, body)
 		return
 	}
 	token, ok := bearer(r)
@@ -68,19 +80,23 @@ func (h *Handler) serveReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "missing bearer token: send the projected ServiceAccount token as Authorization: Bearer <token>")
 		return
 	}
+	rep, err := Decode(bytes.NewReader(body))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !h.Leading() {
+		h.forward(w, r, body)
+		return
+	}
 	caller, err := h.Auth.Authorize(r.Context(), token, job)
 	if err != nil {
 		h.refuse(w, job, err)
 		return
 	}
-	if ok, wait := h.Limits.allow(caller.Job, h.now()); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		writeError(w, http.StatusTooManyRequests, "too many reports for this TrainingJob; retry after the Retry-After seconds")
-		return
-	}
-	rep, err := Decode(bytes.NewReader(body))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if ok, wait := h.Limits.allow(caller.Job); !ok {
+		h.Metrics.throttled("trainingjob")
+		tooMany(w, wait, "too many reports for this TrainingJob; retry after the Retry-After seconds")
 		return
 	}
 	h.Writer.Put(job, caller.Job, rep)
@@ -89,11 +105,23 @@ func (h *Handler) serveReport(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"status":"accepted"}` + "\n"))
 }
 
-func (h *Handler) now() time.Time {
-	if h.Now != nil {
-		return h.Now()
+func (h *Handler) fromReplica(r *http.Request) bool {
+	return h.FromReplica != nil && h.FromReplica(r)
+}
+
+// source is the address the request came from: the pod's own IP for a
+// training pod in the cluster, never a header the caller chose.
+func source(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
-	return time.Now()
+	return host
+}
+
+func tooMany(w http.ResponseWriter, wait time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
+	writeError(w, http.StatusTooManyRequests, msg)
 }
 
 // refuse answers an authorization failure. Only errors of the API server
@@ -102,6 +130,9 @@ func (h *Handler) now() time.Time {
 func (h *Handler) refuse(w http.ResponseWriter, job types.NamespacedName, err error) {
 	var ae *authError
 	if errors.As(err, &ae) {
+		if ae.retry > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter(ae.retry)))
+		}
 		writeError(w, ae.status, ae.msg)
 		return
 	}

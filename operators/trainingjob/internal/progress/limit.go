@@ -6,47 +6,73 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 )
 
-// limiters keeps one token bucket per TrainingJob, so one chatty training
-// cannot crowd out the others or the operator's API budget.
-type limiters struct {
+// limiter keeps one token bucket per key: per TrainingJob, so one chatty
+// training cannot crowd out the others, and per source address, so one
+// caller is refused before it costs an authentication. Its memory is
+// bounded: a bucket unused for idleBucket is forgotten (a full bucket
+// forgotten is the same as a new one), and beyond maxKeys the least
+// recently used bucket goes, so a flood from many sources cannot grow it.
+type limiter[K comparable] struct {
 	mu      sync.Mutex
 	every   rate.Limit
 	burst   int
-	buckets map[types.UID]*bucket
+	clock   clock
+	buckets *cache.LRUExpireCache
 }
 
-type bucket struct {
-	lim  *rate.Limiter
-	used time.Time
-}
-
-// idleBucket is how long an unused bucket is kept; a full bucket forgotten
-// is the same as a new one.
+// idleBucket is how long an unused bucket is kept. It must outlast the
+// time a drained bucket takes to refill, or forgetting it would refill it
+// early; newLimiter stretches it for slow rates.
 const idleBucket = 10 * time.Minute
 
-func newLimiters(perSecond float64, burst int) *limiters {
-	return &limiters{every: rate.Limit(perSecond), burst: burst, buckets: map[types.UID]*bucket{}}
+// clock adapts a time source to the caches' Clock.
+type clock func() time.Time
+
+func (c clock) Now() time.Time { return c() }
+
+func newLimiter[K comparable](perSecond float64, burst, maxKeys int, now func() time.Time) *limiter[K] {
+	if now == nil {
+		now = time.Now
+	}
+	return &limiter[K]{
+		every:   rate.Limit(perSecond),
+		burst:   burst,
+		clock:   clock(now),
+		buckets: cache.NewLRUExpireCacheWithClock(max(maxKeys, 1), clock(now)),
+	}
 }
 
-// allow takes a token for job at now; when none is left it returns how
-// long until one is.
-func (l *limiters) allow(job types.UID, now time.Time) (bool, time.Duration) {
+// idle is how long a bucket is kept after its last use: idleBucket, or
+// the time the bucket takes to fill up from empty when that is longer.
+func (l *limiter[K]) idle() time.Duration {
+	refill := time.Duration(float64(l.burst) / float64(l.every) * float64(time.Second))
+	if l.every <= 0 || refill <= 0 || refill > 100*365*24*time.Hour {
+		return 100 * 365 * 24 * time.Hour
+	}
+	return max(idleBucket, refill)
+}
+
+// allow takes a token for key; when none is left it returns how long
+// until one is.
+func (l *limiter[K]) allow(key K) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, ok := l.buckets[job]
-	if !ok {
-		l.forgetIdle(now)
-		b = &bucket{lim: rate.NewLimiter(l.every, l.burst)}
-		l.buckets[job] = b
+	now := l.clock.Now()
+	var lim *rate.Limiter
+	if v, ok := l.buckets.Get(key); ok {
+		lim = v.(*rate.Limiter)
+	} else {
+		lim = rate.NewLimiter(l.every, l.burst)
 	}
-	b.used = now
-	if b.lim.AllowN(now, 1) {
+	// Adding again marks the bucket used now, so only idle ones expire.
+	l.buckets.Add(key, lim, l.idle())
+	if lim.AllowN(now, 1) {
 		return true, 0
 	}
-	r := b.lim.ReserveN(now, 1)
+	r := lim.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
 	r.CancelAt(now)
 	if !r.OK() || wait == rate.InfDuration {
@@ -55,10 +81,7 @@ func (l *limiters) allow(job types.UID, now time.Time) (bool, time.Duration) {
 	return false, wait
 }
 
-func (l *limiters) forgetIdle(now time.Time) {
-	for uid, b := range l.buckets {
-		if now.Sub(b.used) > idleBucket {
-			delete(l.buckets, uid)
-		}
-	}
+// retryAfter is a Retry-After header's whole seconds, at least 1.
+func retryAfter(wait time.Duration) int {
+	return max(1, int(math.Ceil(wait.Seconds())))
 }

@@ -122,6 +122,9 @@ func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*pro
 	opts := progress.DefaultOptions()
 	opts.BindAddress, opts.CertDir, opts.URL = addr, dir, "https://localhost:"+strconv.Itoa(port)
 	opts.Interval, opts.Rate, opts.Burst = 2*time.Second, 1000, 1000
+	// Every test posts from 127.0.0.1: the source's bucket stays out of
+	// the way unless a test sets it.
+	opts.SourceRate, opts.SourceBurst = 1000, 1000
 	var cfgTune func(*manager.Config)
 	if tune != nil {
 		cfgTune = func(c *manager.Config) { tune(&opts, c) }
@@ -145,7 +148,18 @@ func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*pro
 // Retry-After header.
 func (e *endpoint) post(t *testing.T, ns, job, token, body string) (int, string, string) {
 	t.Helper()
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.pool, ServerName: "localhost"}}}
+	return e.postFrom(t, "", ns, job, token, body)
+}
+
+// postFrom is post from the loopback address local ("" for any), so a
+// test can report from several source addresses.
+func (e *endpoint) postFrom(t *testing.T, local, ns, job, token, body string) (int, string, string) {
+	t.Helper()
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.pool, ServerName: "localhost"}}
+	if local != "" {
+		transport.DialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).DialContext
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: transport}
 	url := fmt.Sprintf("https://%s/v1/namespaces/%s/trainingjobs/%s/progress", e.addr, ns, job)
 	var code int
 	var out []byte
@@ -197,9 +211,16 @@ func newJob(t *testing.T, c client.Client, ns, name string) *fixture {
 	if err := c.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
+	return &fixture{ns: ns, tj: tj, run: newRun(t, c, tj)}
+}
+
+// newRun creates, as the native backend would, the run's Indexed Job of
+// tj, owned by it.
+func newRun(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) *batchv1.Job {
+	t.Helper()
 	labels := map[string]string{manager.LabelManagedBy: operatorName}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-r1", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name + "-r1", Labels: labels},
 		Spec: batchv1.JobSpec{
 			CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2),
 			Template: corev1.PodTemplateSpec{
@@ -214,7 +235,7 @@ func newJob(t *testing.T, c client.Client, ns, name string) *fixture {
 	if err := c.Create(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{ns: ns, tj: tj, run: job}
+	return job
 }
 
 // pod creates a pod of the fixture's run with the given annotations and

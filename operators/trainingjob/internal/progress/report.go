@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,10 +39,19 @@ func (r Report) Final() bool { return r.TotalSteps > 0 && r.Step >= r.TotalSteps
 var ErrInvalid = errors.New("invalid report")
 
 // Decode reads one JSON report and checks its bounds. The reader should
-// already be limited to MaxBodyBytes.
+// already be limited to MaxBodyBytes. A key given twice in one object is
+// refused: encoding/json would keep the last silently, so two parsers
+// could read one report differently.
 func Decode(r io.Reader) (Report, error) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return Report{}, fmt.Errorf("%w: reading the body: %w", ErrInvalid, err)
+	}
+	if err := uniqueKeys(body); err != nil {
+		return Report{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	var rep Report
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rep); err != nil {
 		return Report{}, fmt.Errorf("%w: body is not a JSON report {step, totalSteps, epoch, metrics}: %s", ErrInvalid, jsonProblem(err))
@@ -50,6 +60,51 @@ func Decode(r io.Reader) (Report, error) {
 		return Report{}, fmt.Errorf("%w: body holds more than one JSON value", ErrInvalid)
 	}
 	return rep, rep.Validate()
+}
+
+// uniqueKeys walks the JSON tokens of body and fails on an object that
+// names a key twice. Syntax errors are left to the decoder, whose message
+// says more.
+func uniqueKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var open []*jsonFrame
+	for tok, err := dec.Token(); err == nil; tok, err = dec.Token() {
+		if n := len(open); n > 0 && open[n-1].keys != nil && open[n-1].wantKey {
+			if key, ok := tok.(string); ok {
+				if open[n-1].keys[key] {
+					return fmt.Errorf("key %q appears more than once", truncate(key, MaxMetricName))
+				}
+				open[n-1].keys[key], open[n-1].wantKey = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			open = append(open, &jsonFrame{keys: map[string]bool{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			open = append(open, &jsonFrame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			// The decoder refuses an unmatched delimiter; the guard only
+			// keeps the walk safe whatever it returns.
+			if len(open) > 0 {
+				open = open[:len(open)-1]
+			}
+		}
+		// A value ended: the object holding it expects a key next.
+		if n := len(open); n > 0 && open[n-1].keys != nil {
+			open[n-1].wantKey = true
+		}
+	}
+	return nil
+}
+
+// jsonFrame is an open object (with the keys it named so far) or array
+// (keys nil) of uniqueKeys' walk.
+type jsonFrame struct {
+	keys    map[string]bool
+	wantKey bool
 }
 
 // jsonProblem says what was wrong with the JSON without echoing the input

@@ -29,6 +29,7 @@ type server struct {
 	handler http.Handler
 	certs   *certwatcher.CertWatcher
 	log     logr.Logger
+	errors  *connectionErrors
 }
 
 // NeedLeaderElection is false: every replica behind the Service answers.
@@ -46,14 +47,19 @@ func (s *server) Start(ctx context.Context) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          s.errors.logger(),
 		// HTTP/2 stays off, as on the metrics endpoint (rapid reset).
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
 			GetCertificate: s.certs.GetCertificate,
 			NextProtos:     []string{"http/1.1"},
+			// A replica passing a report on presents the endpoint's own
+			// certificate (fromReplica); training pods present none.
+			ClientAuth: tls.RequestClientCert,
 		},
 	}
+	go s.errors.run(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeTLS(ln, "", "") }()
 	s.log.Info("Serving progress reports", "address", ln.Addr().String())
@@ -154,7 +160,7 @@ type forwarder struct {
 	client *http.Client
 }
 
-func newForwarder(leader *leaderRecord, caFile, serverName string) (*forwarder, error) {
+func newForwarder(leader *leaderRecord, certs *certwatcher.CertWatcher, caFile, serverName string) (*forwarder, error) {
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading the progress CA: %w", err)
@@ -164,7 +170,14 @@ func newForwarder(leader *leaderRecord, caFile, serverName string) (*forwarder, 
 		return nil, fmt.Errorf("no certificate in %s", caFile)
 	}
 	transport := &http.Transport{
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName},
+		TLSClientConfig: &tls.Config{
+			MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName,
+			// The endpoint's own certificate proves to the leader that
+			// this is a replica, whose callers were rate-limited here.
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				return certs.GetCertificate(nil)
+			},
+		},
 		TLSHandshakeTimeout: 5 * time.Second,
 		MaxIdleConnsPerHost: 4,
 	}
@@ -192,4 +205,22 @@ func (f *forwarder) forward(ctx context.Context, r *http.Request, body []byte) (
 		f.leader.mu.Unlock()
 	}
 	return resp, err
+}
+
+// replicaCheck says whether a request's TLS client proved it holds the
+// endpoint's own key: it presented the very certificate this replica
+// serves, which only the operator's replicas have (the handshake proves
+// possession of its key). During a certificate renewal the two may differ
+// for a moment; the request is then limited by its source like any other.
+func replicaCheck(certs *certwatcher.CertWatcher) func(r *http.Request) bool {
+	return func(r *http.Request) bool {
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			return false
+		}
+		own, err := certs.GetCertificate(nil)
+		if err != nil || own == nil || len(own.Certificate) == 0 {
+			return false
+		}
+		return bytes.Equal(r.TLS.PeerCertificates[0].Raw, own.Certificate[0])
+	}
 }

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -29,6 +31,15 @@ type Options struct {
 	// Rate and Burst are each job's token bucket of reports.
 	Rate  float64
 	Burst int
+	// SourceRate and SourceBurst are each source address's token bucket
+	// of requests, taken before the token is reviewed; MaxSources bounds
+	// how many addresses are tracked (the least recently seen goes).
+	SourceRate  float64
+	SourceBurst int
+	MaxSources  int
+	// Reviews bound the TokenReviews: their own client and budget, and
+	// the cache of their answers.
+	Reviews ReviewOptions
 	// AllRanks lets every pod of a job report, not only rank 0.
 	AllRanks bool
 	// AdvertiseAddress is host:port at which the other replicas reach this
@@ -41,7 +52,13 @@ type Options struct {
 
 // DefaultOptions are the flags' defaults.
 func DefaultOptions() Options {
-	return Options{BindAddress: "0", Interval: 10 * time.Second, Rate: 1, Burst: 5}
+	return Options{
+		BindAddress: "0", Interval: 10 * time.Second, Rate: 1, Burst: 5,
+		SourceRate: 2, SourceBurst: 10, MaxSources: 10000,
+		// The TTLs are the API server's own defaults for webhook token
+		// authentication (2 min successful, 10 s refused).
+		Reviews: ReviewOptions{Rate: 20, Burst: 40, CacheTTL: 2 * time.Minute, NegativeTTL: 10 * time.Second, CacheSize: 10000},
+	}
 }
 
 // BindFlags binds o to fs.
@@ -52,6 +69,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Interval, "progress-interval", o.Interval, "Least time between two writes of a TrainingJob's status.progress.")
 	fs.Float64Var(&o.Rate, "progress-rate", o.Rate, "Progress reports each TrainingJob may send per second, sustained.")
 	fs.IntVar(&o.Burst, "progress-burst", o.Burst, "Progress reports each TrainingJob may send at once above --progress-rate.")
+	fs.Float64Var(&o.SourceRate, "progress-source-rate", o.SourceRate, "Requests each source address may send per second, sustained; checked before the token is reviewed.")
+	fs.IntVar(&o.SourceBurst, "progress-source-burst", o.SourceBurst, "Requests each source address may send at once above --progress-source-rate.")
+	fs.IntVar(&o.MaxSources, "progress-max-sources", o.MaxSources, "Source addresses whose rate is tracked at once; beyond, the least recently seen is forgotten.")
+	fs.Float64Var(&o.Reviews.Rate, "progress-tokenreview-qps", o.Reviews.Rate, "TokenReviews per second the endpoint may make, with a client of its own; requests beyond get 429 at once.")
+	fs.IntVar(&o.Reviews.Burst, "progress-tokenreview-burst", o.Reviews.Burst, "TokenReviews the endpoint may make at once above --progress-tokenreview-qps.")
+	fs.DurationVar(&o.Reviews.CacheTTL, "progress-token-cache-ttl", o.Reviews.CacheTTL, "Longest a successful TokenReview is reused; never past the token's expiry.")
+	fs.DurationVar(&o.Reviews.NegativeTTL, "progress-token-negative-cache-ttl", o.Reviews.NegativeTTL, "How long a refused token is refused without a new TokenReview; 0 asks every time.")
+	fs.IntVar(&o.Reviews.CacheSize, "progress-token-cache-size", o.Reviews.CacheSize, "Most TokenReview answers remembered, by the token's SHA-256.")
 	fs.BoolVar(&o.AllRanks, "progress-all-ranks", o.AllRanks, "Accept progress from every pod of a TrainingJob, not only rank 0.")
 	fs.StringVar(&o.AdvertiseAddress, "progress-advertise-address", o.AdvertiseAddress, "host:port at which other replicas reach this one's progress endpoint.")
 	fs.StringVar(&o.Namespace, "progress-namespace", o.Namespace, "Namespace of the Lease that names the leading replica's progress address.")
@@ -68,6 +93,12 @@ func (o Options) validate() error {
 		return errors.New("--progress-interval must be positive")
 	case o.Rate <= 0 || o.Burst < 1:
 		return errors.New("--progress-rate must be positive and --progress-burst at least 1")
+	case o.SourceRate <= 0 || o.SourceBurst < 1 || o.MaxSources < 1:
+		return errors.New("--progress-source-rate must be positive, --progress-source-burst and --progress-max-sources at least 1")
+	case o.Reviews.Rate <= 0 || o.Reviews.Burst < 1:
+		return errors.New("--progress-tokenreview-qps must be positive and --progress-tokenreview-burst at least 1")
+	case o.Reviews.CacheTTL < 0 || o.Reviews.NegativeTTL < 0 || o.Reviews.CacheSize < 1:
+		return errors.New("--progress-token-cache-ttl and --progress-token-negative-cache-ttl must not be negative, --progress-token-cache-size at least 1")
 	case o.Namespace != "" && (o.AdvertiseAddress == "" || serverName(o.URL) == ""):
 		return errors.New("--progress-advertise-address and --progress-url are required with --progress-namespace")
 	}
@@ -93,22 +124,34 @@ func Setup(mgr ctrl.Manager, name string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("progress endpoint certificate: %w", err)
 	}
+	reviewer, err := reviewClient(mgr, o.Reviews)
+	if err != nil {
+		return err
+	}
 	log := mgr.GetLogger().WithName("progress")
+	m := newEndpointMetrics()
 	writer := &Writer{Client: mgr.GetClient(), Reader: mgr.GetClient(), Interval: o.Interval, Log: log}
 	h := &Handler{
-		Auth:    &Authorizer{Client: mgr.GetClient(), Reader: mgr.GetClient(), Scheme: mgr.GetScheme(), AllRanks: o.AllRanks},
-		Writer:  writer,
-		Limits:  newLimiters(o.Rate, o.Burst),
-		Leading: leading(mgr.Elected()),
-		Log:     log,
+		Auth: &Authorizer{
+			Reviews: newTokenReviews(TokenReviewer(reviewer), o.Reviews, nil, m),
+			Reader:  mgr.GetClient(), Scheme: mgr.GetScheme(), AllRanks: o.AllRanks,
+		},
+		Writer:      writer,
+		Limits:      newLimiter[types.UID](o.Rate, o.Burst, maxJobs, nil),
+		Sources:     newLimiter[string](o.SourceRate, o.SourceBurst, o.MaxSources, nil),
+		FromReplica: replicaCheck(certs),
+		Leading:     leading(mgr.Elected()),
+		Log:         log,
+		Metrics:     m,
 	}
-	runnables := []manager.Runnable{certs, writer, &server{addr: o.BindAddress, handler: h.Mux(), certs: certs, log: log}}
+	errs := &connectionErrors{log: log, interval: connectionErrorInterval, metrics: m}
+	runnables := []manager.Runnable{certs, writer, &server{addr: o.BindAddress, handler: h.Mux(), certs: certs, log: log, errors: errs}}
 	if o.Namespace != "" {
 		record := &leaderRecord{
 			key:  types.NamespacedName{Namespace: o.Namespace, Name: name + "-progress.mlplatform.dev"},
 			self: o.AdvertiseAddress, client: mgr.GetClient(), live: mgr.GetAPIReader(), maxAged: 5 * time.Second, log: log,
 		}
-		fwd, err := newForwarder(record, filepath.Join(o.CertDir, "ca.crt"), serverName(o.URL))
+		fwd, err := newForwarder(record, certs, filepath.Join(o.CertDir, "ca.crt"), serverName(o.URL))
 		if err != nil {
 			return err
 		}
@@ -121,6 +164,26 @@ func Setup(mgr ctrl.Manager, name string, o Options) error {
 		}
 	}
 	return nil
+}
+
+// maxJobs bounds the TrainingJobs whose report buckets are kept; only
+// authorized callers add one, so it is far above any real cluster.
+const maxJobs = 100000
+
+// reviewClient is a client for TokenReviews alone, on a copy of the
+// manager's configuration with its own rate limiter, so reviews never
+// spend the reconcilers' budget of API requests. Its limiter only
+// smooths: the endpoint's own budget (ReviewOptions) refuses at once what
+// would otherwise queue.
+func reviewClient(mgr ctrl.Manager, o ReviewOptions) (client.Client, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.RateLimiter = nil
+	cfg.QPS, cfg.Burst = float32(o.Rate), o.Burst
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("progress endpoint: the TokenReview client: %w", err)
+	}
+	return c, nil
 }
 
 // leading reports whether elected is closed: this replica leads (or runs

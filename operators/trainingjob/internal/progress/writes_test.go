@@ -3,11 +3,13 @@ package progress_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/shared/manager"
@@ -87,19 +89,21 @@ func TestStatusWritesStayWithinTheInterval(t *testing.T) {
 	})
 }
 
-// TestNonLeaderPassesReportsToTheLeader: two replicas behind one Service;
-// a report that reaches the standby is written by the leader, and the
-// standby writes nothing.
-func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
-	c, cs := admin(t)
-	ns := testenv.CreateNamespace(t, c, "progress-ha")
+// startReplicas runs two replicas behind one Service, with tune applied
+// to both, and returns them once the first leads and has published its
+// address.
+func startReplicas(t *testing.T, c client.Client, tune func(*progress.Options)) (leader, standby *endpoint) {
+	t.Helper()
 	leaseNS := testenv.CreateNamespace(t, c, "progress-lease")
 	dir, pool := certDir(t)
 	replica := func(o *progress.Options, cfg *manager.Config) {
 		cfg.LeaderElect, cfg.LeaderElectionNamespace = true, leaseNS
 		o.Namespace, o.AdvertiseAddress = leaseNS, o.BindAddress
+		if tune != nil {
+			tune(o)
+		}
 	}
-	leader := startOperator(t, dir, pool, replica)
+	leader = startOperator(t, dir, pool, replica)
 	select {
 	case <-leader.Elected():
 	case <-time.After(testenv.EventuallyTimeout):
@@ -110,7 +114,16 @@ func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
 		err := c.Get(ctx, types.NamespacedName{Namespace: leaseNS, Name: operatorName + "-progress.mlplatform.dev"}, &lease)
 		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == leader.addr, nil
 	})
-	standby := startOperator(t, dir, pool, replica)
+	return leader, startOperator(t, dir, pool, replica)
+}
+
+// TestNonLeaderPassesReportsToTheLeader: two replicas behind one Service;
+// a report that reaches the standby is written by the leader, and the
+// standby writes nothing.
+func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-ha")
+	leader, standby := startReplicas(t, c, nil)
 
 	f := newJob(t, c, ns, "ha")
 	token := f.pod(t, c, cs, "ha-r1-0", progress.Audience, rank(0), nil)
@@ -133,6 +146,33 @@ func TestNonLeaderPassesReportsToTheLeader(t *testing.T) {
 	if code, body, _ := standby.post(t, ns, "other", token, `{"step":1}`); code != 403 {
 		t.Errorf("a refused report through the standby: %d %s, want 403", code, body)
 	}
+}
+
+// TestStandbyPassesReportsOnWithoutTheLeaderLimitingItsAddress: each
+// source address may send one report at once; five pods at five
+// addresses report through the standby, which limits each by its own
+// address and passes it on. The leader sees them all come from the
+// standby's one address, but the standby proves it is a replica (its TLS
+// client certificate is the endpoint's own), so none is refused there; a
+// sixth report from an address that already sent one is refused by the
+// standby.
+func TestStandbyPassesReportsOnWithoutTheLeaderLimitingItsAddress(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-ha-limit")
+	_, standby := startReplicas(t, c, func(o *progress.Options) { o.SourceRate, o.SourceBurst = 0.001, 1 })
+	f := newJob(t, c, ns, "many")
+	token := f.pod(t, c, cs, "many-r1-0", progress.Audience, rank(0), nil)
+
+	for i := 2; i <= 6; i++ {
+		if code, body, _ := standby.postFrom(t, fmt.Sprintf("127.0.0.%d", i), ns, "many", token, fmt.Sprintf(`{"step":%d}`, i)); code != 202 {
+			t.Fatalf("report from 127.0.0.%d through the standby: %d %s", i, code, body)
+		}
+	}
+	code, body, retryAfter := standby.postFrom(t, "127.0.0.2", ns, "many", token, `{"step":7}`)
+	if code != 429 || !strings.Contains(body, "from this address") || retryAfter == "" {
+		t.Errorf("a second report from 127.0.0.2: %d %s (Retry-After %q), want 429 from the standby's source limit", code, body, retryAfter)
+	}
+	waitStep(t, c, f, 6)
 }
 
 // TestFinalReportIsNotHeldBackByTheInterval: with an interval far longer
