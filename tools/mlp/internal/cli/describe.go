@@ -24,7 +24,7 @@ func newDescribeTrainCommand(o *Options) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -87,7 +87,7 @@ and point the file's hosts at 127.0.0.1.`,
 			if co.stdout && cmd.Flags().Changed("file") {
 				return errors.New("--stdout and --file exclude each other")
 			}
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -85,7 +85,7 @@ func newNotebookCreateCommand(o *Options) *cobra.Command {
 			if err := checkOutput(co.output); err != nil {
 				return err
 			}
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -154,7 +154,7 @@ func newNotebookStopCommand(o *Options) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, notebookKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -180,7 +180,7 @@ func newNotebookStartCommand(o *Options) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, notebookKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -51,7 +51,7 @@ follows the Notebook to a new pod when it restarts.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, notebookKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ func newListCommand(o *Options, k kind, t table) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,7 @@ func newGetCommand(o *Options, k kind, t table) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -86,7 +86,7 @@ func newDeleteCommand(o *Options, k kind, extra string) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeNames(o, k),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -108,7 +108,7 @@ func newDeleteCommand(o *Options, k kind, extra string) *cobra.Command {
 // chose, for shell completion.
 func completeNames(o *Options, k kind) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		s, err := o.session()
+		s, err := o.session(cmd.Context())
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -49,6 +49,9 @@ type Options struct {
 	Browser func(url string) error
 	// Version is the client's version.
 	Version string
+	// ConnectTimeout bounds the first contact with the cluster unless
+	// --request-timeout is given.
+	ConnectTimeout time.Duration
 }
 
 // exitError carries an exit code; its message, if any, has been printed.
@@ -91,6 +94,8 @@ func DefaultOptions(streams genericiooptions.IOStreams) *Options {
 		Forward:      portForward,
 		Browser:      openBrowser,
 		Version:      clientVersion(),
+
+		ConnectTimeout: DefaultConnectTimeout,
 	}
 }
 

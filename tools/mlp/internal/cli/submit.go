@@ -86,7 +86,7 @@ func (o *Options) submit(cmd *cobra.Command, args []string, so *submitOptions) e
 	if so.dryRun != "none" && so.dryRun != "client" && so.dryRun != "server" {
 		return fmt.Errorf("--dry-run must be none, client or server, not %q", so.dryRun)
 	}
-	s, err := o.session()
+	s, err := o.session(cmd.Context())
 	if err != nil {
 		return err
 	}
@@ -293,7 +293,7 @@ func newWaitCommand(o *Options) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -80,7 +80,7 @@ func newSuspendCommand(o *Options, suspend bool) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}

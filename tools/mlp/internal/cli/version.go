@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -44,11 +45,13 @@ func newVersionCommand(o *Options) *cobra.Command {
 			if clientOnly {
 				return nil
 			}
-			s, err := o.session()
+			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
 			}
-			o.printAPIs(s)
+			if err := o.printAPIs(s); err != nil {
+				return err
+			}
 			return o.printOperators(cmd.Context(), s)
 		},
 	}
@@ -57,15 +60,21 @@ func newVersionCommand(o *Options) *cobra.Command {
 }
 
 // printAPIs says which of our API versions the cluster serves; discovery is
-// open to every authenticated user.
-func (o *Options) printAPIs(s *session) {
+// open to every authenticated user. Only a 404 means "not installed": any
+// other error is the command's.
+func (o *Options) printAPIs(s *session) error {
 	for _, k := range []kind{trainingJobKind, notebookKind, featureStoreKind} {
 		state := "served"
-		if _, err := s.cs.Discovery().ServerResourcesForGroupVersion(k.GVK.GroupVersion().String()); err != nil {
+		_, err := s.cs.Discovery().ServerResourcesForGroupVersion(k.GVK.GroupVersion().String())
+		switch {
+		case apierrors.IsNotFound(err):
 			state = "not installed"
+		case err != nil:
+			return explainCore(err, "the API "+k.GVK.GroupVersion().String(), "discover", "", "")
 		}
 		fmt.Fprintf(o.Streams.Out, "API %s (%s): %s\n", k.GVK.GroupVersion(), k.Operator, state)
 	}
+	return nil
 }
 
 // printOperators lists the operator Deployments the user may see. Tenants
@@ -73,7 +82,11 @@ func (o *Options) printAPIs(s *session) {
 // treated as an error.
 func (o *Options) printOperators(ctx context.Context, s *session) error {
 	var deps appsv1.DeploymentList
-	if err := s.c.List(ctx, &deps, client.MatchingLabels{labelPartOf: "ml-platform"}); err != nil {
+	err := s.c.List(ctx, &deps, client.MatchingLabels{labelPartOf: "ml-platform"})
+	if err != nil && !apierrors.IsForbidden(err) {
+		return explainCore(err, "deployments", "list", "", "")
+	}
+	if err != nil {
 		fmt.Fprintf(o.Streams.Out, "Operators: not visible to you (%v)\n", explainCore(err, "deployments", "list", "", ""))
 		return nil
 	}
