@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -138,41 +134,4 @@ func featureStoreConfig(ctx context.Context, s *session, name string) ([]byte, e
 		return nil, fmt.Errorf("secret %q of FeatureStore %q has no key %q", cc.SecretName, name, cc.Key)
 	}
 	return data, nil
-}
-
-// writePrivate writes credentials to path with mode 0600 from the first
-// byte on: a new file is created exclusively, a replaced one (--force) is
-// written to a private temporary file and renamed over it.
-func writePrivate(path string, data []byte, force bool) error {
-	if !force {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s exists: use --force to replace it, or --file for another name", path)
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(data); err != nil {
-			_ = f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+strings.TrimPrefix(filepath.Base(path), ".")+".*")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if err := tmp.Chmod(0o600); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
