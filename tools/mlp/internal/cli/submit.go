@@ -251,15 +251,9 @@ func resourcesFromFlags(so *submitOptions) (*commonv1alpha1.Resources, error) {
 
 // readTrainingJob reads one TrainingJob of our API group from a file.
 func (o *Options) readTrainingJob(path string, names []string, s *session) (*unstructured.Unstructured, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(o.Streams.In)
-	} else {
-		data, err = os.ReadFile(path)
-	}
+	data, err := o.readManifest(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		return nil, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&u.Object); err != nil {
@@ -302,4 +296,46 @@ func newWaitCommand(o *Options) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
 	return cmd
+}
+
+// maxManifestBytes is the most -f reads: the API server refuses a request
+// body over 3 MiB, so a larger file can never be created, and a stream
+// without end (-f /dev/zero) must not fill the memory.
+const maxManifestBytes = 3 << 20
+
+// readManifest reads a file or standard input ("-"), at most
+// maxManifestBytes of it. A regular file's size is checked before reading;
+// a stream is read up to one byte past the limit.
+func (o *Options) readManifest(path string) ([]byte, error) {
+	r := o.Streams.In
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		defer func() { _ = f.Close() }()
+		info, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		if info.IsDir() {
+			return nil, fmt.Errorf("%s is a directory: -f takes one file", path)
+		}
+		if info.Mode().IsRegular() && info.Size() > maxManifestBytes {
+			return nil, tooLarge(path)
+		}
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(data) > maxManifestBytes {
+		return nil, tooLarge(path)
+	}
+	return data, nil
+}
+
+func tooLarge(path string) error {
+	return fmt.Errorf("%s is larger than %d MiB, more than the API server accepts for one object: -f takes one TrainingJob", path, maxManifestBytes>>20)
 }
