@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -89,6 +90,12 @@ type logsOptions struct {
 	tail     int64
 }
 
+// validate refuses ranks and runs that cannot exist; -1 (all ranks) and a
+// negative --tail (whole logs) are the documented defaults.
+func (lo *logsOptions) validate() error {
+	return errors.Join(atLeast("rank", int64(lo.rank), -1), atLeast("run", int64(lo.run), 0))
+}
+
 func newLogsCommand(o *Options) *cobra.Command {
 	lo := logsOptions{}
 	cmd := &cobra.Command{
@@ -100,6 +107,9 @@ func newLogsCommand(o *Options) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lo.validate(); err != nil {
+				return err
+			}
 			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err

@@ -1,12 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,11 +67,18 @@ var notebookTable = table{
 }
 
 type notebookCreateOptions struct {
-	image, cpu, memory, workspace string
-	gpus                          int32
-	accelType                     string
-	featureStores                 []string
-	output                        string
+	image, workspace string
+	resources        resourceFlags
+	featureStores    []string
+	output           string
+}
+
+func (co *notebookCreateOptions) validate() error {
+	if err := checkOutput(co.output); err != nil {
+		return err
+	}
+	_, err := positiveQuantity("workspace", co.workspace)
+	return errors.Join(co.resources.validate(), err)
 }
 
 func newNotebookCreateCommand(o *Options) *cobra.Command {
@@ -82,7 +89,7 @@ func newNotebookCreateCommand(o *Options) *cobra.Command {
 		Example: `  mlp notebook create alice --memory 8Gi --gpus 1 --workspace 20Gi`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(co.output); err != nil {
+			if err := co.validate(); err != nil {
 				return err
 			}
 			s, err := o.session(cmd.Context())
@@ -105,10 +112,7 @@ func newNotebookCreateCommand(o *Options) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&co.image, "image", "", "Jupyter image; empty for the platform's default")
-	f.StringVar(&co.cpu, "cpu", "", "CPU request, e.g. 2")
-	f.StringVar(&co.memory, "memory", "", "Memory request and limit, e.g. 8Gi")
-	f.Int32Var(&co.gpus, "gpus", 0, "Accelerators")
-	f.StringVar(&co.accelType, "accelerator-type", "", "Accelerator type the platform team configured; empty for the default")
+	co.resources.addFlags(f, "")
 	f.StringVar(&co.workspace, "workspace", "", "Size of the workspace volume; empty for the platform's default")
 	f.StringArrayVar(&co.featureStores, "feature-store", nil, "FeatureStore whose client configuration is mounted (repeatable)")
 	addOutputFlag(cmd, &co.output)
@@ -120,20 +124,18 @@ func notebookFromFlags(name, namespace string, co *notebookCreateOptions) (*unst
 	nb.APIVersion, nb.Kind = notebooksv1alpha1.GroupVersion.String(), "Notebook"
 	nb.Name, nb.Namespace = name, namespace
 	nb.Spec.Image = co.image
-	res, err := resourcesFromFlags(&submitOptions{cpu: co.cpu, memory: co.memory, accelerators: co.gpus, accelType: co.accelType})
+	res, err := co.resources.resources()
 	if err != nil {
 		return nil, err
 	}
 	if res != nil {
 		nb.Spec.Resources = *res
 	}
-	if co.workspace != "" {
-		q, err := resource.ParseQuantity(co.workspace)
-		if err != nil {
-			return nil, fmt.Errorf("--workspace %q: %w", co.workspace, err)
-		}
-		nb.Spec.Workspace.Size = &q
+	size, err := positiveQuantity("workspace", co.workspace)
+	if err != nil {
+		return nil, err
 	}
+	nb.Spec.Workspace.Size = size
 	for _, fs := range co.featureStores {
 		nb.Spec.FeatureStores = append(nb.Spec.FeatureStores, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: fs}})
 	}

@@ -51,6 +51,9 @@ follows the Notebook to a new pod when it restarts.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, notebookKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if oo.port < 0 || oo.port > 65535 {
+				return fmt.Errorf("--port must be a port number from 0 (any free port) to 65535, not %d", oo.port)
+			}
 			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,9 +26,7 @@ type submitOptions struct {
 	framework     string
 	image         string
 	workers       int32
-	accelerators  int32
-	accelType     string
-	cpu, memory   string
+	resources     resourceFlags
 	env           []string
 	checkpoint    string
 	queue         string
@@ -62,10 +60,7 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 	f.StringVar(&so.framework, "framework", string(trainingv1alpha1.FrameworkPyTorch), "Framework: pytorch, tensorflow, xgboost or paddle")
 	f.StringVar(&so.image, "image", "", "Image of the training container")
 	f.Int32Var(&so.workers, "workers", 1, "Pods taking part in the training, rank 0 included")
-	f.Int32Var(&so.accelerators, "gpus", 0, "Accelerators per pod")
-	f.StringVar(&so.accelType, "accelerator-type", "", "Accelerator type the platform team configured (e.g. a100); empty for the default")
-	f.StringVar(&so.cpu, "cpu", "", "CPU request per pod, e.g. 2")
-	f.StringVar(&so.memory, "memory", "", "Memory request and limit per pod, e.g. 8Gi")
+	so.resources.addFlags(f, " per pod")
 	f.StringArrayVarP(&so.env, "env", "e", nil, "Environment variable NAME=VALUE (repeatable)")
 	f.StringVar(&so.checkpoint, "checkpoint-size", "", "Size of a checkpoint volume the operator creates, e.g. 10Gi")
 	f.StringVar(&so.queue, "queue", "", "Kueue LocalQueue to submit to")
@@ -79,12 +74,26 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 	return cmd
 }
 
-func (o *Options) submit(cmd *cobra.Command, args []string, so *submitOptions) error {
+// validate checks the flags before anything is sent.
+func (so *submitOptions) validate() error {
 	if err := checkOutput(so.output); err != nil {
 		return err
 	}
 	if so.dryRun != "none" && so.dryRun != "client" && so.dryRun != "server" {
 		return fmt.Errorf("--dry-run must be none, client or server, not %q", so.dryRun)
+	}
+	_, err := positiveQuantity("checkpoint-size", so.checkpoint)
+	return errors.Join(
+		atLeast("workers", int64(so.workers), 1),
+		so.resources.validate(),
+		err,
+		timeoutFlag("timeout", so.timeout),
+	)
+}
+
+func (o *Options) submit(cmd *cobra.Command, args []string, so *submitOptions) error {
+	if err := so.validate(); err != nil {
+		return err
 	}
 	s, err := o.session(cmd.Context())
 	if err != nil {
@@ -200,53 +209,19 @@ func jobFromFlags(name, namespace string, so *submitOptions, command []string) (
 	for _, fs := range so.featureStores {
 		tj.Spec.FeatureStores = append(tj.Spec.FeatureStores, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: fs}})
 	}
-	res, err := resourcesFromFlags(so)
+	res, err := so.resources.resources()
 	if err != nil {
 		return nil, err
 	}
 	tj.Spec.Resources = res
-	if so.checkpoint != "" {
-		q, err := resource.ParseQuantity(so.checkpoint)
-		if err != nil {
-			return nil, fmt.Errorf("--checkpoint-size %q: %w", so.checkpoint, err)
-		}
-		tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: &q}
+	size, err := positiveQuantity("checkpoint-size", so.checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	if size != nil {
+		tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: size}
 	}
 	return tj, nil
-}
-
-func resourcesFromFlags(so *submitOptions) (*commonv1alpha1.Resources, error) {
-	if so.cpu == "" && so.memory == "" && so.accelerators == 0 && so.accelType == "" {
-		return nil, nil
-	}
-	r := &commonv1alpha1.Resources{}
-	set := func(flag, value string, name corev1.ResourceName, limit bool) error {
-		if value == "" {
-			return nil
-		}
-		q, err := resource.ParseQuantity(value)
-		if err != nil {
-			return fmt.Errorf("--%s %q: %w", flag, value, err)
-		}
-		if r.Requests == nil {
-			r.Requests = corev1.ResourceList{}
-		}
-		r.Requests[name] = q
-		if limit {
-			r.Limits = corev1.ResourceList{name: q}
-		}
-		return nil
-	}
-	if err := set("cpu", so.cpu, corev1.ResourceCPU, false); err != nil {
-		return nil, err
-	}
-	if err := set("memory", so.memory, corev1.ResourceMemory, true); err != nil {
-		return nil, err
-	}
-	if so.accelerators > 0 || so.accelType != "" {
-		r.Accelerators = &commonv1alpha1.Accelerators{Count: so.accelerators, Type: so.accelType}
-	}
-	return r, nil
 }
 
 // readTrainingJob reads one TrainingJob of our API group from a file.
@@ -287,6 +262,9 @@ func newWaitCommand(o *Options) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := timeoutFlag("timeout", timeout); err != nil {
+				return err
+			}
 			s, err := o.session(cmd.Context())
 			if err != nil {
 				return err
