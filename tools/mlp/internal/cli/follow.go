@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -205,6 +206,7 @@ func (o *Options) follow(ctx context.Context, s *session, name string, timeout t
 	d := o.newDisplay()
 	defer d.done()
 	lastErr := ""
+	var uid types.UID
 	for {
 		u, err := s.get(ctx, trainingJobKind, name)
 		var st jobState
@@ -218,13 +220,16 @@ func (o *Options) follow(ctx context.Context, s *session, name string, timeout t
 			return err
 		case err != nil && apierrors.IsNotFound(err):
 			return &exitError{code: ExitFailed, err: fmt.Errorf("TrainingJob %q was deleted while waiting for it", name)}
+		case err == nil && uid != "" && tj.UID != uid:
+			// A job of the same name created since is not the one followed.
+			return &exitError{code: ExitFailed, err: fmt.Errorf("TrainingJob %q was deleted while waiting for it (and created again: follow the new one with `mlp train wait %s`)", name, name)}
 		case err != nil:
 			if msg := err.Error(); msg != lastErr {
 				d.note("waiting for the API server: " + msg)
 				lastErr = msg
 			}
 		default:
-			lastErr = ""
+			lastErr, uid = "", tj.UID
 			d.update(st, o.Now())
 			if done, err := o.outcome(ctx, s, d, tj); done {
 				return err
