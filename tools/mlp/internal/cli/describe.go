@@ -55,6 +55,14 @@ func (o *Options) describeTrainingJob(ctx context.Context, s *session, name stri
 	field("Restarts", fmt.Sprint(tj.Status.RestartCount))
 	field("Age", age(tj.CreationTimestamp.Time, now))
 	field("Duration", orDash(tj.Status.Duration))
+	if c := waitingCondition(tj); c != nil {
+		field("Waiting on", conditionText(c))
+	}
+	if pending(tj) {
+		if e := latestWarning(ctx, s, tj); e != nil {
+			field("Last warning", fmt.Sprintf("%s (%s ago): %s", e.Reason, age(eventTime(e), now), strings.TrimSpace(e.Message)))
+		}
+	}
 	if p := readProgress(u); p.reported() {
 		field("Progress", p.summary(now))
 		field("Last report", age(p.LastReport, now)+" ago")

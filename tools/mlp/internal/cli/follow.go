@@ -30,7 +30,10 @@ type jobState struct {
 	Run      int32
 	Restarts int32
 	Progress progress
-	Message  string
+	// Waiting is the condition that holds the job, "Reason: message".
+	Waiting string
+	// Warning is the job's latest Warning event while its pods are pending.
+	Warning string
 }
 
 // line is the one-line summary; it leaves out the ETA, which changes every
@@ -53,8 +56,10 @@ func (s jobState) line(now time.Time, withETA bool) string {
 	if sum := p.summary(now); sum != "" {
 		parts = append(parts, sum)
 	}
-	if s.Message != "" {
-		parts = append(parts, s.Message)
+	for _, x := range []string{s.Waiting, s.Warning} {
+		if x != "" {
+			parts = append(parts, x)
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -73,8 +78,9 @@ func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (job
 	if c := meta.FindStatusCondition(tj.Status.Conditions, trainingv1alpha1.ConditionQueued); c != nil {
 		st.Queue = map[bool]string{true: "queued", false: "admitted"}[c.Status == "True"]
 	}
-	if c := meta.FindStatusCondition(tj.Status.Conditions, commonv1alpha1.ConditionStalled); c != nil && c.Status == "True" {
-		st.Message = c.Message
+	st.Waiting = conditionText(waitingCondition(tj))
+	if pending(tj) {
+		st.Warning = warningText(latestWarning(ctx, s, tj))
 	}
 	if tj.Status.Run > 0 {
 		st.Pods = int(tj.Spec.Workers)
