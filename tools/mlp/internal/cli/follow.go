@@ -191,11 +191,17 @@ func (d *barDisplay) done() {
 	d.drawn = false
 }
 
-func (o *Options) newDisplay() display {
-	if o.Terminal(o.Streams.Out) {
-		return &barDisplay{w: o.Streams.Out}
+// follower follows one TrainingJob to its end, for submit and wait.
+type follower struct {
+	*Options
+	s *session
+}
+
+func (f *follower) newDisplay() display {
+	if f.Terminal(f.Streams.Out) {
+		return &barDisplay{w: f.Streams.Out}
 	}
-	return &plainDisplay{w: o.Streams.Out}
+	return &plainDisplay{w: f.Streams.Out}
 }
 
 // follow waits for a TrainingJob to finish, showing its state. It returns
@@ -203,13 +209,14 @@ func (o *Options) newDisplay() display {
 // (with the reason and the failing pod's last log lines), 2 when the wait
 // ended first (timeout or interrupt), saying the job keeps running. API
 // errors while waiting (an apiserver restart) are shown and waited out.
-func (o *Options) follow(ctx context.Context, s *session, name string, timeout time.Duration) error {
+func (f *follower) follow(ctx context.Context, name string, timeout time.Duration) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	d := o.newDisplay()
+	s := f.s
+	d := f.newDisplay()
 	defer d.done()
 	lastErr := ""
 	var uid types.UID
@@ -236,8 +243,8 @@ func (o *Options) follow(ctx context.Context, s *session, name string, timeout t
 			}
 		default:
 			lastErr, uid = "", tj.UID
-			d.update(st, o.Now())
-			if done, err := o.outcome(ctx, s, d, tj); done {
+			d.update(st, f.Now())
+			if done, err := f.outcome(ctx, d, tj); done {
 				return err
 			}
 		}
@@ -245,7 +252,7 @@ func (o *Options) follow(ctx context.Context, s *session, name string, timeout t
 		case <-ctx.Done():
 			d.done()
 			return incomplete(ctx, name, timeout)
-		case <-time.After(o.PollInterval):
+		case <-time.After(f.PollInterval):
 		}
 	}
 }
@@ -261,15 +268,15 @@ func incomplete(ctx context.Context, name string, timeout time.Duration) error {
 }
 
 // outcome reports whether the job finished, and how.
-func (o *Options) outcome(ctx context.Context, s *session, d display, tj *trainingv1alpha1.TrainingJob) (bool, error) {
+func (f *follower) outcome(ctx context.Context, d display, tj *trainingv1alpha1.TrainingJob) (bool, error) {
 	switch {
 	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionSucceeded):
 		d.done()
-		fmt.Fprintf(o.Streams.Out, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
+		fmt.Fprintf(f.Streams.Out, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
 		return true, nil
 	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionFailed):
 		d.done()
-		o.printFailure(ctx, s, tj)
+		f.printFailure(ctx, tj)
 		return true, &exitError{code: ExitFailed}
 	}
 	return false, nil
@@ -280,4 +287,48 @@ func durationSuffix(d string) string {
 		return ""
 	}
 	return " after " + d
+}
+
+// failureLogLines is how much of the failing pod's log a failed wait prints.
+const failureLogLines = 20
+
+// printFailure explains a failed job: the operator's reason and message,
+// the failing container, and the last lines of its log.
+func (fo *follower) printFailure(ctx context.Context, tj *trainingv1alpha1.TrainingJob) {
+	s, w := fo.s, fo.Streams.ErrOut
+	f := tj.Status.Failure
+	if f == nil {
+		fmt.Fprintf(w, "TrainingJob %q failed\n", tj.Name)
+		return
+	}
+	fmt.Fprintf(w, "TrainingJob %q failed: %s\n", tj.Name, firstNonEmpty(f.Cause, f.Reason, "Unknown"))
+	if f.Message != "" {
+		fmt.Fprintf(w, "  message: %s\n", f.Message)
+	}
+	if f.Pod == "" {
+		return
+	}
+	fmt.Fprintf(w, "  pod %s, container %s, exit code %d\n", f.Pod, orDash(f.Container), f.ExitCode)
+	var pod corev1.Pod
+	if err := s.c.Get(ctx, clientKey(s.namespace, f.Pod), &pod); err != nil {
+		fo.printTermination(f)
+		fmt.Fprintf(w, "  (no log: pod %s is gone: %v)\n", f.Pod, explainCore(err, "pods", "get", f.Pod, s.namespace))
+		return
+	}
+	tail := int64(failureLogLines)
+	r, err := fo.Logs(ctx, s, &pod, &corev1.PodLogOptions{Container: firstNonEmpty(f.Container, trainingContainer(&pod)), TailLines: &tail})
+	if err != nil {
+		fo.printTermination(f)
+		fmt.Fprintf(w, "  (no log: %v)\n", err)
+		return
+	}
+	defer func() { _ = r.Close() }()
+	fmt.Fprintf(w, "last %d lines of the log of %s:\n", failureLogLines, f.Pod)
+	_, _ = io.Copy(w, r)
+}
+
+func (fo *follower) printTermination(f *trainingv1alpha1.Failure) {
+	if f.TerminationMessage != "" {
+		fmt.Fprintf(fo.Streams.ErrOut, "termination message of %s:\n%s\n", f.Pod, strings.TrimRight(f.TerminationMessage, "\n"))
+	}
 }

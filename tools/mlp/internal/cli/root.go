@@ -27,9 +27,11 @@ const (
 	ExitIncomplete = 2
 )
 
-// Options are the dependencies of every command. Tests replace the clock,
-// the terminal detection and the parts of Kubernetes a test apiserver does
-// not have (a kubelet for logs and port-forwarding).
+// Options are what every command shares: the IO streams, the kubeconfig
+// flags and the session they open, and the dependencies tests replace (the
+// clock, the terminal detection and the parts of Kubernetes a test
+// apiserver does not have: a kubelet for logs and port-forwarding). Each
+// command embeds them in its own options type (see runnable).
 type Options struct {
 	Streams     genericiooptions.IOStreams
 	ConfigFlags *genericclioptions.ConfigFlags

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ import (
 )
 
 type submitOptions struct {
+	*Options
+
 	file          string
 	framework     string
 	image         string
@@ -36,10 +39,15 @@ type submitOptions struct {
 	output        string
 	noWait        bool
 	timeout       time.Duration
+
+	// Completed from the command line: the NAME, the command after --,
+	// and the flags that shape a job (which -f excludes).
+	names, command []string
+	shaping        []string
 }
 
 func newSubmitCommand(o *Options) *cobra.Command {
-	so := submitOptions{}
+	so := &submitOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:   "submit [NAME] [-- COMMAND [ARG...]]",
 		Short: "Create a TrainingJob from a file or from flags, and follow it to the end",
@@ -51,9 +59,7 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 		Example: `  mlp train submit mnist --image registry.example/mnist:1 --workers 2 --gpus 1 -- python train.py --epochs 3
   mlp train submit -f trainingjob.yaml --no-wait
   mlp train submit mnist --image registry.example/mnist:1 --dry-run=server -o yaml`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.submit(cmd, args, &so)
-		},
+		RunE: runE(so),
 	}
 	f := cmd.Flags()
 	f.StringVarP(&so.file, "filename", "f", "", "File with a TrainingJob (YAML or JSON; - for stdin)")
@@ -74,10 +80,32 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 	return cmd
 }
 
-// validate checks the flags before anything is sent.
-func (so *submitOptions) validate() error {
+// Complete splits the arguments into the NAME and the command after --.
+func (so *submitOptions) Complete(cmd *cobra.Command, args []string) error {
+	so.names, so.command = args, nil
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		so.names, so.command = args[:dash], args[dash:]
+	}
+	so.shaping = shapingFlags(cmd)
+	return nil
+}
+
+// Validate checks the command line before anything is sent. Flags that
+// shape the job cannot be combined with -f: the file is the whole truth.
+func (so *submitOptions) Validate() error {
 	if err := checkOutput(so.output); err != nil {
 		return err
+	}
+	if len(so.names) > 1 {
+		return fmt.Errorf("expected at most one NAME, got %q (put the command after --)", so.names)
+	}
+	switch {
+	case so.file != "" && (len(so.shaping) > 0 || len(so.command) > 0):
+		return fmt.Errorf("-f cannot be combined with %s: edit the file instead", strings.Join(append(so.shaping, "a command"), ", "))
+	case so.file == "" && len(so.names) == 0:
+		return fmt.Errorf("a NAME is needed (mlp train submit NAME --image IMAGE -- COMMAND...), or -f FILE")
+	case so.file == "" && so.image == "":
+		return fmt.Errorf("--image is needed (or -f FILE)")
 	}
 	if so.dryRun != "none" && so.dryRun != "client" && so.dryRun != "server" {
 		return fmt.Errorf("--dry-run must be none, client or server, not %q", so.dryRun)
@@ -91,72 +119,53 @@ func (so *submitOptions) validate() error {
 	)
 }
 
-func (o *Options) submit(cmd *cobra.Command, args []string, so *submitOptions) error {
-	if err := so.validate(); err != nil {
-		return err
-	}
-	s, err := o.session(cmd.Context())
+// Run creates the job, or shows it for a dry run, and follows it unless
+// --no-wait.
+func (so *submitOptions) Run(ctx context.Context) error {
+	s, err := so.session(ctx)
 	if err != nil {
 		return err
 	}
-	u, err := o.buildTrainingJob(cmd, args, so, s)
+	u, err := so.buildTrainingJob(s)
 	if err != nil {
 		return err
 	}
 	if so.dryRun == "client" {
-		return o.printSubmitted(so, u, " (dry run)")
+		return so.printSubmitted(u, " (dry run)")
 	}
 	opts := []client.CreateOption{client.FieldValidation("Strict")}
 	if so.dryRun == "server" {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := s.c.Create(cmd.Context(), u, opts...); err != nil {
+	if err := s.c.Create(ctx, u, opts...); err != nil {
 		return explain(err, trainingJobKind, "create", u.GetName(), s.namespace)
 	}
 	if so.dryRun == "server" {
-		return o.printSubmitted(so, u, " (server dry run)")
+		return so.printSubmitted(u, " (server dry run)")
 	}
-	if err := o.printSubmitted(so, u, ""); err != nil {
+	if err := so.printSubmitted(u, ""); err != nil {
 		return err
 	}
 	if so.noWait {
 		return nil
 	}
-	return o.follow(cmd.Context(), s, u.GetName(), so.timeout)
+	return (&follower{Options: so.Options, s: s}).follow(ctx, u.GetName(), so.timeout)
 }
 
-func (o *Options) printSubmitted(so *submitOptions, u *unstructured.Unstructured, suffix string) error {
+func (so *submitOptions) printSubmitted(u *unstructured.Unstructured, suffix string) error {
 	if so.output == outTable || so.output == outWide {
-		fmt.Fprintf(o.Streams.Out, "trainingjob.training.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
+		fmt.Fprintf(so.Streams.Out, "trainingjob.training.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
 		return nil
 	}
-	return printObjects(o.Streams.Out, so.output, trainingJobKind, trainingJobTable, []unstructured.Unstructured{*u}, true, o.Now())
+	return printObjects(so.Streams.Out, so.output, trainingJobKind, trainingJobTable, []unstructured.Unstructured{*u}, true, so.Now())
 }
 
-// buildTrainingJob reads -f or assembles the job from flags. Flags that
-// shape the job cannot be combined with -f: the file is the whole truth.
-func (o *Options) buildTrainingJob(cmd *cobra.Command, args []string, so *submitOptions, s *session) (*unstructured.Unstructured, error) {
-	dash := cmd.ArgsLenAtDash()
-	names, command := args, []string(nil)
-	if dash >= 0 {
-		names, command = args[:dash], args[dash:]
-	}
-	if len(names) > 1 {
-		return nil, fmt.Errorf("expected at most one NAME, got %q (put the command after --)", names)
-	}
+// buildTrainingJob reads -f or assembles the job from flags.
+func (so *submitOptions) buildTrainingJob(s *session) (*unstructured.Unstructured, error) {
 	if so.file != "" {
-		if changed := shapingFlags(cmd); len(changed) > 0 || len(command) > 0 {
-			return nil, fmt.Errorf("-f cannot be combined with %s: edit the file instead", strings.Join(append(changed, "a command"), ", "))
-		}
-		return o.readTrainingJob(so.file, names, s)
+		return so.readTrainingJob(s)
 	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("a NAME is needed (mlp train submit NAME --image IMAGE -- COMMAND...), or -f FILE")
-	}
-	if so.image == "" {
-		return nil, fmt.Errorf("--image is needed (or -f FILE)")
-	}
-	tj, err := jobFromFlags(names[0], s.namespace, so, command)
+	tj, err := so.jobFromFlags(s.namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +196,8 @@ func shapingFlags(cmd *cobra.Command) []string {
 	return out
 }
 
-func jobFromFlags(name, namespace string, so *submitOptions, command []string) (*trainingv1alpha1.TrainingJob, error) {
+func (so *submitOptions) jobFromFlags(namespace string) (*trainingv1alpha1.TrainingJob, error) {
+	name, command := so.names[0], so.command
 	tj := &trainingv1alpha1.TrainingJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: trainingv1alpha1.GroupVersion.String(), Kind: "TrainingJob"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
@@ -225,8 +235,9 @@ func jobFromFlags(name, namespace string, so *submitOptions, command []string) (
 }
 
 // readTrainingJob reads one TrainingJob of our API group from a file.
-func (o *Options) readTrainingJob(path string, names []string, s *session) (*unstructured.Unstructured, error) {
-	data, err := o.readManifest(path)
+func (so *submitOptions) readTrainingJob(s *session) (*unstructured.Unstructured, error) {
+	path, names := so.file, so.names
+	data, err := readManifest(path, so.Streams.In)
 	if err != nil {
 		return nil, err
 	}
@@ -254,26 +265,38 @@ func (o *Options) readTrainingJob(path string, names []string, s *session) (*uns
 	return u, nil
 }
 
+type waitOptions struct {
+	*Options
+	name    string
+	timeout time.Duration
+}
+
 func newWaitCommand(o *Options) *cobra.Command {
-	var timeout time.Duration
+	wo := &waitOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:               "wait NAME",
 		Short:             "Wait for a TrainingJob to end, showing its progress (exit 0 succeeded, 1 failed, 2 still running)",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := timeoutFlag("timeout", timeout); err != nil {
-				return err
-			}
-			s, err := o.session(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return o.follow(cmd.Context(), s, args[0], timeout)
-		},
+		RunE:              runE(wo),
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
+	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
 	return cmd
+}
+
+func (wo *waitOptions) Complete(_ *cobra.Command, args []string) error {
+	wo.name = args[0]
+	return nil
+}
+
+func (wo *waitOptions) Validate() error { return timeoutFlag("timeout", wo.timeout) }
+
+func (wo *waitOptions) Run(ctx context.Context) error {
+	s, err := wo.session(ctx)
+	if err != nil {
+		return err
+	}
+	return (&follower{Options: wo.Options, s: s}).follow(ctx, wo.name, wo.timeout)
 }
 
 // maxManifestBytes is the most -f reads: the API server refuses a request
@@ -284,8 +307,8 @@ const maxManifestBytes = 3 << 20
 // readManifest reads a file or standard input ("-"), at most
 // maxManifestBytes of it. A regular file's size is checked before reading;
 // a stream is read up to one byte past the limit.
-func (o *Options) readManifest(path string) ([]byte, error) {
-	r := o.Streams.In
+func readManifest(path string, stdin io.Reader) ([]byte, error) {
+	r := stdin
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {

@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+)
+
+// runnable is the shape of every mlp command, as of kubectl's: each command
+// has its own options type holding its flags and the shared *Options;
+// Complete derives what the command line implies without contacting the
+// cluster, Validate refuses careless input before anything is sent, and
+// Run opens the session and does the work.
+type runnable interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// runE runs a command's three steps in order for cobra.
+func runE(r runnable) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := r.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		return r.Run(cmd.Context())
+	}
+}
