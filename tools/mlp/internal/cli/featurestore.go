@@ -62,13 +62,17 @@ func endpoint(p *featuresv1alpha1.ProvisionedStore) string {
 }
 
 type configOptions struct {
+	*Options
+	name   string
 	file   string
 	stdout bool
 	force  bool
+	// fileGiven is whether --file was on the command line.
+	fileGiven bool
 }
 
 func newFeatureStoreConfigCommand(o *Options) *cobra.Command {
-	co := configOptions{}
+	co := &configOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:   "config NAME",
 		Short: "Write the FeatureStore's Feast feature_store.yaml (it holds credentials)",
@@ -79,33 +83,44 @@ endpoints are the cluster's Service names: from a laptop, port-forward to them
 and point the file's hosts at 127.0.0.1.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, featureStoreKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if co.stdout && cmd.Flags().Changed("file") {
-				return errors.New("--stdout and --file exclude each other")
-			}
-			s, err := o.session(cmd.Context())
-			if err != nil {
-				return err
-			}
-			data, err := featureStoreConfig(cmd.Context(), s, args[0])
-			if err != nil {
-				return err
-			}
-			if co.stdout {
-				_, err := o.Streams.Out.Write(data)
-				return err
-			}
-			if err := writePrivate(co.file, data, co.force); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.Streams.ErrOut, "wrote %s (mode 0600); use it with FEAST_FS_YAML_FILE_PATH=%s or feast -f %s\n", co.file, co.file, co.file)
-			return nil
-		},
+		RunE:              runE(co),
 	}
 	cmd.Flags().StringVar(&co.file, "file", commonv1alpha1.FeatureStoreConfigKey, "File to write, created with mode 0600")
 	cmd.Flags().BoolVar(&co.stdout, "stdout", false, "Print the configuration, credentials included, to standard output instead")
 	cmd.Flags().BoolVar(&co.force, "force", false, "Replace an existing file")
 	return cmd
+}
+
+func (co *configOptions) Complete(cmd *cobra.Command, args []string) error {
+	co.name, co.fileGiven = args[0], cmd.Flags().Changed("file")
+	return nil
+}
+
+func (co *configOptions) Validate() error {
+	if co.stdout && co.fileGiven {
+		return errors.New("--stdout and --file exclude each other")
+	}
+	return nil
+}
+
+func (co *configOptions) Run(ctx context.Context) error {
+	s, err := co.session(ctx)
+	if err != nil {
+		return err
+	}
+	data, err := featureStoreConfig(ctx, s, co.name)
+	if err != nil {
+		return err
+	}
+	if co.stdout {
+		_, err := co.Streams.Out.Write(data)
+		return err
+	}
+	if err := writePrivate(co.file, data, co.force); err != nil {
+		return err
+	}
+	fmt.Fprintf(co.Streams.ErrOut, "wrote %s (mode 0600); use it with FEAST_FS_YAML_FILE_PATH=%s or feast -f %s\n", co.file, co.file, co.file)
+	return nil
 }
 
 func featureStoreConfig(ctx context.Context, s *session, name string) ([]byte, error) {
