@@ -29,3 +29,16 @@ func runE(r runnable) func(*cobra.Command, []string) error {
 		return r.Run(cmd.Context())
 	}
 }
+
+// oneName completes the commands that take exactly one NAME.
+type oneName struct{ name string }
+
+func (n *oneName) Complete(_ *cobra.Command, args []string) error {
+	n.name = args[0]
+	return nil
+}
+
+// noFlagChecks is Validate for the commands without flags to check.
+type noFlagChecks struct{}
+
+func (noFlagChecks) Validate() error { return nil }

@@ -19,7 +19,8 @@ import (
 
 type describeOptions struct {
 	*Options
-	name string
+	oneName
+	noFlagChecks
 }
 
 func newDescribeTrainCommand(o *Options) *cobra.Command {
@@ -31,13 +32,6 @@ func newDescribeTrainCommand(o *Options) *cobra.Command {
 		RunE:              runE(&describeOptions{Options: o}),
 	}
 }
-
-func (do *describeOptions) Complete(_ *cobra.Command, args []string) error {
-	do.name = args[0]
-	return nil
-}
-
-func (do *describeOptions) Validate() error { return nil }
 
 func (do *describeOptions) Run(ctx context.Context) error {
 	s, err := do.session(ctx)

@@ -197,11 +197,11 @@ type follower struct {
 	s *session
 }
 
-func (f *follower) newDisplay() display {
-	if f.Terminal(f.Streams.Out) {
-		return &barDisplay{w: f.Streams.Out}
+func (fo *follower) newDisplay() display {
+	if fo.Terminal(fo.Streams.Out) {
+		return &barDisplay{w: fo.Streams.Out}
 	}
-	return &plainDisplay{w: f.Streams.Out}
+	return &plainDisplay{w: fo.Streams.Out}
 }
 
 // follow waits for a TrainingJob to finish, showing its state. It returns
@@ -209,14 +209,14 @@ func (f *follower) newDisplay() display {
 // (with the reason and the failing pod's last log lines), 2 when the wait
 // ended first (timeout or interrupt), saying the job keeps running. API
 // errors while waiting (an apiserver restart) are shown and waited out.
-func (f *follower) follow(ctx context.Context, name string, timeout time.Duration) error {
+func (fo *follower) follow(ctx context.Context, name string, timeout time.Duration) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	s := f.s
-	d := f.newDisplay()
+	s := fo.s
+	d := fo.newDisplay()
 	defer d.done()
 	lastErr := ""
 	var uid types.UID
@@ -243,8 +243,8 @@ func (f *follower) follow(ctx context.Context, name string, timeout time.Duratio
 			}
 		default:
 			lastErr, uid = "", tj.UID
-			d.update(st, f.Now())
-			if done, err := f.outcome(ctx, d, tj); done {
+			d.update(st, fo.Now())
+			if done, err := fo.outcome(ctx, d, tj); done {
 				return err
 			}
 		}
@@ -252,7 +252,7 @@ func (f *follower) follow(ctx context.Context, name string, timeout time.Duratio
 		case <-ctx.Done():
 			d.done()
 			return incomplete(ctx, name, timeout)
-		case <-time.After(f.PollInterval):
+		case <-time.After(fo.PollInterval):
 		}
 	}
 }
@@ -268,15 +268,15 @@ func incomplete(ctx context.Context, name string, timeout time.Duration) error {
 }
 
 // outcome reports whether the job finished, and how.
-func (f *follower) outcome(ctx context.Context, d display, tj *trainingv1alpha1.TrainingJob) (bool, error) {
+func (fo *follower) outcome(ctx context.Context, d display, tj *trainingv1alpha1.TrainingJob) (bool, error) {
 	switch {
 	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionSucceeded):
 		d.done()
-		fmt.Fprintf(f.Streams.Out, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
+		fmt.Fprintf(fo.Streams.Out, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
 		return true, nil
 	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionFailed):
 		d.done()
-		f.printFailure(ctx, tj)
+		fo.printFailure(ctx, tj)
 		return true, &exitError{code: ExitFailed}
 	}
 	return false, nil

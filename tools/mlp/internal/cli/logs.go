@@ -84,7 +84,7 @@ func trainingContainer(p *corev1.Pod) string {
 
 type logsOptions struct {
 	*Options
-	name     string
+	oneName
 	follow   bool
 	rank     int
 	run      int32
@@ -117,11 +117,6 @@ func newLogsCommand(o *Options) *cobra.Command {
 	f.BoolVarP(&lo.previous, "previous", "p", false, "The previous container of each pod (after a container restart within the run)")
 	f.Int64Var(&lo.tail, "tail", -1, "Lines from the end of each log; all when negative")
 	return cmd
-}
-
-func (lo *logsOptions) Complete(_ *cobra.Command, args []string) error {
-	lo.name = args[0]
-	return nil
 }
 
 // Run prints the logs of every rank of the run, or of one rank.

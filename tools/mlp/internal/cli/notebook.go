@@ -70,16 +70,11 @@ var notebookTable = table{
 
 type notebookCreateOptions struct {
 	*Options
-	name             string
+	oneName
 	image, workspace string
 	resources        resourceFlags
 	featureStores    []string
 	output           string
-}
-
-func (co *notebookCreateOptions) Complete(_ *cobra.Command, args []string) error {
-	co.name = args[0]
-	return nil
 }
 
 func (co *notebookCreateOptions) Validate() error {
@@ -164,8 +159,9 @@ func (co *notebookCreateOptions) notebook(namespace string) (*unstructured.Unstr
 // operator handles once per value).
 type notebookSwitchOptions struct {
 	*Options
+	oneName
+	noFlagChecks
 	start bool
-	name  string
 }
 
 func newNotebookStopCommand(o *Options) *cobra.Command {
@@ -187,13 +183,6 @@ func newNotebookStartCommand(o *Options) *cobra.Command {
 		RunE:              runE(&notebookSwitchOptions{Options: o, start: true}),
 	}
 }
-
-func (so *notebookSwitchOptions) Complete(_ *cobra.Command, args []string) error {
-	so.name = args[0]
-	return nil
-}
-
-func (so *notebookSwitchOptions) Validate() error { return nil }
 
 func (so *notebookSwitchOptions) Run(ctx context.Context) error {
 	s, err := so.session(ctx)

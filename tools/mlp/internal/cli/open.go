@@ -36,7 +36,7 @@ const (
 
 type openOptions struct {
 	*Options
-	name    string
+	oneName
 	port    int
 	browser bool
 }
@@ -57,11 +57,6 @@ follows the Notebook to a new pod when it restarts.`,
 	cmd.Flags().IntVar(&oo.port, "port", 0, "Local port; 0 picks a free one")
 	cmd.Flags().BoolVar(&oo.browser, "browser", false, "Open the URL in the default browser")
 	return cmd
-}
-
-func (oo *openOptions) Complete(_ *cobra.Command, args []string) error {
-	oo.name = args[0]
-	return nil
 }
 
 func (oo *openOptions) Validate() error {

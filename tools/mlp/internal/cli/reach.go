@@ -82,5 +82,5 @@ func unreachableAt(host string, err error) error {
 	if errors.As(err, &ue) {
 		cause = ue.Err
 	}
-	return wrapUser(err, fmt.Errorf("cannot reach the cluster at %s: %v", host, cause))
+	return &userError{msg: fmt.Sprintf("cannot reach the cluster at %s: %v", host, cause), cause: err}
 }

@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 // silentListener accepts connections on loopback and never answers, as a
@@ -42,15 +45,11 @@ func silentListener(t *testing.T) string {
 // closedPort is a loopback port nothing listens on.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // TestUnreachableClusterIsSaidInOneLine runs commands against a closed port

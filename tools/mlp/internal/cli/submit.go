@@ -267,7 +267,7 @@ func (so *submitOptions) readTrainingJob(s *session) (*unstructured.Unstructured
 
 type waitOptions struct {
 	*Options
-	name    string
+	oneName
 	timeout time.Duration
 }
 
@@ -282,11 +282,6 @@ func newWaitCommand(o *Options) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
 	return cmd
-}
-
-func (wo *waitOptions) Complete(_ *cobra.Command, args []string) error {
-	wo.name = args[0]
-	return nil
 }
 
 func (wo *waitOptions) Validate() error { return timeoutFlag("timeout", wo.timeout) }

@@ -73,6 +73,7 @@ var trainingJobTable = table{
 // suspendOptions suspends (suspend) or resumes TrainingJobs.
 type suspendOptions struct {
 	*Options
+	noFlagChecks
 	suspend bool
 	names   []string
 }
@@ -95,8 +96,6 @@ func (so *suspendOptions) Complete(_ *cobra.Command, args []string) error {
 	so.names = args
 	return nil
 }
-
-func (so *suspendOptions) Validate() error { return nil }
 
 func (so *suspendOptions) Run(ctx context.Context) error {
 	s, err := so.session(ctx)

@@ -36,6 +36,7 @@ const (
 
 type versionOptions struct {
 	*Options
+	noFlagChecks
 	clientOnly bool
 }
 
@@ -52,8 +53,6 @@ func newVersionCommand(o *Options) *cobra.Command {
 }
 
 func (vo *versionOptions) Complete(*cobra.Command, []string) error { return nil }
-
-func (vo *versionOptions) Validate() error { return nil }
 
 func (vo *versionOptions) Run(ctx context.Context) error {
 	fmt.Fprintf(vo.Streams.Out, "Client: mlp %s\n", vo.Version)
