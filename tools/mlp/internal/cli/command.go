@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 )
@@ -42,3 +43,13 @@ func (n *oneName) Complete(_ *cobra.Command, args []string) error {
 type noFlagChecks struct{}
 
 func (noFlagChecks) Validate() error { return nil }
+
+// groupRun makes a command group (train, notebook, featurestore) print its
+// help when called alone and fail on an unknown subcommand: cobra runs
+// neither check for a command without Run, so a typo exited 0.
+func groupRun(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unknown command %q for %q; see '%s --help'", args[0], cmd.CommandPath(), cmd.CommandPath())
+	}
+	return cmd.Help()
+}

@@ -19,6 +19,7 @@ func newFeatureStoreCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "featurestore",
 		Aliases: []string{"featurestores", "fs"},
+		RunE:    groupRun,
 		Short:   "Find FeatureStores and get their Feast client configuration (features.mlplatform.dev)",
 	}
 	cmd.AddCommand(

@@ -54,3 +54,19 @@ func TestCarelessFlagsAreRefused(t *testing.T) {
 		t.Errorf("%d Notebooks were created (err %v)", len(notebooks.Items), err)
 	}
 }
+
+// TestUnknownSubcommandFails exits 1 for a typo in a command group, which
+// printed the group's help and exited 0, and still prints the help for
+// the group alone.
+func TestUnknownSubcommandFails(t *testing.T) {
+	for _, group := range []string{"train", "notebook", "featurestore"} {
+		r := run(t, "default", group, "sbumit")
+		want := `error: unknown command "sbumit" for "mlp ` + group + `"`
+		if r.code != ExitFailed || !strings.HasPrefix(r.err, want) {
+			t.Errorf("%s sbumit: exit %d, stderr %q, want %q", group, r.code, r.err, want)
+		}
+		if r := run(t, "default", group); r.code != 0 || !strings.Contains(r.out, "Available Commands:") {
+			t.Errorf("%s alone: exit %d, stdout %q", group, r.code, r.out)
+		}
+	}
+}

@@ -25,6 +25,7 @@ func newNotebookCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "notebook",
 		Aliases: []string{"notebooks", "nb"},
+		RunE:    groupRun,
 		Short:   "Create, open, stop and start Notebooks (notebooks.mlplatform.dev)",
 	}
 	cmd.AddCommand(

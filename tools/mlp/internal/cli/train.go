@@ -24,6 +24,7 @@ func newTrainCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "train",
 		Aliases: []string{"trainingjob", "tj"},
+		RunE:    groupRun,
 		Short:   "Submit and follow TrainingJobs (training.mlplatform.dev)",
 	}
 	cmd.AddCommand(
