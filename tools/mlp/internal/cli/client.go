@@ -86,10 +86,16 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-func (o *Options) session() (*session, error) {
+// session reads the kubeconfig and checks, within a bounded time, that the
+// cluster answers at all, so that an unreachable cluster is said in one
+// line at once instead of as every API call's own timeout.
+func (o *Options) session(ctx context.Context) (*session, error) {
 	cfg, err := o.ConfigFlags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	if err := o.probe(ctx, cfg); err != nil {
+		return nil, err
 	}
 	ns, explicit, err := o.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {

@@ -17,23 +17,28 @@ import (
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 )
 
+type describeOptions struct {
+	*Options
+	oneName
+	noFlagChecks
+}
+
 func newDescribeTrainCommand(o *Options) *cobra.Command {
 	return &cobra.Command{
 		Use:               "describe NAME",
 		Short:             "Show a TrainingJob in detail: conditions, runs, failure, progress, pods and events",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			return o.describeTrainingJob(cmd.Context(), s, args[0])
-		},
+		RunE:              runE(&describeOptions{Options: o}),
 	}
 }
 
-func (o *Options) describeTrainingJob(ctx context.Context, s *session, name string) error {
+func (do *describeOptions) Run(ctx context.Context) error {
+	s, err := do.session(ctx)
+	if err != nil {
+		return err
+	}
+	name := do.name
 	u, err := s.get(ctx, trainingJobKind, name)
 	if err != nil {
 		return err
@@ -42,8 +47,8 @@ func (o *Options) describeTrainingJob(ctx context.Context, s *session, name stri
 	if err != nil {
 		return err
 	}
-	now := o.Now()
-	w := tabwriter.NewWriter(o.Streams.Out, 0, 8, 2, ' ', 0)
+	now := do.Now()
+	w := tabwriter.NewWriter(do.Streams.Out, 0, 8, 2, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
 	field("Name", tj.Name)
 	field("Namespace", tj.Namespace)
@@ -55,6 +60,14 @@ func (o *Options) describeTrainingJob(ctx context.Context, s *session, name stri
 	field("Restarts", fmt.Sprint(tj.Status.RestartCount))
 	field("Age", age(tj.CreationTimestamp.Time, now))
 	field("Duration", orDash(tj.Status.Duration))
+	if c := waitingCondition(tj); c != nil {
+		field("Waiting on", conditionText(c))
+	}
+	if pending(tj) {
+		if e := latestWarning(ctx, s, tj); e != nil {
+			field("Last warning", fmt.Sprintf("%s (%s ago): %s", e.Reason, age(eventTime(e), now), strings.TrimSpace(e.Message)))
+		}
+	}
 	if p := readProgress(u); p.reported() {
 		field("Progress", p.summary(now))
 		field("Last report", age(p.LastReport, now)+" ago")
@@ -69,16 +82,16 @@ func (o *Options) describeTrainingJob(ctx context.Context, s *session, name stri
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	describeConditions(o.Streams.Out, tj.Status.Conditions, now)
-	describeRuns(o.Streams.Out, tj.Status.Runs)
+	describeConditions(do.Streams.Out, tj.Status.Conditions, now)
+	describeRuns(do.Streams.Out, tj.Status.Runs)
 	if tj.Status.Run > 0 {
 		pods, err := runPods(ctx, s, name, tj.Status.Run)
 		if err != nil {
 			return err
 		}
-		describePods(o.Streams.Out, rankedPods(pods))
+		describePods(do.Streams.Out, rankedPods(pods))
 	}
-	return o.describeEvents(ctx, s, "TrainingJob", name, now)
+	return do.describeEvents(ctx, s, "TrainingJob", name, now)
 }
 
 func describeConditions(out io.Writer, conds []metav1.Condition, now time.Time) {
@@ -128,24 +141,24 @@ func describePods(out io.Writer, pods []corev1.Pod) {
 
 // describeEvents lists the events of an object, oldest first. Events are
 // optional: a user who may not list them still gets the rest.
-func (o *Options) describeEvents(ctx context.Context, s *session, kindName, name string, now time.Time) error {
+func (do *describeOptions) describeEvents(ctx context.Context, s *session, kindName, name string, now time.Time) error {
 	var events corev1.EventList
 	err := s.c.List(ctx, &events, client.InNamespace(s.namespace), client.MatchingFields{
 		"involvedObject.kind": kindName, "involvedObject.name": name,
 	})
-	fmt.Fprintln(o.Streams.Out, "Events:")
+	fmt.Fprintln(do.Streams.Out, "Events:")
 	if err != nil {
-		fmt.Fprintf(o.Streams.Out, "  <not shown: %v>\n", explainCore(err, "events", "list", "", s.namespace))
+		fmt.Fprintf(do.Streams.Out, "  <not shown: %v>\n", explainCore(err, "events", "list", "", s.namespace))
 		return nil
 	}
 	if len(events.Items) == 0 {
-		fmt.Fprintln(o.Streams.Out, "  <none>")
+		fmt.Fprintln(do.Streams.Out, "  <none>")
 		return nil
 	}
 	sort.SliceStable(events.Items, func(i, j int) bool {
 		return eventTime(&events.Items[i]).Before(eventTime(&events.Items[j]))
 	})
-	w := tabwriter.NewWriter(o.Streams.Out, 0, 8, 2, ' ', 0)
+	w := tabwriter.NewWriter(do.Streams.Out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(w, "  TYPE\tREASON\tAGE\tMESSAGE")
 	for i := range events.Items {
 		e := &events.Items[i]

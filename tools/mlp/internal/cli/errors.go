@@ -17,6 +17,9 @@ func explain(err error, k kind, verb, name, namespace string) error {
 	if err == nil {
 		return nil
 	}
+	if shown := unreachable(err); shown != nil {
+		return shown
+	}
 	return wrapUser(err, explainKind(err, k, verb, name, namespace))
 }
 
@@ -38,6 +41,9 @@ func explainKind(err error, k kind, verb, name, namespace string) error {
 
 // explainCore is explain for built-in resources (pods, secrets, services).
 func explainCore(err error, resource, verb, name, namespace string) error {
+	if shown := unreachable(err); shown != nil {
+		return shown
+	}
 	switch {
 	case err == nil:
 		return nil

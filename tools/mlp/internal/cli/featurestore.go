@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +19,7 @@ func newFeatureStoreCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "featurestore",
 		Aliases: []string{"featurestores", "fs"},
+		RunE:    groupRun,
 		Short:   "Find FeatureStores and get their Feast client configuration (features.mlplatform.dev)",
 	}
 	cmd.AddCommand(
@@ -66,13 +63,17 @@ func endpoint(p *featuresv1alpha1.ProvisionedStore) string {
 }
 
 type configOptions struct {
+	*Options
+	name   string
 	file   string
 	stdout bool
 	force  bool
+	// fileGiven is whether --file was on the command line.
+	fileGiven bool
 }
 
 func newFeatureStoreConfigCommand(o *Options) *cobra.Command {
-	co := configOptions{}
+	co := &configOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:   "config NAME",
 		Short: "Write the FeatureStore's Feast feature_store.yaml (it holds credentials)",
@@ -83,33 +84,44 @@ endpoints are the cluster's Service names: from a laptop, port-forward to them
 and point the file's hosts at 127.0.0.1.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, featureStoreKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if co.stdout && cmd.Flags().Changed("file") {
-				return errors.New("--stdout and --file exclude each other")
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			data, err := featureStoreConfig(cmd.Context(), s, args[0])
-			if err != nil {
-				return err
-			}
-			if co.stdout {
-				_, err := o.Streams.Out.Write(data)
-				return err
-			}
-			if err := writePrivate(co.file, data, co.force); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.Streams.ErrOut, "wrote %s (mode 0600); use it with FEAST_FS_YAML_FILE_PATH=%s or feast -f %s\n", co.file, co.file, co.file)
-			return nil
-		},
+		RunE:              runE(co),
 	}
 	cmd.Flags().StringVar(&co.file, "file", commonv1alpha1.FeatureStoreConfigKey, "File to write, created with mode 0600")
 	cmd.Flags().BoolVar(&co.stdout, "stdout", false, "Print the configuration, credentials included, to standard output instead")
 	cmd.Flags().BoolVar(&co.force, "force", false, "Replace an existing file")
 	return cmd
+}
+
+func (co *configOptions) Complete(cmd *cobra.Command, args []string) error {
+	co.name, co.fileGiven = args[0], cmd.Flags().Changed("file")
+	return nil
+}
+
+func (co *configOptions) Validate() error {
+	if co.stdout && co.fileGiven {
+		return errors.New("--stdout and --file exclude each other")
+	}
+	return nil
+}
+
+func (co *configOptions) Run(ctx context.Context) error {
+	s, err := co.session(ctx)
+	if err != nil {
+		return err
+	}
+	data, err := featureStoreConfig(ctx, s, co.name)
+	if err != nil {
+		return err
+	}
+	if co.stdout {
+		_, err := co.Streams.Out.Write(data)
+		return err
+	}
+	if err := writePrivate(co.file, data, co.force); err != nil {
+		return err
+	}
+	fmt.Fprintf(co.Streams.ErrOut, "wrote %s (mode 0600); use it with FEAST_FS_YAML_FILE_PATH=%s or feast -f %s\n", co.file, co.file, co.file)
+	return nil
 }
 
 func featureStoreConfig(ctx context.Context, s *session, name string) ([]byte, error) {
@@ -138,41 +150,4 @@ func featureStoreConfig(ctx context.Context, s *session, name string) ([]byte, e
 		return nil, fmt.Errorf("secret %q of FeatureStore %q has no key %q", cc.SecretName, name, cc.Key)
 	}
 	return data, nil
-}
-
-// writePrivate writes credentials to path with mode 0600 from the first
-// byte on: a new file is created exclusively, a replaced one (--force) is
-// written to a private temporary file and renamed over it.
-func writePrivate(path string, data []byte, force bool) error {
-	if !force {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s exists: use --force to replace it, or --file for another name", path)
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(data); err != nil {
-			_ = f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+strings.TrimPrefix(filepath.Base(path), ".")+".*")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	if err := tmp.Chmod(0o600); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

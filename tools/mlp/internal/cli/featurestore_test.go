@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -175,4 +177,69 @@ func restoreCRD(t *testing.T, c client.Client, crd *apiextensionsv1.CustomResour
 		var list featuresv1alpha1.FeatureStoreList
 		return c.List(ctx, &list) == nil, nil
 	})
+}
+
+// TestFeatureStoreConfigRefusesSpecialFiles never replaces or writes into a
+// FIFO, a socket or a directory, even with --force, and replaces a
+// symbolic link itself, leaving its target alone.
+func TestFeatureStoreConfigRefusesSpecialFiles(t *testing.T) {
+	ns := newNamespace(t)
+	featureStoreWithConfig(t, ns, "shop")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{fifo: "is a FIFO", sock: "is a socket", sub: "is a directory"} {
+		before, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, force := range []bool{false, true} {
+			args := []string{"featurestore", "config", "shop", "--file", path}
+			if force {
+				args = append(args, "--force")
+			}
+			r := run(t, ns, args...)
+			if r.code != ExitFailed || !strings.Contains(r.err, path+" "+want+", not a regular file") {
+				t.Errorf("%v: exit %d, stderr %q, want %q", args, r.code, r.err, want)
+			}
+			after, err := os.Lstat(path)
+			if err != nil || after.Mode() != before.Mode() || !os.SameFile(before, after) {
+				t.Errorf("%v replaced %s (mode %v -> %v, err %v)", args, path, before.Mode(), after.Mode(), err)
+			}
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 3 {
+		t.Errorf("the directory holds %d entries (err %v), want the three special files and no temporary file", len(entries), err)
+	}
+
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, ns, "featurestore", "config", "shop", "--file", link, "--force"); r.code != 0 {
+		t.Fatalf("--force over a link: exit %d, stderr %q", r.code, r.err)
+	}
+	if got, mode := readFileMode(t, link); got != feastConfig || mode != 0o600 {
+		t.Errorf("the link was not replaced by a private file: %q mode %o", got, mode)
+	}
+	if got, _ := readFileMode(t, target); got != "kept" {
+		t.Errorf("the link's target was written: %q", got)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -29,7 +30,10 @@ type jobState struct {
 	Run      int32
 	Restarts int32
 	Progress progress
-	Message  string
+	// Waiting is the condition that holds the job, "Reason: message".
+	Waiting string
+	// Warning is the job's latest Warning event while its pods are pending.
+	Warning string
 }
 
 // line is the one-line summary; it leaves out the ETA, which changes every
@@ -52,8 +56,10 @@ func (s jobState) line(now time.Time, withETA bool) string {
 	if sum := p.summary(now); sum != "" {
 		parts = append(parts, sum)
 	}
-	if s.Message != "" {
-		parts = append(parts, s.Message)
+	for _, x := range []string{s.Waiting, s.Warning} {
+		if x != "" {
+			parts = append(parts, x)
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -72,8 +78,9 @@ func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (job
 	if c := meta.FindStatusCondition(tj.Status.Conditions, trainingv1alpha1.ConditionQueued); c != nil {
 		st.Queue = map[bool]string{true: "queued", false: "admitted"}[c.Status == "True"]
 	}
-	if c := meta.FindStatusCondition(tj.Status.Conditions, commonv1alpha1.ConditionStalled); c != nil && c.Status == "True" {
-		st.Message = c.Message
+	st.Waiting = conditionText(waitingCondition(tj))
+	if pending(tj) {
+		st.Warning = warningText(latestWarning(ctx, s, tj))
 	}
 	if tj.Status.Run > 0 {
 		st.Pods = int(tj.Spec.Workers)
@@ -184,11 +191,17 @@ func (d *barDisplay) done() {
 	d.drawn = false
 }
 
-func (o *Options) newDisplay() display {
-	if o.Terminal(o.Streams.Out) {
-		return &barDisplay{w: o.Streams.Out}
+// follower follows one TrainingJob to its end, for submit and wait.
+type follower struct {
+	*Options
+	s *session
+}
+
+func (fo *follower) newDisplay() display {
+	if fo.Terminal(fo.Streams.Out) {
+		return &barDisplay{w: fo.Streams.Out}
 	}
-	return &plainDisplay{w: o.Streams.Out}
+	return &plainDisplay{w: fo.Streams.Out}
 }
 
 // follow waits for a TrainingJob to finish, showing its state. It returns
@@ -196,15 +209,17 @@ func (o *Options) newDisplay() display {
 // (with the reason and the failing pod's last log lines), 2 when the wait
 // ended first (timeout or interrupt), saying the job keeps running. API
 // errors while waiting (an apiserver restart) are shown and waited out.
-func (o *Options) follow(ctx context.Context, s *session, name string, timeout time.Duration) error {
+func (fo *follower) follow(ctx context.Context, name string, timeout time.Duration) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	d := o.newDisplay()
+	s := fo.s
+	d := fo.newDisplay()
 	defer d.done()
 	lastErr := ""
+	var uid types.UID
 	for {
 		u, err := s.get(ctx, trainingJobKind, name)
 		var st jobState
@@ -218,15 +233,18 @@ func (o *Options) follow(ctx context.Context, s *session, name string, timeout t
 			return err
 		case err != nil && apierrors.IsNotFound(err):
 			return &exitError{code: ExitFailed, err: fmt.Errorf("TrainingJob %q was deleted while waiting for it", name)}
+		case err == nil && uid != "" && tj.UID != uid:
+			// A job of the same name created since is not the one followed.
+			return &exitError{code: ExitFailed, err: fmt.Errorf("TrainingJob %q was deleted while waiting for it (and created again: follow the new one with `mlp train wait %s`)", name, name)}
 		case err != nil:
 			if msg := err.Error(); msg != lastErr {
 				d.note("waiting for the API server: " + msg)
 				lastErr = msg
 			}
 		default:
-			lastErr = ""
-			d.update(st, o.Now())
-			if done, err := o.outcome(ctx, s, d, tj); done {
+			lastErr, uid = "", tj.UID
+			d.update(st, fo.Now())
+			if done, err := fo.outcome(ctx, d, tj); done {
 				return err
 			}
 		}
@@ -234,7 +252,7 @@ func (o *Options) follow(ctx context.Context, s *session, name string, timeout t
 		case <-ctx.Done():
 			d.done()
 			return incomplete(ctx, name, timeout)
-		case <-time.After(o.PollInterval):
+		case <-time.After(fo.PollInterval):
 		}
 	}
 }
@@ -250,15 +268,15 @@ func incomplete(ctx context.Context, name string, timeout time.Duration) error {
 }
 
 // outcome reports whether the job finished, and how.
-func (o *Options) outcome(ctx context.Context, s *session, d display, tj *trainingv1alpha1.TrainingJob) (bool, error) {
+func (fo *follower) outcome(ctx context.Context, d display, tj *trainingv1alpha1.TrainingJob) (bool, error) {
 	switch {
 	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionSucceeded):
 		d.done()
-		fmt.Fprintf(o.Streams.Out, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
+		fmt.Fprintf(fo.Streams.Out, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
 		return true, nil
 	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionFailed):
 		d.done()
-		o.printFailure(ctx, s, tj)
+		fo.printFailure(ctx, tj)
 		return true, &exitError{code: ExitFailed}
 	}
 	return false, nil
@@ -269,4 +287,48 @@ func durationSuffix(d string) string {
 		return ""
 	}
 	return " after " + d
+}
+
+// failureLogLines is how much of the failing pod's log a failed wait prints.
+const failureLogLines = 20
+
+// printFailure explains a failed job: the operator's reason and message,
+// the failing container, and the last lines of its log.
+func (fo *follower) printFailure(ctx context.Context, tj *trainingv1alpha1.TrainingJob) {
+	s, w := fo.s, fo.Streams.ErrOut
+	f := tj.Status.Failure
+	if f == nil {
+		fmt.Fprintf(w, "TrainingJob %q failed\n", tj.Name)
+		return
+	}
+	fmt.Fprintf(w, "TrainingJob %q failed: %s\n", tj.Name, firstNonEmpty(f.Cause, f.Reason, "Unknown"))
+	if f.Message != "" {
+		fmt.Fprintf(w, "  message: %s\n", f.Message)
+	}
+	if f.Pod == "" {
+		return
+	}
+	fmt.Fprintf(w, "  pod %s, container %s, exit code %d\n", f.Pod, orDash(f.Container), f.ExitCode)
+	var pod corev1.Pod
+	if err := s.c.Get(ctx, clientKey(s.namespace, f.Pod), &pod); err != nil {
+		fo.printTermination(f)
+		fmt.Fprintf(w, "  (no log: pod %s is gone: %v)\n", f.Pod, explainCore(err, "pods", "get", f.Pod, s.namespace))
+		return
+	}
+	tail := int64(failureLogLines)
+	r, err := fo.Logs(ctx, s, &pod, &corev1.PodLogOptions{Container: firstNonEmpty(f.Container, trainingContainer(&pod)), TailLines: &tail})
+	if err != nil {
+		fo.printTermination(f)
+		fmt.Fprintf(w, "  (no log: %v)\n", err)
+		return
+	}
+	defer func() { _ = r.Close() }()
+	fmt.Fprintf(w, "last %d lines of the log of %s:\n", failureLogLines, f.Pod)
+	_, _ = io.Copy(w, r)
+}
+
+func (fo *follower) printTermination(f *trainingv1alpha1.Failure) {
+	if f.TerminationMessage != "" {
+		fmt.Fprintf(fo.Streams.ErrOut, "termination message of %s:\n%s\n", f.Pod, strings.TrimRight(f.TerminationMessage, "\n"))
+	}
 }

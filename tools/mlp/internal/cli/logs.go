@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -82,6 +83,8 @@ func trainingContainer(p *corev1.Pod) string {
 }
 
 type logsOptions struct {
+	*Options
+	oneName
 	follow   bool
 	rank     int
 	run      int32
@@ -89,8 +92,14 @@ type logsOptions struct {
 	tail     int64
 }
 
+// validate refuses ranks and runs that cannot exist; -1 (all ranks) and a
+// negative --tail (whole logs) are the documented defaults.
+func (lo *logsOptions) Validate() error {
+	return errors.Join(atLeast("rank", int64(lo.rank), -1), atLeast("run", int64(lo.run), 0))
+}
+
 func newLogsCommand(o *Options) *cobra.Command {
-	lo := logsOptions{}
+	lo := &logsOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "Print the logs of a TrainingJob's pods: every rank prefixed with its rank, or one rank",
@@ -99,13 +108,7 @@ func newLogsCommand(o *Options) *cobra.Command {
   mlp train logs mnist --run 1     # the pods of run 1, if they were kept`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			return o.logs(cmd.Context(), s, args[0], lo)
-		},
+		RunE:              runE(lo),
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&lo.follow, "follow", "f", false, "Follow the logs")
@@ -116,7 +119,13 @@ func newLogsCommand(o *Options) *cobra.Command {
 	return cmd
 }
 
-func (o *Options) logs(ctx context.Context, s *session, name string, lo logsOptions) error {
+// Run prints the logs of every rank of the run, or of one rank.
+func (lo *logsOptions) Run(ctx context.Context) error {
+	s, err := lo.session(ctx)
+	if err != nil {
+		return err
+	}
+	name := lo.name
 	u, err := s.get(ctx, trainingJobKind, name)
 	if err != nil {
 		return err
@@ -144,28 +153,28 @@ func (o *Options) logs(ctx context.Context, s *session, name string, lo logsOpti
 		if lo.rank >= len(pods) {
 			return fmt.Errorf("TrainingJob %q run %d has ranks 0 to %d, not %d", name, run, len(pods)-1, lo.rank)
 		}
-		return o.copyLog(ctx, s, &pods[lo.rank], lo, "", o.Streams.Out)
+		return lo.copyLog(ctx, s, &pods[lo.rank], "", lo.Streams.Out)
 	}
-	return o.allRankLogs(ctx, s, pods, lo)
+	return lo.allRankLogs(ctx, s, pods)
 }
 
 // allRankLogs streams every rank at once, each line prefixed with its rank,
 // whole lines at a time so that ranks never interleave within a line.
-func (o *Options) allRankLogs(ctx context.Context, s *session, pods []corev1.Pod, lo logsOptions) error {
-	out := &lockedWriter{w: o.Streams.Out}
+func (lo *logsOptions) allRankLogs(ctx context.Context, s *session, pods []corev1.Pod) error {
+	out := &lockedWriter{w: lo.Streams.Out}
 	errs := make([]error, len(pods))
 	var wg sync.WaitGroup
 	for i := range pods {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = o.copyLog(ctx, s, &pods[i], lo, fmt.Sprintf("[rank %d] ", i), out)
+			errs[i] = lo.copyLog(ctx, s, &pods[i], fmt.Sprintf("[rank %d] ", i), out)
 		}()
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			fmt.Fprintf(o.Streams.ErrOut, "rank %d (pod %s): %v\n", i, pods[i].Name, err)
+			fmt.Fprintf(lo.Streams.ErrOut, "rank %d (pod %s): %v\n", i, pods[i].Name, err)
 		}
 	}
 	for _, err := range errs {
@@ -176,12 +185,12 @@ func (o *Options) allRankLogs(ctx context.Context, s *session, pods []corev1.Pod
 	return nil
 }
 
-func (o *Options) copyLog(ctx context.Context, s *session, pod *corev1.Pod, lo logsOptions, prefix string, w io.Writer) error {
+func (lo *logsOptions) copyLog(ctx context.Context, s *session, pod *corev1.Pod, prefix string, w io.Writer) error {
 	opts := &corev1.PodLogOptions{Container: trainingContainer(pod), Follow: lo.follow, Previous: lo.previous}
 	if lo.tail >= 0 {
 		opts.TailLines = &lo.tail
 	}
-	r, err := o.Logs(ctx, s, pod, opts)
+	r, err := lo.Logs(ctx, s, pod, opts)
 	if err != nil {
 		return err
 	}
@@ -208,48 +217,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// failureLogLines is how much of the failing pod's log a failed wait prints.
-const failureLogLines = 20
-
-// printFailure explains a failed job: the operator's reason and message,
-// the failing container, and the last lines of its log.
-func (o *Options) printFailure(ctx context.Context, s *session, tj *trainingv1alpha1.TrainingJob) {
-	w := o.Streams.ErrOut
-	f := tj.Status.Failure
-	if f == nil {
-		fmt.Fprintf(w, "TrainingJob %q failed\n", tj.Name)
-		return
-	}
-	fmt.Fprintf(w, "TrainingJob %q failed: %s\n", tj.Name, firstNonEmpty(f.Cause, f.Reason, "Unknown"))
-	if f.Message != "" {
-		fmt.Fprintf(w, "  message: %s\n", f.Message)
-	}
-	if f.Pod == "" {
-		return
-	}
-	fmt.Fprintf(w, "  pod %s, container %s, exit code %d\n", f.Pod, orDash(f.Container), f.ExitCode)
-	var pod corev1.Pod
-	if err := s.c.Get(ctx, clientKey(s.namespace, f.Pod), &pod); err != nil {
-		o.printTermination(f)
-		fmt.Fprintf(w, "  (no log: pod %s is gone: %v)\n", f.Pod, explainCore(err, "pods", "get", f.Pod, s.namespace))
-		return
-	}
-	tail := int64(failureLogLines)
-	r, err := o.Logs(ctx, s, &pod, &corev1.PodLogOptions{Container: firstNonEmpty(f.Container, trainingContainer(&pod)), TailLines: &tail})
-	if err != nil {
-		o.printTermination(f)
-		fmt.Fprintf(w, "  (no log: %v)\n", err)
-		return
-	}
-	defer func() { _ = r.Close() }()
-	fmt.Fprintf(w, "last %d lines of the log of %s:\n", failureLogLines, f.Pod)
-	_, _ = io.Copy(w, r)
-}
-
-func (o *Options) printTermination(f *trainingv1alpha1.Failure) {
-	if f.TerminationMessage != "" {
-		fmt.Fprintf(o.Streams.ErrOut, "termination message of %s:\n%s\n", f.Pod, strings.TrimRight(f.TerminationMessage, "\n"))
-	}
 }

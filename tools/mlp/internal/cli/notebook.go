@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +25,7 @@ func newNotebookCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "notebook",
 		Aliases: []string{"notebooks", "nb"},
+		RunE:    groupRun,
 		Short:   "Create, open, stop and start Notebooks (notebooks.mlplatform.dev)",
 	}
 	cmd.AddCommand(
@@ -67,73 +70,78 @@ var notebookTable = table{
 }
 
 type notebookCreateOptions struct {
-	image, cpu, memory, workspace string
-	gpus                          int32
-	accelType                     string
-	featureStores                 []string
-	output                        string
+	*Options
+	oneName
+	image, workspace string
+	resources        resourceFlags
+	featureStores    []string
+	output           string
+}
+
+func (co *notebookCreateOptions) Validate() error {
+	if err := checkOutput(co.output); err != nil {
+		return err
+	}
+	_, err := positiveQuantity("workspace", co.workspace)
+	return errors.Join(co.resources.validate(), err)
 }
 
 func newNotebookCreateCommand(o *Options) *cobra.Command {
-	co := notebookCreateOptions{}
+	co := &notebookCreateOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:     "create NAME",
 		Short:   "Create a Notebook",
 		Example: `  mlp notebook create alice --memory 8Gi --gpus 1 --workspace 20Gi`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(co.output); err != nil {
-				return err
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			u, err := notebookFromFlags(args[0], s.namespace, &co)
-			if err != nil {
-				return err
-			}
-			if err := s.c.Create(cmd.Context(), u, client.FieldValidation("Strict")); err != nil {
-				return explain(err, notebookKind, "create", args[0], s.namespace)
-			}
-			if co.output == outTable || co.output == outWide {
-				fmt.Fprintf(o.Streams.Out, "notebook.notebooks.mlplatform.dev/%s created; open it with `mlp notebook open %s`\n", args[0], args[0])
-				return nil
-			}
-			return printObjects(o.Streams.Out, co.output, notebookKind, notebookTable, []unstructured.Unstructured{*u}, true, o.Now())
-		},
+		RunE:    runE(co),
 	}
 	f := cmd.Flags()
 	f.StringVar(&co.image, "image", "", "Jupyter image; empty for the platform's default")
-	f.StringVar(&co.cpu, "cpu", "", "CPU request, e.g. 2")
-	f.StringVar(&co.memory, "memory", "", "Memory request and limit, e.g. 8Gi")
-	f.Int32Var(&co.gpus, "gpus", 0, "Accelerators")
-	f.StringVar(&co.accelType, "accelerator-type", "", "Accelerator type the platform team configured; empty for the default")
+	co.resources.addFlags(f, "")
 	f.StringVar(&co.workspace, "workspace", "", "Size of the workspace volume; empty for the platform's default")
 	f.StringArrayVar(&co.featureStores, "feature-store", nil, "FeatureStore whose client configuration is mounted (repeatable)")
 	addOutputFlag(cmd, &co.output)
 	return cmd
 }
 
-func notebookFromFlags(name, namespace string, co *notebookCreateOptions) (*unstructured.Unstructured, error) {
+func (co *notebookCreateOptions) Run(ctx context.Context) error {
+	s, err := co.session(ctx)
+	if err != nil {
+		return err
+	}
+	u, err := co.notebook(s.namespace)
+	if err != nil {
+		return err
+	}
+	if err := s.c.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
+		return explain(err, notebookKind, "create", co.name, s.namespace)
+	}
+	if co.output == outTable || co.output == outWide {
+		fmt.Fprintf(co.Streams.Out, "notebook.notebooks.mlplatform.dev/%s created; open it with `mlp notebook open %s`\n", co.name, co.name)
+		return nil
+	}
+	return printObjects(co.Streams.Out, co.output, notebookKind, notebookTable, []unstructured.Unstructured{*u}, true, co.Now())
+}
+
+// notebook is the Notebook the flags describe.
+func (co *notebookCreateOptions) notebook(namespace string) (*unstructured.Unstructured, error) {
+	name := co.name
 	nb := &notebooksv1alpha1.Notebook{}
 	nb.APIVersion, nb.Kind = notebooksv1alpha1.GroupVersion.String(), "Notebook"
 	nb.Name, nb.Namespace = name, namespace
 	nb.Spec.Image = co.image
-	res, err := resourcesFromFlags(&submitOptions{cpu: co.cpu, memory: co.memory, accelerators: co.gpus, accelType: co.accelType})
+	res, err := co.resources.resources()
 	if err != nil {
 		return nil, err
 	}
 	if res != nil {
 		nb.Spec.Resources = *res
 	}
-	if co.workspace != "" {
-		q, err := resource.ParseQuantity(co.workspace)
-		if err != nil {
-			return nil, fmt.Errorf("--workspace %q: %w", co.workspace, err)
-		}
-		nb.Spec.Workspace.Size = &q
+	size, err := positiveQuantity("workspace", co.workspace)
+	if err != nil {
+		return nil, err
 	}
+	nb.Spec.Workspace.Size = size
 	for _, fs := range co.featureStores {
 		nb.Spec.FeatureStores = append(nb.Spec.FeatureStores, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: fs}})
 	}
@@ -147,62 +155,60 @@ func notebookFromFlags(name, namespace string, co *notebookCreateOptions) (*unst
 	return u, nil
 }
 
+// notebookSwitchOptions stops a Notebook (spec.suspend) or starts a stopped
+// or culled one (spec.suspend and the restart annotation, a request the
+// operator handles once per value).
+type notebookSwitchOptions struct {
+	*Options
+	oneName
+	noFlagChecks
+	start bool
+}
+
 func newNotebookStopCommand(o *Options) *cobra.Command {
 	return &cobra.Command{
 		Use:               "stop NAME",
 		Short:             "Stop a Notebook: its pod goes away, its workspace stays",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, notebookKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			patch, err := mergePatchAt(fieldNotebookSuspend, true)
-			if err != nil {
-				return err
-			}
-			if _, err := s.mergePatch(cmd.Context(), notebookKind, args[0], patch); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.Streams.Out, "notebook.notebooks.mlplatform.dev %q stopped\n", args[0])
-			return nil
-		},
+		RunE:              runE(&notebookSwitchOptions{Options: o}),
 	}
 }
 
-// newNotebookStartCommand starts a stopped Notebook (spec) and a culled one
-// (the restart annotation, a request the operator handles once per value).
 func newNotebookStartCommand(o *Options) *cobra.Command {
 	return &cobra.Command{
 		Use:               "start NAME",
 		Short:             "Start a stopped or culled Notebook",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, notebookKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			patch := map[string]any{
-				"metadata": map[string]any{"annotations": map[string]any{
-					notebooksv1alpha1.AnnotationRestart: o.Now().UTC().Format(time.RFC3339Nano),
-				}},
-			}
-			spec := map[string]any{}
-			spec[fieldNotebookSuspend[1]] = false
-			patch[fieldNotebookSuspend[0]] = spec
-			b, err := jsonMarshal(patch)
-			if err != nil {
-				return err
-			}
-			if _, err := s.mergePatch(cmd.Context(), notebookKind, args[0], b); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.Streams.Out, "notebook.notebooks.mlplatform.dev %q started; open it with `mlp notebook open %s`\n", args[0], args[0])
-			return nil
-		},
+		RunE:              runE(&notebookSwitchOptions{Options: o, start: true}),
 	}
+}
+
+func (so *notebookSwitchOptions) Run(ctx context.Context) error {
+	s, err := so.session(ctx)
+	if err != nil {
+		return err
+	}
+	patch := map[string]any{fieldNotebookSuspend[0]: map[string]any{fieldNotebookSuspend[1]: !so.start}}
+	if so.start {
+		patch["metadata"] = map[string]any{"annotations": map[string]any{
+			notebooksv1alpha1.AnnotationRestart: so.Now().UTC().Format(time.RFC3339Nano),
+		}}
+	}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if _, err := s.mergePatch(ctx, notebookKind, so.name, b); err != nil {
+		return err
+	}
+	if so.start {
+		fmt.Fprintf(so.Streams.Out, "notebook.notebooks.mlplatform.dev %q started; open it with `mlp notebook open %s`\n", so.name, so.name)
+	} else {
+		fmt.Fprintf(so.Streams.Out, "notebook.notebooks.mlplatform.dev %q stopped\n", so.name)
+	}
+	return nil
 }
 
 // notebookPod is the Running pod behind a Notebook's Service, or nil.

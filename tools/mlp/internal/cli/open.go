@@ -35,12 +35,14 @@ const (
 )
 
 type openOptions struct {
+	*Options
+	oneName
 	port    int
 	browser bool
 }
 
 func newNotebookOpenCommand(o *Options) *cobra.Command {
-	oo := openOptions{}
+	oo := &openOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:   "open NAME",
 		Short: "Port-forward to a Notebook and print the URL with its token; reconnects when the pod restarts",
@@ -50,20 +52,28 @@ works in a browser on this machine. The forward stays open until Ctrl-C and
 follows the Notebook to a new pod when it restarts.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, notebookKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			return o.openNotebook(cmd.Context(), s, args[0], oo)
-		},
+		RunE:              runE(oo),
 	}
 	cmd.Flags().IntVar(&oo.port, "port", 0, "Local port; 0 picks a free one")
 	cmd.Flags().BoolVar(&oo.browser, "browser", false, "Open the URL in the default browser")
 	return cmd
 }
 
-func (o *Options) openNotebook(ctx context.Context, s *session, name string, oo openOptions) error {
+func (oo *openOptions) Validate() error {
+	if oo.port < 0 || oo.port > 65535 {
+		return fmt.Errorf("--port must be a port number from 0 (any free port) to 65535, not %d", oo.port)
+	}
+	return nil
+}
+
+// Run forwards to the Notebook's pod until Ctrl-C, reconnecting when the
+// pod restarts.
+func (oo *openOptions) Run(ctx context.Context) error {
+	s, err := oo.session(ctx)
+	if err != nil {
+		return err
+	}
+	name := oo.name
 	u, err := s.get(ctx, notebookKind, name)
 	if err != nil {
 		return err
@@ -79,9 +89,9 @@ func (o *Options) openNotebook(ctx context.Context, s *session, name string, oo 
 	if err != nil {
 		return err
 	}
-	f := &forwarding{port: oo.port, token: token, browser: oo.browser, nb: nb}
+	f := &forwarding{port: oo.port, token: token, nb: nb}
 	for ctx.Err() == nil {
-		pod, podPort, err := o.waitForNotebookPod(ctx, s, name)
+		pod, podPort, err := oo.waitForNotebookPod(ctx, s, name)
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -90,13 +100,13 @@ func (o *Options) openNotebook(ctx context.Context, s *session, name string, oo 
 				return err
 			}
 		}
-		ferr := o.forwardOnce(ctx, s, f, pod, podPort)
+		ferr := oo.forwardOnce(ctx, s, f, pod, podPort)
 		if apierrors.IsForbidden(ferr) {
 			return ferr // Reconnecting cannot help.
 		}
 		if ctx.Err() == nil {
-			fmt.Fprintf(o.Streams.ErrOut, "lost the connection to pod %s (%v); reconnecting\n", pod.Name, ferr)
-			_ = sleep(ctx, o.PollInterval)
+			fmt.Fprintf(oo.Streams.ErrOut, "lost the connection to pod %s (%v); reconnecting\n", pod.Name, ferr)
+			_ = sleep(ctx, oo.PollInterval)
 		}
 	}
 	// Ctrl-C is how the user ends the forward: not an error.
@@ -109,36 +119,35 @@ type forwarding struct {
 	port      int
 	announced bool
 	token     string
-	browser   bool
 	nb        *notebooksv1alpha1.Notebook
 }
 
 // forwardOnce forwards to one pod until that connection ends.
-func (o *Options) forwardOnce(ctx context.Context, s *session, f *forwarding, pod *corev1.Pod, podPort int) error {
+func (oo *openOptions) forwardOnce(ctx context.Context, s *session, f *forwarding, pod *corev1.Pod, podPort int) error {
 	ready := make(chan int, 1)
 	done := make(chan error, 1)
-	go func() { done <- o.Forward(ctx, s, pod, f.port, podPort, ready) }()
+	go func() { done <- oo.Forward(ctx, s, pod, f.port, podPort, ready) }()
 	select {
 	case err := <-done:
 		return err
 	case f.port = <-ready:
 	}
 	if !f.announced {
-		o.announce(f.nb, f.port, f.token, f.browser)
+		oo.announce(f.nb, f.port, f.token)
 		f.announced = true
 	} else {
-		fmt.Fprintf(o.Streams.ErrOut, "reconnected to pod %s\n", pod.Name)
+		fmt.Fprintf(oo.Streams.ErrOut, "reconnected to pod %s\n", pod.Name)
 	}
 	return <-done
 }
 
-func (o *Options) announce(nb *notebooksv1alpha1.Notebook, port int, token string, browser bool) {
+func (oo *openOptions) announce(nb *notebooksv1alpha1.Notebook, port int, token string) {
 	link := fmt.Sprintf("http://127.0.0.1:%d/notebook/%s/%s/?token=%s", port, nb.Namespace, nb.Name, url.QueryEscape(token))
-	fmt.Fprintf(o.Streams.Out, "Notebook %s is at %s\n", nb.Name, link)
-	fmt.Fprintln(o.Streams.ErrOut, "Forwarding; press Ctrl-C to stop.")
-	if browser {
-		if err := o.Browser(link); err != nil {
-			fmt.Fprintf(o.Streams.ErrOut, "could not open a browser (%v): open the URL above yourself\n", err)
+	fmt.Fprintf(oo.Streams.Out, "Notebook %s is at %s\n", nb.Name, link)
+	fmt.Fprintln(oo.Streams.ErrOut, "Forwarding; press Ctrl-C to stop.")
+	if oo.browser {
+		if err := oo.Browser(link); err != nil {
+			fmt.Fprintf(oo.Streams.ErrOut, "could not open a browser (%v): open the URL above yourself\n", err)
 		}
 	}
 }
@@ -159,7 +168,7 @@ func notebookToken(ctx context.Context, s *session, nb *notebooksv1alpha1.Notebo
 // waitForNotebookPod finds the ready pod behind the Notebook's Service (by
 // the Service's own selector) and the container port its "http" port
 // targets, waiting while the pod (re)starts.
-func (o *Options) waitForNotebookPod(ctx context.Context, s *session, name string) (*corev1.Pod, int, error) {
+func (oo *openOptions) waitForNotebookPod(ctx context.Context, s *session, name string) (*corev1.Pod, int, error) {
 	waiting := false
 	for {
 		var svc corev1.Service
@@ -176,10 +185,10 @@ func (o *Options) waitForNotebookPod(ctx context.Context, s *session, name strin
 			}
 		}
 		if !waiting {
-			fmt.Fprintf(o.Streams.ErrOut, "waiting for the pod of Notebook %q to be ready\n", name)
+			fmt.Fprintf(oo.Streams.ErrOut, "waiting for the pod of Notebook %q to be ready\n", name)
 			waiting = true
 		}
-		if err := sleep(ctx, o.PollInterval); err != nil {
+		if err := sleep(ctx, oo.PollInterval); err != nil {
 			return nil, 0, err
 		}
 	}

@@ -10,5 +10,3 @@ func mergePatchAt(path []string, value any) ([]byte, error) {
 	}
 	return json.Marshal(v)
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

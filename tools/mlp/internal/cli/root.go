@@ -27,9 +27,11 @@ const (
 	ExitIncomplete = 2
 )
 
-// Options are the dependencies of every command. Tests replace the clock,
-// the terminal detection and the parts of Kubernetes a test apiserver does
-// not have (a kubelet for logs and port-forwarding).
+// Options are what every command shares: the IO streams, the kubeconfig
+// flags and the session they open, and the dependencies tests replace (the
+// clock, the terminal detection and the parts of Kubernetes a test
+// apiserver does not have: a kubelet for logs and port-forwarding). Each
+// command embeds them in its own options type (see runnable).
 type Options struct {
 	Streams     genericiooptions.IOStreams
 	ConfigFlags *genericclioptions.ConfigFlags
@@ -49,6 +51,9 @@ type Options struct {
 	Browser func(url string) error
 	// Version is the client's version.
 	Version string
+	// ConnectTimeout bounds the first contact with the cluster unless
+	// --request-timeout is given.
+	ConnectTimeout time.Duration
 }
 
 // exitError carries an exit code; its message, if any, has been printed.
@@ -91,6 +96,8 @@ func DefaultOptions(streams genericiooptions.IOStreams) *Options {
 		Forward:      portForward,
 		Browser:      openBrowser,
 		Version:      clientVersion(),
+
+		ConnectTimeout: DefaultConnectTimeout,
 	}
 }
 

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,13 +23,13 @@ import (
 )
 
 type submitOptions struct {
+	*Options
+
 	file          string
 	framework     string
 	image         string
 	workers       int32
-	accelerators  int32
-	accelType     string
-	cpu, memory   string
+	resources     resourceFlags
 	env           []string
 	checkpoint    string
 	queue         string
@@ -38,10 +39,15 @@ type submitOptions struct {
 	output        string
 	noWait        bool
 	timeout       time.Duration
+
+	// Completed from the command line: the NAME, the command after --,
+	// and the flags that shape a job (which -f excludes).
+	names, command []string
+	shaping        []string
 }
 
 func newSubmitCommand(o *Options) *cobra.Command {
-	so := submitOptions{}
+	so := &submitOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:   "submit [NAME] [-- COMMAND [ARG...]]",
 		Short: "Create a TrainingJob from a file or from flags, and follow it to the end",
@@ -53,19 +59,14 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 		Example: `  mlp train submit mnist --image registry.example/mnist:1 --workers 2 --gpus 1 -- python train.py --epochs 3
   mlp train submit -f trainingjob.yaml --no-wait
   mlp train submit mnist --image registry.example/mnist:1 --dry-run=server -o yaml`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.submit(cmd, args, &so)
-		},
+		RunE: runE(so),
 	}
 	f := cmd.Flags()
 	f.StringVarP(&so.file, "filename", "f", "", "File with a TrainingJob (YAML or JSON; - for stdin)")
 	f.StringVar(&so.framework, "framework", string(trainingv1alpha1.FrameworkPyTorch), "Framework: pytorch, tensorflow, xgboost or paddle")
 	f.StringVar(&so.image, "image", "", "Image of the training container")
 	f.Int32Var(&so.workers, "workers", 1, "Pods taking part in the training, rank 0 included")
-	f.Int32Var(&so.accelerators, "gpus", 0, "Accelerators per pod")
-	f.StringVar(&so.accelType, "accelerator-type", "", "Accelerator type the platform team configured (e.g. a100); empty for the default")
-	f.StringVar(&so.cpu, "cpu", "", "CPU request per pod, e.g. 2")
-	f.StringVar(&so.memory, "memory", "", "Memory request and limit per pod, e.g. 8Gi")
+	so.resources.addFlags(f, " per pod")
 	f.StringArrayVarP(&so.env, "env", "e", nil, "Environment variable NAME=VALUE (repeatable)")
 	f.StringVar(&so.checkpoint, "checkpoint-size", "", "Size of a checkpoint volume the operator creates, e.g. 10Gi")
 	f.StringVar(&so.queue, "queue", "", "Kueue LocalQueue to submit to")
@@ -79,75 +80,92 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 	return cmd
 }
 
-func (o *Options) submit(cmd *cobra.Command, args []string, so *submitOptions) error {
+// Complete splits the arguments into the NAME and the command after --.
+func (so *submitOptions) Complete(cmd *cobra.Command, args []string) error {
+	so.names, so.command = args, nil
+	if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+		so.names, so.command = args[:dash], args[dash:]
+	}
+	so.shaping = shapingFlags(cmd)
+	return nil
+}
+
+// Validate checks the command line before anything is sent. Flags that
+// shape the job cannot be combined with -f: the file is the whole truth.
+func (so *submitOptions) Validate() error {
 	if err := checkOutput(so.output); err != nil {
 		return err
+	}
+	if len(so.names) > 1 {
+		return fmt.Errorf("expected at most one NAME, got %q (put the command after --)", so.names)
+	}
+	switch {
+	case so.file != "" && (len(so.shaping) > 0 || len(so.command) > 0):
+		return fmt.Errorf("-f cannot be combined with %s: edit the file instead", strings.Join(append(so.shaping, "a command"), ", "))
+	case so.file == "" && len(so.names) == 0:
+		return fmt.Errorf("a NAME is needed (mlp train submit NAME --image IMAGE -- COMMAND...), or -f FILE")
+	case so.file == "" && so.image == "":
+		return fmt.Errorf("--image is needed (or -f FILE)")
 	}
 	if so.dryRun != "none" && so.dryRun != "client" && so.dryRun != "server" {
 		return fmt.Errorf("--dry-run must be none, client or server, not %q", so.dryRun)
 	}
-	s, err := o.session()
+	_, err := positiveQuantity("checkpoint-size", so.checkpoint)
+	return errors.Join(
+		atLeast("workers", int64(so.workers), 1),
+		so.resources.validate(),
+		err,
+		timeoutFlag("timeout", so.timeout),
+	)
+}
+
+// Run creates the job, or shows it for a dry run, and follows it unless
+// --no-wait.
+func (so *submitOptions) Run(ctx context.Context) error {
+	s, err := so.session(ctx)
 	if err != nil {
 		return err
 	}
-	u, err := o.buildTrainingJob(cmd, args, so, s)
+	u, err := so.buildTrainingJob(s)
 	if err != nil {
 		return err
 	}
 	if so.dryRun == "client" {
-		return o.printSubmitted(so, u, " (dry run)")
+		return so.printSubmitted(u, " (dry run)")
 	}
 	opts := []client.CreateOption{client.FieldValidation("Strict")}
 	if so.dryRun == "server" {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := s.c.Create(cmd.Context(), u, opts...); err != nil {
+	if err := s.c.Create(ctx, u, opts...); err != nil {
 		return explain(err, trainingJobKind, "create", u.GetName(), s.namespace)
 	}
 	if so.dryRun == "server" {
-		return o.printSubmitted(so, u, " (server dry run)")
+		return so.printSubmitted(u, " (server dry run)")
 	}
-	if err := o.printSubmitted(so, u, ""); err != nil {
+	if err := so.printSubmitted(u, ""); err != nil {
 		return err
 	}
 	if so.noWait {
 		return nil
 	}
-	return o.follow(cmd.Context(), s, u.GetName(), so.timeout)
+	return (&follower{Options: so.Options, s: s}).follow(ctx, u.GetName(), so.timeout)
 }
 
-func (o *Options) printSubmitted(so *submitOptions, u *unstructured.Unstructured, suffix string) error {
+func (so *submitOptions) printSubmitted(u *unstructured.Unstructured, suffix string) error {
 	if so.output == outTable || so.output == outWide {
-		fmt.Fprintf(o.Streams.Out, "trainingjob.training.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
+		fmt.Fprintf(so.Streams.Out, "trainingjob.training.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
 		return nil
 	}
-	return printObjects(o.Streams.Out, so.output, trainingJobKind, trainingJobTable, []unstructured.Unstructured{*u}, true, o.Now())
+	return printObjects(so.Streams.Out, so.output, trainingJobKind, trainingJobTable, []unstructured.Unstructured{*u}, true, so.Now())
 }
 
-// buildTrainingJob reads -f or assembles the job from flags. Flags that
-// shape the job cannot be combined with -f: the file is the whole truth.
-func (o *Options) buildTrainingJob(cmd *cobra.Command, args []string, so *submitOptions, s *session) (*unstructured.Unstructured, error) {
-	dash := cmd.ArgsLenAtDash()
-	names, command := args, []string(nil)
-	if dash >= 0 {
-		names, command = args[:dash], args[dash:]
-	}
-	if len(names) > 1 {
-		return nil, fmt.Errorf("expected at most one NAME, got %q (put the command after --)", names)
-	}
+// buildTrainingJob reads -f or assembles the job from flags.
+func (so *submitOptions) buildTrainingJob(s *session) (*unstructured.Unstructured, error) {
 	if so.file != "" {
-		if changed := shapingFlags(cmd); len(changed) > 0 || len(command) > 0 {
-			return nil, fmt.Errorf("-f cannot be combined with %s: edit the file instead", strings.Join(append(changed, "a command"), ", "))
-		}
-		return o.readTrainingJob(so.file, names, s)
+		return so.readTrainingJob(s)
 	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("a NAME is needed (mlp train submit NAME --image IMAGE -- COMMAND...), or -f FILE")
-	}
-	if so.image == "" {
-		return nil, fmt.Errorf("--image is needed (or -f FILE)")
-	}
-	tj, err := jobFromFlags(names[0], s.namespace, so, command)
+	tj, err := so.jobFromFlags(s.namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +196,8 @@ func shapingFlags(cmd *cobra.Command) []string {
 	return out
 }
 
-func jobFromFlags(name, namespace string, so *submitOptions, command []string) (*trainingv1alpha1.TrainingJob, error) {
+func (so *submitOptions) jobFromFlags(namespace string) (*trainingv1alpha1.TrainingJob, error) {
+	name, command := so.names[0], so.command
 	tj := &trainingv1alpha1.TrainingJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: trainingv1alpha1.GroupVersion.String(), Kind: "TrainingJob"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
@@ -200,66 +219,27 @@ func jobFromFlags(name, namespace string, so *submitOptions, command []string) (
 	for _, fs := range so.featureStores {
 		tj.Spec.FeatureStores = append(tj.Spec.FeatureStores, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: fs}})
 	}
-	res, err := resourcesFromFlags(so)
+	res, err := so.resources.resources()
 	if err != nil {
 		return nil, err
 	}
 	tj.Spec.Resources = res
-	if so.checkpoint != "" {
-		q, err := resource.ParseQuantity(so.checkpoint)
-		if err != nil {
-			return nil, fmt.Errorf("--checkpoint-size %q: %w", so.checkpoint, err)
-		}
-		tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: &q}
+	size, err := positiveQuantity("checkpoint-size", so.checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	if size != nil {
+		tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: size}
 	}
 	return tj, nil
 }
 
-func resourcesFromFlags(so *submitOptions) (*commonv1alpha1.Resources, error) {
-	if so.cpu == "" && so.memory == "" && so.accelerators == 0 && so.accelType == "" {
-		return nil, nil
-	}
-	r := &commonv1alpha1.Resources{}
-	set := func(flag, value string, name corev1.ResourceName, limit bool) error {
-		if value == "" {
-			return nil
-		}
-		q, err := resource.ParseQuantity(value)
-		if err != nil {
-			return fmt.Errorf("--%s %q: %w", flag, value, err)
-		}
-		if r.Requests == nil {
-			r.Requests = corev1.ResourceList{}
-		}
-		r.Requests[name] = q
-		if limit {
-			r.Limits = corev1.ResourceList{name: q}
-		}
-		return nil
-	}
-	if err := set("cpu", so.cpu, corev1.ResourceCPU, false); err != nil {
-		return nil, err
-	}
-	if err := set("memory", so.memory, corev1.ResourceMemory, true); err != nil {
-		return nil, err
-	}
-	if so.accelerators > 0 || so.accelType != "" {
-		r.Accelerators = &commonv1alpha1.Accelerators{Count: so.accelerators, Type: so.accelType}
-	}
-	return r, nil
-}
-
 // readTrainingJob reads one TrainingJob of our API group from a file.
-func (o *Options) readTrainingJob(path string, names []string, s *session) (*unstructured.Unstructured, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(o.Streams.In)
-	} else {
-		data, err = os.ReadFile(path)
-	}
+func (so *submitOptions) readTrainingJob(s *session) (*unstructured.Unstructured, error) {
+	path, names := so.file, so.names
+	data, err := readManifest(path, so.Streams.In)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		return nil, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&u.Object); err != nil {
@@ -285,21 +265,73 @@ func (o *Options) readTrainingJob(path string, names []string, s *session) (*uns
 	return u, nil
 }
 
+type waitOptions struct {
+	*Options
+	oneName
+	timeout time.Duration
+}
+
 func newWaitCommand(o *Options) *cobra.Command {
-	var timeout time.Duration
+	wo := &waitOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:               "wait NAME",
 		Short:             "Wait for a TrainingJob to end, showing its progress (exit 0 succeeded, 1 failed, 2 still running)",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			return o.follow(cmd.Context(), s, args[0], timeout)
-		},
+		RunE:              runE(wo),
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
+	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
 	return cmd
+}
+
+func (wo *waitOptions) Validate() error { return timeoutFlag("timeout", wo.timeout) }
+
+func (wo *waitOptions) Run(ctx context.Context) error {
+	s, err := wo.session(ctx)
+	if err != nil {
+		return err
+	}
+	return (&follower{Options: wo.Options, s: s}).follow(ctx, wo.name, wo.timeout)
+}
+
+// maxManifestBytes is the most -f reads: the API server refuses a request
+// body over 3 MiB, so a larger file can never be created, and a stream
+// without end (-f /dev/zero) must not fill the memory.
+const maxManifestBytes = 3 << 20
+
+// readManifest reads a file or standard input ("-"), at most
+// maxManifestBytes of it. A regular file's size is checked before reading;
+// a stream is read up to one byte past the limit.
+func readManifest(path string, stdin io.Reader) ([]byte, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		defer func() { _ = f.Close() }()
+		info, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		if info.IsDir() {
+			return nil, fmt.Errorf("%s is a directory: -f takes one file", path)
+		}
+		if info.Mode().IsRegular() && info.Size() > maxManifestBytes {
+			return nil, tooLarge(path)
+		}
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(data) > maxManifestBytes {
+		return nil, tooLarge(path)
+	}
+	return data, nil
+}
+
+func tooLarge(path string) error {
+	return fmt.Errorf("%s is larger than %d MiB, more than the API server accepts for one object: -f takes one TrainingJob", path, maxManifestBytes>>20)
 }

@@ -398,3 +398,64 @@ func TestWaitRidesOutAnAPIServerRestart(t *testing.T) {
 	}
 	t.Logf("output across the restart:\n%s", out.String())
 }
+
+// endless is a stream without end (what -f /dev/zero reads). It gives up
+// after far more than any limit, so that a CLI without one fails the test
+// instead of filling the memory.
+type endless struct{ read int }
+
+const endlessGiveUp = 64 << 20
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.read >= endlessGiveUp {
+		return 0, fmt.Errorf("read %d bytes without stopping", e.read)
+	}
+	for i := range p {
+		p[i] = '#'
+	}
+	e.read += len(p)
+	return len(p), nil
+}
+
+// TestSubmitFileIsBounded refuses a file or stream larger than the API
+// server accepts, reading no more than that, and still reads a job from
+// standard input.
+func TestSubmitFileIsBounded(t *testing.T) {
+	ns := newNamespace(t)
+	const job = "apiVersion: training.mlplatform.dev/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: %s\nspec:\n  framework: pytorch\n  image: example.test/train:1\n"
+	t.Run("regular file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "big.yaml")
+		padding := "# " + strings.Repeat("x", 4<<20) + "\n"
+		if err := os.WriteFile(path, []byte(padding+fmt.Sprintf(job, "big")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, ns, "train", "submit", "-f", path, "--no-wait")
+		if r.code != ExitFailed || !strings.Contains(r.err, path+" is larger than 3 MiB") {
+			t.Errorf("exit %d, stderr %q", r.code, r.err)
+		}
+	})
+	t.Run("endless stdin", func(t *testing.T) {
+		in := &endless{}
+		r := cli(context.Background(), t, env.Config, ns, func(o *Options) { o.Streams.In = in }, "train", "submit", "-f", "-", "--no-wait")
+		if r.code != ExitFailed || !strings.Contains(r.err, "- is larger than 3 MiB") || in.read > maxManifestBytes+1 {
+			t.Errorf("exit %d, stderr %q, read %d bytes (limit %d)", r.code, r.err, in.read, maxManifestBytes)
+		}
+	})
+	t.Run("dev zero", func(t *testing.T) {
+		r := run(t, ns, "train", "submit", "-f", "/dev/zero", "--no-wait")
+		if r.code != ExitFailed || !strings.Contains(r.err, "/dev/zero is larger than 3 MiB") {
+			t.Errorf("exit %d, stderr %q", r.code, r.err)
+		}
+	})
+	t.Run("stdin within the limit", func(t *testing.T) {
+		r := cli(context.Background(), t, env.Config, ns, func(o *Options) { o.Streams.In = strings.NewReader(fmt.Sprintf(job, "piped")) },
+			"train", "submit", "-f", "-", "--no-wait")
+		if r.code != 0 || r.out != "trainingjob.training.mlplatform.dev/piped created\n" {
+			t.Errorf("exit %d, out %q, stderr %q", r.code, r.out, r.err)
+		}
+	})
+	var list trainingv1alpha1.TrainingJobList
+	if err := adminClient(t).List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+		t.Errorf("%d TrainingJobs (err %v), want only the piped one", len(list.Items), err)
+	}
+}

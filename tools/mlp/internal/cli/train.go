@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -23,6 +24,7 @@ func newTrainCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "train",
 		Aliases: []string{"trainingjob", "tj"},
+		RunE:    groupRun,
 		Short:   "Submit and follow TrainingJobs (training.mlplatform.dev)",
 	}
 	cmd.AddCommand(
@@ -69,34 +71,50 @@ var trainingJobTable = table{
 	},
 }
 
+// suspendOptions suspends (suspend) or resumes TrainingJobs.
+type suspendOptions struct {
+	*Options
+	noFlagChecks
+	suspend bool
+	names   []string
+}
+
 func newSuspendCommand(o *Options, suspend bool) *cobra.Command {
-	use, short, done := "suspend", "Suspend TrainingJobs: their pods are deleted until they are resumed", "suspended"
+	use, short := "suspend", "Suspend TrainingJobs: their pods are deleted until they are resumed"
 	if !suspend {
-		use, short, done = "resume", "Resume suspended TrainingJobs", "resumed"
+		use, short = "resume", "Resume suspended TrainingJobs"
 	}
 	return &cobra.Command{
 		Use:               use + " NAME...",
 		Short:             short,
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			patch, err := mergePatchAt(fieldSuspend, suspend)
-			if err != nil {
-				return err
-			}
-			for _, name := range args {
-				if _, err := s.mergePatch(cmd.Context(), trainingJobKind, name, patch); err != nil {
-					return err
-				}
-				fmt.Fprintf(o.Streams.Out, "trainingjob.training.mlplatform.dev %q %s\n", name, done)
-			}
-			return nil
-		},
+		RunE:              runE(&suspendOptions{Options: o, suspend: suspend}),
 	}
+}
+
+func (so *suspendOptions) Complete(_ *cobra.Command, args []string) error {
+	so.names = args
+	return nil
+}
+
+func (so *suspendOptions) Run(ctx context.Context) error {
+	s, err := so.session(ctx)
+	if err != nil {
+		return err
+	}
+	patch, err := mergePatchAt(fieldSuspend, so.suspend)
+	if err != nil {
+		return err
+	}
+	done := map[bool]string{true: "suspended", false: "resumed"}[so.suspend]
+	for _, name := range so.names {
+		if _, err := s.mergePatch(ctx, trainingJobKind, name, patch); err != nil {
+			return err
+		}
+		fmt.Fprintf(so.Streams.Out, "trainingjob.training.mlplatform.dev %q %s\n", name, done)
+	}
+	return nil
 }
 
 func firstNonEmpty(s ...string) string {

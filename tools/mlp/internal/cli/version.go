@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -33,56 +34,78 @@ const (
 	labelName    = "app.kubernetes.io/name"
 )
 
+type versionOptions struct {
+	*Options
+	noFlagChecks
+	clientOnly bool
+}
+
 func newVersionCommand(o *Options) *cobra.Command {
-	var clientOnly bool
+	vo := &versionOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the client's version and the versions of the operators and APIs in the cluster",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(o.Streams.Out, "Client: mlp %s\n", o.Version)
-			if clientOnly {
-				return nil
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			o.printAPIs(s)
-			return o.printOperators(cmd.Context(), s)
-		},
+		RunE:  runE(vo),
 	}
-	cmd.Flags().BoolVar(&clientOnly, "client", false, "Only the client's version")
+	cmd.Flags().BoolVar(&vo.clientOnly, "client", false, "Only the client's version")
 	return cmd
 }
 
+func (vo *versionOptions) Complete(*cobra.Command, []string) error { return nil }
+
+func (vo *versionOptions) Run(ctx context.Context) error {
+	fmt.Fprintf(vo.Streams.Out, "Client: mlp %s\n", vo.Version)
+	if vo.clientOnly {
+		return nil
+	}
+	s, err := vo.session(ctx)
+	if err != nil {
+		return err
+	}
+	if err := vo.printAPIs(s); err != nil {
+		return err
+	}
+	return vo.printOperators(ctx, s)
+}
+
 // printAPIs says which of our API versions the cluster serves; discovery is
-// open to every authenticated user.
-func (o *Options) printAPIs(s *session) {
+// open to every authenticated user. Only a 404 means "not installed": any
+// other error is the command's.
+func (vo *versionOptions) printAPIs(s *session) error {
 	for _, k := range []kind{trainingJobKind, notebookKind, featureStoreKind} {
 		state := "served"
-		if _, err := s.cs.Discovery().ServerResourcesForGroupVersion(k.GVK.GroupVersion().String()); err != nil {
+		_, err := s.cs.Discovery().ServerResourcesForGroupVersion(k.GVK.GroupVersion().String())
+		switch {
+		case apierrors.IsNotFound(err):
 			state = "not installed"
+		case err != nil:
+			return explainCore(err, "the API "+k.GVK.GroupVersion().String(), "discover", "", "")
 		}
-		fmt.Fprintf(o.Streams.Out, "API %s (%s): %s\n", k.GVK.GroupVersion(), k.Operator, state)
+		fmt.Fprintf(vo.Streams.Out, "API %s (%s): %s\n", k.GVK.GroupVersion(), k.Operator, state)
 	}
+	return nil
 }
 
 // printOperators lists the operator Deployments the user may see. Tenants
 // usually may not list Deployments across namespaces; that is said, not
 // treated as an error.
-func (o *Options) printOperators(ctx context.Context, s *session) error {
+func (vo *versionOptions) printOperators(ctx context.Context, s *session) error {
 	var deps appsv1.DeploymentList
-	if err := s.c.List(ctx, &deps, client.MatchingLabels{labelPartOf: "ml-platform"}); err != nil {
-		fmt.Fprintf(o.Streams.Out, "Operators: not visible to you (%v)\n", explainCore(err, "deployments", "list", "", ""))
+	err := s.c.List(ctx, &deps, client.MatchingLabels{labelPartOf: "ml-platform"})
+	if err != nil && !apierrors.IsForbidden(err) {
+		return explainCore(err, "deployments", "list", "", "")
+	}
+	if err != nil {
+		fmt.Fprintf(vo.Streams.Out, "Operators: not visible to you (%v)\n", explainCore(err, "deployments", "list", "", ""))
 		return nil
 	}
 	if len(deps.Items) == 0 {
-		fmt.Fprintln(o.Streams.Out, "Operators: none found")
+		fmt.Fprintln(vo.Streams.Out, "Operators: none found")
 		return nil
 	}
 	sort.Slice(deps.Items, func(i, j int) bool { return deps.Items[i].Name < deps.Items[j].Name })
-	w := tabwriter.NewWriter(o.Streams.Out, 0, 8, 2, ' ', 0)
+	w := tabwriter.NewWriter(vo.Streams.Out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(w, "OPERATOR\tNAMESPACE\tVERSION\tREADY\tIMAGE")
 	for _, d := range deps.Items {
 		image := ""

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-platform/ml-platform/shared/testenv"
+)
+
+// TestFollowEndsWhenTheJobIsDeleted: `train submit` and `train wait` exit 1
+// with a clear message when the followed job is deleted, and when it is
+// replaced by a new job of the same name.
+func TestFollowEndsWhenTheJobIsDeleted(t *testing.T) {
+	ns := newNamespace(t)
+	deleteJob := func(name string) func(context.Context, client.Client) error {
+		return func(ctx context.Context, c client.Client) error {
+			return c.Delete(ctx, trainingJob(ns, name, 1))
+		}
+	}
+	out := &syncBuffer{}
+	r := submitWithOperator(t, ns, nil, out, out, []step{
+		{do: func(context.Context, client.Client) error { return nil }, expect: "submitted: -\n"},
+		{do: deleteJob("submitted")},
+	}, "submitted", "--image", "example.test/train:1")
+	if r.code != ExitFailed || r.err != "error: TrainingJob \"submitted\" was deleted while waiting for it\n" {
+		t.Errorf("submit: exit %d, stderr %q, out:\n%s", r.code, r.err, r.out)
+	}
+
+	c := adminClient(t)
+	for name, recreate := range map[string]bool{"deleted": false, "recreated": true} {
+		t.Run(name, func(t *testing.T) {
+			if err := c.Create(context.Background(), trainingJob(ns, name, 1)); err != nil {
+				t.Fatal(err)
+			}
+			steps := []step{{do: func(context.Context, client.Client) error { return nil }, expect: name + ": -\n"}}
+			want := "error: TrainingJob \"" + name + "\" was deleted while waiting for it\n"
+			if recreate {
+				steps = append(steps, step{do: func(ctx context.Context, c client.Client) error {
+					if err := deleteJob(name)(ctx, c); err != nil {
+						return err
+					}
+					return c.Create(ctx, trainingJob(ns, name, 1))
+				}})
+				// The CLI may read the job between the deletion and the
+				// creation (NotFound) or only after (another uid): both
+				// must end the wait the same way, the second naming it.
+				want = "error: TrainingJob \"" + name + "\" was deleted while waiting for it"
+			} else {
+				steps = append(steps, step{do: deleteJob(name)})
+			}
+			out := &syncBuffer{}
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.EventuallyTimeout)
+			defer cancel()
+			opErr := make(chan error, 1)
+			go func() { opErr <- fakeOperator(ctx, c, out, steps) }()
+			r := cli(ctx, t, env.Config, ns, func(o *Options) { o.Streams.Out = out; o.PollInterval = time.Second }, "train", "wait", name)
+			if err := <-opErr; err != nil {
+				t.Fatal(err)
+			}
+			if r.code != ExitFailed || !strings.HasPrefix(r.err, want) || strings.Count(r.err, "\n") != 1 {
+				t.Errorf("wait: exit %d, stderr %q, want %q", r.code, r.err, want)
+			}
+		})
+	}
+}
