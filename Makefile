@@ -15,6 +15,10 @@ K8S_BIN_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ml-platform/k8s/$(K8S_VERS
 export KUBEBUILDER_ASSETS := $(K8S_BIN_DIR)
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
+# test-race's flags: -race costs several times the CPU and memory of a plain
+# run, hence the longer timeout; -shuffle=on prints the seed of each package's
+# order, and GO_RACE_FLAGS="-count=1 -race -shuffle=SEED" replays it.
+GO_RACE_FLAGS ?= -count=1 -timeout=60m -race -shuffle=on
 
 ##@ General
 
@@ -62,6 +66,14 @@ test: k8s-bin test-deps ## Run unit and integration tests of every module (real 
 		echo "== go test $$m"; \
 		(cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; \
 	done
+
+.PHONY: test-race
+test-race: k8s-bin test-deps ## Run every module's tests with the race detector, in random order (-race -shuffle=on); the nightly runs it.
+	@failed=""; for m in $(MODULES); do \
+		echo "== go test -race -shuffle=on $$m"; \
+		(cd $$m && go test $(GO_RACE_FLAGS) ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-race failed in:$$failed" >&2; exit 1; fi
 
 .PHONY: test-deps
 test-deps: ## Install what the operators' tests need from Debian (PostgreSQL, Redis, Jupyter); idempotent.

@@ -144,3 +144,86 @@ func TestKlogGlobalLoggerIsBounded(t *testing.T) {
 		t.Error("klog's global logger does not write to the capped logger")
 	}
 }
+
+// TestChildLoggersStayCapped runs the leak check through the loggers that
+// reconcilers really log and call the API server with: children made with
+// WithName, WithValues and V, in every order. A child that lost the cap
+// would dump the Secret's body at the level asked for.
+func TestChildLoggersStayCapped(t *testing.T) {
+	children := map[string]func(logr.Logger) logr.Logger{
+		"WithName":   func(l logr.Logger) logr.Logger { return l.WithName("controller") },
+		"WithValues": func(l logr.Logger) logr.Logger { return l.WithValues("reconcileID", "abc") },
+		"V(1)":       func(l logr.Logger) logr.Logger { return l.V(1) },
+		"WithName.WithValues.V(2)": func(l logr.Logger) logr.Logger {
+			return l.WithName("controller").WithValues("namespace", "ns", "name", "n").V(2)
+		},
+		"V(1).WithValues.WithName": func(l logr.Logger) logr.Logger {
+			return l.V(1).WithValues("reconcileID", "abc").WithName("phase")
+		},
+	}
+	for name, child := range children {
+		for _, contentType := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+			t.Run(name+" "+contentType, func(t *testing.T) {
+				var out syncBuffer
+				logger := child(logging.New(zapOptions(t, "10", &out)...))
+				password := readSecretWith(t, logger, contentType)
+				if found := leaks(password, out.String()); len(found) > 0 {
+					t.Errorf("logs through %s contain %v:\n%s", name, found, out.String())
+				}
+				logger.V(logging.MaxLevel + 1).Info("marker above the cap")
+				if strings.Contains(out.String(), "marker above the cap") {
+					t.Errorf("%s logged above the cap", name)
+				}
+			})
+		}
+	}
+}
+
+// TestKlogVerbosityCannotLiftTheCap raises klog's own -v flag to 10, as an
+// operator that bound klog's flags could, and makes requests whose context
+// carries no logger (client-go then logs through klog's global logger), one
+// with a bearer token: neither the token nor a Secret's body may reach the
+// logs. With -v at 6 or more client-go installs its debugging round tripper
+// (headers, curl commands), and with -v at 8 it dumps bodies; klog then
+// writes them through the logger SetGlobal gave it, at their V-level, so
+// the cap drops them.
+func TestKlogVerbosityCannotLiftTheCap(t *testing.T) {
+	setKlogVerbosity(t, "10")
+	if !klog.V(10).Enabled() {
+		t.Fatal("klog's verbosity was not raised; the test proves nothing")
+	}
+	token := "token-" + rand.String(32)
+	anonymous := rest.AnonymousClientConfig(env.Config)
+	anonymous.BearerToken = token
+	cs, err := kubernetes.NewForConfig(anonymous)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The token is refused (401); what matters is what was logged.
+	_, _ = cs.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
+	password := readSecretWith(t, klog.Background(), "application/json")
+
+	creds := &testenv.Credentials{}
+	creds.Add(password, "the test Secret")
+	creds.Add(token, "the bearer token")
+	if found := creds.Scan(testenv.Logs.String()); len(found) > 0 {
+		t.Errorf("with klog's -v at 10, the logs contain %v", found)
+	}
+}
+
+// setKlogVerbosity sets klog's -v flag for the test and restores it after.
+func setKlogVerbosity(t *testing.T, level string) {
+	t.Helper()
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	v := fs.Lookup("v")
+	old := v.Value.String()
+	if err := v.Value.Set(level); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := v.Value.Set(old); err != nil {
+			t.Error(err)
+		}
+	})
+}

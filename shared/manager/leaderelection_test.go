@@ -1,9 +1,12 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,14 +34,14 @@ type candidate struct {
 func newCandidate(t *testing.T, cfg Config, name string) *candidate {
 	t.Helper()
 	c := &candidate{leading: make(chan struct{})}
-	leasePath := "/apis/coordination.k8s.io/v1/namespaces/" + cfg.LeaderElectionNamespace + "/leases/" + LeaderElectionID(name)
+	path := leasePath(cfg, name)
 	restConfig := rest.CopyConfig(env.Config)
 	restConfig.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			if c.crashed.Load() {
 				return nil, errors.New("replica crashed")
 			}
-			if r.Method == http.MethodGet && r.URL.Path == leasePath {
+			if r.Method == http.MethodGet && r.URL.Path == path {
 				c.leaseReads.Add(1)
 			}
 			return rt.RoundTrip(r)
@@ -119,49 +122,191 @@ func TestLeaderElectionHandsOverOnCancel(t *testing.T) {
 	}
 }
 
+// TestRunReleasesLeaseOnCancel cancels Run's context once the replica
+// leads and expects the lease released when Run returns, so a standby can
+// take over at once. The second case forces the interleaving that a loaded
+// machine produced by chance: the cancel lands during the first renewal, and
+// the API server applies that renewal (its handler goes on after the client
+// has gone) only after the elector's release has read the lease, so the
+// release's optimistic write conflicts.
 func TestRunReleasesLeaseOnCancel(t *testing.T) {
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
-		t.Setenv(name, "")
+	testCases := map[string]struct {
+		// renewalAppliedLate holds the first renewal as described above.
+		renewalAppliedLate bool
+	}{
+		"cancelled while leading":                          {},
+		"cancelled during the first renewal, applied late": {renewalAppliedLate: true},
 	}
-	cs := adminClientset(t)
-	const name = "run-test-operator"
-	cfg := testConfig(t)
-	cfg.LeaderElect = true
-	cfg.LeaderElectionNamespace = createNamespace(t, cs, "run")
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+				t.Setenv(name, "")
+			}
+			cs := adminClientset(t)
+			const operator = "run-test-operator"
+			cfg := testConfig(t)
+			cfg.LeaderElect = true
+			cfg.LeaderElectionNamespace = createNamespace(t, cs, "run")
+			// The lease client's timeout is half the renew deadline: long
+			// enough here that only the cancel, never a slow machine, ends
+			// the held renewal.
+			cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 2*timeout, timeout, time.Second
 
-	leading := make(chan struct{})
-	opts := Options{
-		Name: name,
-		Setup: func(mgr ctrl.Manager, _ Config) error {
-			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-				close(leading)
-				<-ctx.Done()
-				return nil
-			}))
-		},
+			leading := make(chan struct{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.renewalAppliedLate {
+				late := &lateRenewal{t: t, leasePath: leasePath(cfg, operator), leading: leading, cancel: cancel}
+				cfg.RESTConfig = rest.CopyConfig(env.Config)
+				cfg.RESTConfig.WrapTransport = late.wrap
+				defer late.check()
+			}
+			opts := Options{
+				Name: operator,
+				Setup: func(mgr ctrl.Manager, _ Config) error {
+					return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+						close(leading)
+						<-ctx.Done()
+						return nil
+					}))
+				},
+			}
+			done := make(chan error, 1)
+			go func() { done <- Run(ctx, cfg, opts) }()
+
+			waitClosed(t, "leader-only runnable started", leading, timeout)
+			// lateRenewal cancels by itself, within the first renewal.
+			if !tc.renewalAppliedLate {
+				cancel()
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Run() = %v after cancel, want nil", err)
+				}
+			case <-time.After(2 * timeout):
+				t.Fatal("Run did not return after its context was cancelled")
+			}
+
+			lease, err := cs.CoordinationV1().Leases(cfg.LeaderElectionNamespace).Get(t.Context(), LeaderElectionID(operator), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if holder := lease.Spec.HolderIdentity; holder != nil && *holder != "" {
+				t.Errorf("lease still held by %q after Run returned", *holder)
+			}
+		})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, opts) }()
+}
 
-	waitClosed(t, "leader-only runnable started", leading, timeout)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run() = %v after cancel, want nil", err)
+func leasePath(cfg Config, operator string) string {
+	return "/apis/coordination.k8s.io/v1/namespaces/" + cfg.LeaderElectionNamespace + "/leases/" + LeaderElectionID(operator)
+}
+
+// lateRenewal cancels the replica during its first renewal of the lease,
+// answers the elector that the renewal was cancelled, and sends that
+// renewal to the API server only after the next read of the lease by a live
+// context (the release's read), as an API server that finishes a handler
+// after its client has gone would apply it.
+type lateRenewal struct {
+	t         *testing.T
+	leasePath string
+	leading   <-chan struct{}
+	cancel    context.CancelFunc
+
+	mu sync.Mutex
+	// held is the renewal waiting to be applied, with its body.
+	held     *http.Request
+	heldBody []byte
+	// renewals counts PUTs of the lease; replayStatus is the API server's
+	// answer to the held renewal once applied.
+	renewals     int
+	replayStatus int
+}
+
+func (l *lateRenewal) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Path != l.leasePath {
+			return rt.RoundTrip(r)
 		}
-	case <-time.After(timeout):
-		t.Fatal("Run did not return after its context was cancelled")
-	}
+		switch r.Method {
+		case http.MethodPut:
+			return l.holdFirstRenewal(rt, r)
+		case http.MethodGet:
+			return l.replayAfterRead(rt, r)
+		}
+		return rt.RoundTrip(r)
+	})
+}
 
-	lease, err := cs.CoordinationV1().Leases(cfg.LeaderElectionNamespace).Get(t.Context(), LeaderElectionID(name), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+// holdFirstRenewal cancels Run while the first renewal is in flight, keeps
+// that renewal and fails it with the cancellation the elector sees.
+func (l *lateRenewal) holdFirstRenewal(rt http.RoundTripper, r *http.Request) (*http.Response, error) {
+	l.mu.Lock()
+	l.renewals++
+	first := l.renewals == 1
+	l.mu.Unlock()
+	if !first {
+		return rt.RoundTrip(r)
 	}
-	if holder := lease.Spec.HolderIdentity; holder != nil && *holder != "" {
-		t.Errorf("lease still held by %q after Run returned", *holder)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	// The leader-only runnable runs, so the manager is fully up and its
+	// stop has something to stop, as in production.
+	select {
+	case <-l.leading:
+	case <-time.After(timeout):
+		l.t.Error("leader-only runnable did not start during the first renewal")
+	}
+	l.cancel()
+	// controller-runtime cancels the elector once the manager's runnables
+	// have stopped; the renewal's context then ends.
+	<-r.Context().Done()
+	if err := r.Context().Err(); !errors.Is(err, context.Canceled) {
+		l.t.Errorf("the held renewal ended with %v, want it cancelled by the manager's stop", err)
+	}
+	l.mu.Lock()
+	l.held, l.heldBody = r.Clone(context.WithoutCancel(r.Context())), body
+	l.mu.Unlock()
+	return nil, r.Context().Err()
+}
+
+// replayAfterRead lets the first live read of the lease after the held
+// renewal see the lease before that renewal, then applies the renewal.
+func (l *lateRenewal) replayAfterRead(rt http.RoundTripper, r *http.Request) (*http.Response, error) {
+	if r.Context().Err() != nil {
+		return rt.RoundTrip(r)
+	}
+	l.mu.Lock()
+	held, body := l.held, l.heldBody
+	l.held = nil
+	l.mu.Unlock()
+	resp, err := rt.RoundTrip(r)
+	if held == nil {
+		return resp, err
+	}
+	held.Body = io.NopCloser(bytes.NewReader(body))
+	replayed, replayErr := rt.RoundTrip(held)
+	if replayErr != nil {
+		l.t.Errorf("applying the held renewal: %v", replayErr)
+		return resp, err
+	}
+	_ = replayed.Body.Close()
+	l.mu.Lock()
+	l.replayStatus = replayed.StatusCode
+	l.mu.Unlock()
+	return resp, err
+}
+
+// check fails the test if the interleaving did not happen, so the test
+// cannot pass without exercising it.
+func (l *lateRenewal) check() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.replayStatus != http.StatusOK {
+		l.t.Errorf("the held renewal was applied with status %d after the release's read, want %d", l.replayStatus, http.StatusOK)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -179,14 +180,26 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(restConfig, managerOptions(cfg, opts, byObject))
+	mgrOpts := managerOptions(cfg, opts, byObject)
+	var lock *resourcelock.LeaseLock
+	if cfg.LeaderElect {
+		if lock, err = newLeaseLock(restConfig, cfg, opts.Name); err != nil {
+			return nil, err
+		}
+		mgrOpts.LeaderElectionResourceLockInterface = lock
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	if err := setUp(mgr, cfg, opts); err != nil {
 		return nil, err
 	}
-	return mgr, nil
+	if lock == nil {
+		return mgr, nil
+	}
+	lock.LockConfig.EventRecorder = mgr.GetEventRecorderFor(lock.Identity())
+	return &releasingManager{Manager: mgr, lock: lock, timeout: cfg.RenewDeadline}, nil
 }
 
 // prepare validates the options and the configuration and builds the

@@ -43,6 +43,9 @@ type Input struct {
 	// TemplateChanged: the StatefulSet's pod template differs from the
 	// one the Notebook asks for.
 	TemplateChanged bool
+	// ReportInterval is how far status.lastActivity may lag behind the
+	// activity the prober sees.
+	ReportInterval time.Duration
 }
 
 // Outcome is what the decisions decided.
@@ -170,6 +173,10 @@ func Cull(in Input, out *Outcome) {
 		out.Annotations[render.AnnotationRestartHandled] = in.RestartRequest
 	case probeOK:
 		out.Culling = &culling.Decision{Action: culling.None, LastActivity: probeActivity(in)}
+		// Without culling nothing else brings the operator back while the
+		// server runs (Jupyter sends no event when a kernel works), and the
+		// reported activity would stay at the last event's.
+		out.RequeueAfter = sooner(out.RequeueAfter, in.ReportInterval)
 	}
 }
 

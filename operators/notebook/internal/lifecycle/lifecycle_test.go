@@ -27,7 +27,7 @@ var (
 // was probed.
 func running(probe *jupyter.Observation) Input {
 	return Input{
-		Now: now, Exists: true, Running: true, Probe: probe, Policy: idle,
+		Now: now, Exists: true, Running: true, Probe: probe, Policy: idle, ReportInterval: 10 * time.Minute,
 		Recorded: map[string]string{render.AnnotationStartedAt: hourAgo},
 	}
 }
@@ -131,6 +131,8 @@ func TestCull(t *testing.T) {
 		wantReplicas          int32
 		wantRequeue           bool
 		wantRestartHandledSet bool
+		// wantLastActivity, when set, is the activity the decision reports.
+		wantLastActivity time.Time
 	}{
 		"idle past the timeout: culled": {
 			in: func() Input {
@@ -141,9 +143,17 @@ func TestCull(t *testing.T) {
 			wantAction: culling.Cull, wantRestartHandledSet: true,
 		},
 		"busy: kept, checked again": {in: running(busy), wantAction: culling.None, wantReplicas: 1, wantRequeue: true},
-		"culling off, probed: activity reported only": {
+		"culling off, probed: activity reported, checked again": {
 			in:         func() Input { i := running(quiet); i.Policy = config.Policy{CheckPeriod: time.Minute}; return i }(),
-			wantAction: culling.None, wantReplicas: 1,
+			wantAction: culling.None, wantReplicas: 1, wantRequeue: true, wantLastActivity: quiet.LastActivity,
+		},
+		"culling off, kernel busy: activity now, checked again": {
+			in: func() Input {
+				i := running(&jupyter.Observation{Busy: true, LastActivity: now.Add(-3 * time.Hour)})
+				i.Policy = config.Policy{CheckPeriod: time.Minute}
+				return i
+			}(),
+			wantAction: culling.None, wantReplicas: 1, wantRequeue: true, wantLastActivity: now,
 		},
 		"just started, not probed: no decision yet": {
 			in:           func() Input { i := running(nil); i.WasStopped = true; return i }(),
@@ -163,6 +173,12 @@ func TestCull(t *testing.T) {
 			}
 			if action != tc.wantAction || out.Replicas != tc.wantReplicas || (out.RequeueAfter > 0) != tc.wantRequeue {
 				t.Errorf("action %q replicas %d requeue %v, want %q %d %v", action, out.Replicas, out.RequeueAfter, tc.wantAction, tc.wantReplicas, tc.wantRequeue)
+			}
+			if tc.wantRequeue && out.RequeueAfter > tc.in.ReportInterval {
+				t.Errorf("requeue after %v, want within the report interval %v", out.RequeueAfter, tc.in.ReportInterval)
+			}
+			if !tc.wantLastActivity.IsZero() && (out.Culling == nil || !out.Culling.LastActivity.Equal(tc.wantLastActivity)) {
+				t.Errorf("decision %+v, want last activity %v", out.Culling, tc.wantLastActivity)
 			}
 			_, handled := out.Annotations[render.AnnotationRestartHandled]
 			if handled != tc.wantRestartHandledSet || out.JustCulled != (tc.wantAction == culling.Cull) {

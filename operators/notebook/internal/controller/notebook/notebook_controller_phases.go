@@ -376,6 +376,7 @@ func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, 
 		RestartRequest: s.nb.Annotations[notebooksv1alpha1.AnnotationRestart],
 		ForceRequest:   s.nb.Annotations[notebooksv1alpha1.AnnotationForceUpdate],
 		Exists:         s.sts != nil, WasStopped: true, Running: s.running, Probe: s.probe,
+		ReportInterval: r.Config.ReportInterval.Duration,
 	}
 	if s.sts != nil {
 		in.Recorded, in.WasStopped = s.sts.Annotations, ptrValue(s.sts.Spec.Replicas) == 0

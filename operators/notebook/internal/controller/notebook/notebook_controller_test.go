@@ -308,6 +308,46 @@ func TestMaxLifetimeCullsABusyNotebook(t *testing.T) {
 	}
 }
 
+// TestBusyNotebookWithoutCullingReportsActivity: with culling off, a kernel
+// that stays busy for hours is activity now, so status.lastActivity must
+// follow it, lagging by at most the report interval as the API documents.
+// Jupyter sends the operator no event when a kernel runs, so the operator
+// has to look again by itself: without that the recorded activity stays at
+// the last event (here, the notebook's start) however long the kernel runs.
+func TestBusyNotebookWithoutCullingReportsActivity(t *testing.T) {
+	c := adminClient(t)
+	ns := testenv.CreateNamespace(t, c, "nb")
+	op := startOperator(t, operatorOptions{})
+	nb := newNotebook(ns, "busy-no-cull")
+	nb.Spec.Culling.Enabled = ptr.To(false)
+	nb = runningNotebook(t, c, op, nb, t0)
+	interval := op.reconciler.Config.ReportInterval.Duration
+	// The kernel has been busy since t0; Jupyter's last_activity stays at
+	// the start of the execution.
+	op.prober.set(nb, jupyter.Observation{LastActivity: t0, Busy: true, Kernels: 1})
+
+	for i := range 3 {
+		op.clock.SetTime(t0.Add(time.Hour + time.Duration(i)*interval))
+		waitCacheCurrent(t, c, op, nb)
+		res := op.reconcile(t, nb)
+		if res.RequeueAfter <= 0 || res.RequeueAfter > interval {
+			t.Fatalf("a running notebook without culling is looked at again after %v, want within the report interval %v", res.RequeueAfter, interval)
+		}
+		got, err := getNotebook(t.Context(), c, nb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := op.clock.Now().Truncate(time.Second)
+		if got.Status.LastActivity == nil || !got.Status.LastActivity.Time.Equal(want) {
+			t.Fatalf("check %d: status.lastActivity = %v while the kernel is busy, want now (%v), not the kernel's last_activity %v",
+				i, got.Status.LastActivity, want, t0)
+		}
+		if got.Status.CullDeadline != nil || conditions.IsTrue(got, notebooksv1alpha1.ConditionCulled) {
+			t.Fatalf("culling is off, but the status shows deadline %v culled %v", got.Status.CullDeadline, conditions.IsTrue(got, notebooksv1alpha1.ConditionCulled))
+		}
+	}
+}
+
 func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
 	c := adminClient(t)
 	ns := testenv.CreateNamespace(t, c, "nb")
