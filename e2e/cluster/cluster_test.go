@@ -86,3 +86,36 @@ func TestBusyboxImage(t *testing.T) {
 		})
 	}
 }
+
+func TestJudgeRounds(t *testing.T) {
+	const want = " reach=10.244.0.5 refused=10.244.0.6"
+	tests := map[string]struct {
+		logs    string
+		wantErr bool
+	}{
+		"held from the start": {logs: "round 1:" + want + "\nround 2:" + want + "\nround 3:" + want + "\n"},
+		"engine caught up with the new pod": {
+			logs: "round 1: reach=10.244.0.5 reach=10.244.0.6\nround 2: refused=10.244.0.5 refused=10.244.0.6\n" +
+				"round 3:" + want + "\nround 4:" + want + "\nround 5:" + want + "\n",
+		},
+		"never held":       {logs: "round 1: reach=10.244.0.5 reach=10.244.0.6\nround 2: reach=10.244.0.5 reach=10.244.0.6\n", wantErr: true},
+		"held only twice":  {logs: "round 1:" + want + "\nround 2:" + want + "\n", wantErr: true},
+		"lapsed once held": {logs: "round 1:" + want + "\nround 2: reach=10.244.0.5 reach=10.244.0.6\n", wantErr: true},
+		"lapsed after three rounds": {
+			logs:    "round 1:" + want + "\nround 2:" + want + "\nround 3:" + want + "\nround 4: reach=10.244.0.5 reach=10.244.0.6\n",
+			wantErr: true,
+		},
+		"no rounds at all": {logs: "sh: wget: not found\n", wantErr: true},
+		"busybox noise between rounds is ignored": {
+			logs: "round 1:" + want + "\nKilled\nround 2:" + want + "\nround 3:" + want + "\n",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := judgeRounds(tc.logs, want)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("judgeRounds() error = %v, wantErr %v", err, tc.wantErr)
+			}
+		})
+	}
+}
