@@ -277,75 +277,24 @@ func createNetworkPolicy(t *testing.T, cs kubernetes.Interface, ns string, polic
 	}
 }
 
-// connectionAttempts bounds how long a client waits for the policy engine to
-// apply the policies to it (its address in the allowed sets, its own egress
-// rules): an engine programs a new pod asynchronously, after it started.
-const connectionAttempts = 90
-
-// expectConnections runs a client pod with the given labels that connects
-// to every address of reach and of deny, once a second, until three rounds
-// in a row had exactly the expected outcome (every reach connected, every
-// deny refused), and fails the test unless that happened within
-// connectionAttempts rounds and no round after the first such one differed.
-// Before the engine has seen the new pod, a deny may still connect or a
-// reach fail; once the policy holds, it must keep holding.
+// expectConnections runs a client pod with the given labels that must reach
+// the servers at the addresses of reach and be refused by those of deny
+// (ConnectionScript, JudgeConnections).
 func expectConnections(t *testing.T, cs kubernetes.Interface, ns, name, image string, labels map[string]string, reach, deny []string) {
 	t.Helper()
-	script := fmt.Sprintf(`connects() { timeout 5 wget -q -O /dev/null "http://$1:%d/" 2>/dev/null; }
-good=0
-for i in $(seq 1 %d); do
-  line="round $i:"
-  for ip in %s; do if connects "$ip"; then line="$line reach=$ip"; else line="$line refused=$ip"; fi; done
-  echo "$line"
-  if [ "$line" = "round $i:%s" ]; then
-    good=$((good + 1)); [ "$good" -ge 3 ] && exit 0
-  elif [ "$good" -gt 0 ]; then
-    exit 0
-  fi
-  sleep 1
-done`, serverPort, connectionAttempts, strings.Join(append(append([]string{}, reach...), deny...), " "), expectedRound(reach, deny))
-	logs := runToCompletion(t, cs, ns, name, image, script, func(p *corev1.Pod) { p.Labels = labels })
-	if err := judgeRounds(logs, expectedRound(reach, deny)); err != nil {
+	urls := func(ips []string) []string {
+		var out []string
+		for _, ip := range ips {
+			out = append(out, fmt.Sprintf("http://%s:%d/", ip, serverPort))
+		}
+		return out
+	}
+	logs := runToCompletion(t, cs, ns, name, image, ConnectionScript(urls(reach), urls(deny)), func(p *corev1.Pod) { p.Labels = labels })
+	if err := JudgeConnections(logs, urls(reach), urls(deny)); err != nil {
 		t.Errorf("%s/%s (labels %v), expected to reach %v and be refused by %v: %v\n%s", ns, name, labels, reach, deny, err, logs)
 		return
 	}
 	t.Logf("%s/%s (labels %v): reached %v, refused by %v", ns, name, labels, reach, deny)
-}
-
-// expectedRound is the outcome line (after "round N:") of a round in which
-// every reach connected and every deny refused.
-func expectedRound(reach, deny []string) string {
-	var b strings.Builder
-	for _, ip := range reach {
-		b.WriteString(" reach=" + ip)
-	}
-	for _, ip := range deny {
-		b.WriteString(" refused=" + ip)
-	}
-	return b.String()
-}
-
-// judgeRounds checks a client's rounds: the expected outcome three times in
-// a row, and never anything else once it was first seen.
-func judgeRounds(logs, want string) error {
-	good, total := 0, 0
-	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
-		_, outcome, ok := strings.Cut(line, ":")
-		if !strings.HasPrefix(line, "round ") || !ok {
-			continue
-		}
-		total++
-		switch {
-		case outcome == want:
-			good++
-		case good > 0:
-			return fmt.Errorf("the policy held for %d round(s), then %q", good, line)
-		}
-	}
-	if good < 3 {
-		return fmt.Errorf("the expected outcome%s was not seen three rounds in a row in %d rounds", want, total)
-	}
-	return nil
 }
 
 // TestNoImageWasPulled runs last: every pod the cluster and the tests above
