@@ -92,9 +92,9 @@ func TestBusyboxImage(t *testing.T) {
 func TestJudgeConnections(t *testing.T) {
 	reach, deny := []string{"http://10.244.0.5:8080/"}, []string{"http://10.244.0.6:8080/"}
 	const (
-		want  = " reach=http://10.244.0.5:8080/ refused=http://10.244.0.6:8080/"
-		open  = " reach=http://10.244.0.5:8080/ reach=http://10.244.0.6:8080/"
-		close = " refused=http://10.244.0.5:8080/ refused=http://10.244.0.6:8080/"
+		want = " reach=http://10.244.0.5:8080/ refused=http://10.244.0.6:8080/"
+		open = " reach=http://10.244.0.5:8080/ reach=http://10.244.0.6:8080/"
+		shut = " refused=http://10.244.0.5:8080/ refused=http://10.244.0.6:8080/"
 	)
 	rounds := func(outcomes ...string) string {
 		var b strings.Builder
@@ -108,7 +108,7 @@ func TestJudgeConnections(t *testing.T) {
 		wantErr bool
 	}{
 		"held from the start":               {logs: rounds(want, want, want)},
-		"engine caught up with the new pod": {logs: rounds(open, close, want, want, want)},
+		"engine caught up with the new pod": {logs: rounds(open, shut, want, want, want)},
 		"never held":                        {logs: rounds(open, open), wantErr: true},
 		"held only twice":                   {logs: rounds(want, want), wantErr: true},
 		"lapsed once held":                  {logs: rounds(want, open), wantErr: true},
