@@ -294,7 +294,7 @@ func expectConnections(t *testing.T, cs kubernetes.Interface, ns, name, image st
 		t.Errorf("%s/%s (labels %v), expected to reach %v and be refused by %v: %v\n%s", ns, name, labels, reach, deny, err, logs)
 		return
 	}
-	t.Logf("%s/%s (labels %v): reached %v, refused by %v", ns, name, labels, reach, deny)
+	t.Logf("%s/%s (labels %v): reached %v, refused by %v (%d rounds)", ns, name, labels, reach, deny, strings.Count(logs, "round "))
 }
 
 // TestNoImageWasPulled runs last: every pod the cluster and the tests above

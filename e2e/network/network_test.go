@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,7 +66,7 @@ func expect(t *testing.T, e *steps.Env, ns string, pod *corev1.Pod, reach, deny 
 		t.Errorf("%s/%s (labels %v), expected to reach %v and be refused by %v: %v\n%s", ns, pod.Name, pod.Labels, reach, deny, err, logs)
 		return
 	}
-	t.Logf("%s/%s (labels %v): reached %v, refused by %v", ns, pod.Name, pod.Labels, reach, deny)
+	t.Logf("%s/%s (labels %v): reached %v, refused by %v (%d rounds)", ns, pod.Name, pod.Labels, reach, deny, strings.Count(logs, "round "))
 }
 
 // openServer starts a web server that no policy selects and returns its URL.
