@@ -7,7 +7,7 @@ E2E_HACK := hack/e2e
 E2E_ARTIFACTS ?= $(CURDIR)/_artifacts
 # E2E_SUITES restricts make e2e to some suites (packages under e2e/, in the
 # order given); uninstall runs last on purpose, as it removes the release.
-E2E_SUITES ?= cluster images quickstart notebooks featurestores training cli ha upgrade uninstall
+E2E_SUITES ?= cluster images quickstart notebooks network featurestores training cli ha upgrade uninstall
 E2E_TIMEOUT ?= 90m
 # E2E_TRAINING_BACKENDS: the backends the training and cli suites run every
 # test on; naming kubeflow makes the quickstart install the Kubeflow

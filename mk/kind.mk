@@ -7,12 +7,14 @@ KIND_CLUSTER_NAME ?= ml-platform
 KIND_KUBECONFIG ?= $(CURDIR)/bin/kind-$(KIND_CLUSTER_NAME).kubeconfig
 KIND_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ml-platform/kind
 KIND_WORKERS ?= 0
-export KIND_CLUSTER_NAME KIND_KUBECONFIG KIND_CACHE KIND_WORKERS
+# 1: kind-up deploys the NetworkPolicy engine (kube-router's firewall); 0: policies are accepted and not enforced.
+KIND_NETWORK_POLICY ?= 1
+export KIND_CLUSTER_NAME KIND_KUBECONFIG KIND_CACHE KIND_WORKERS KIND_NETWORK_POLICY
 
 ##@ Kind platform
 
 .PHONY: kind-up
-kind-up: ## Create the kind cluster (KIND_WORKERS=N adds workers); Docker, node image and images are built locally when needed, cached.
+kind-up: ## Create the kind cluster (KIND_WORKERS=N adds workers, KIND_NETWORK_POLICY=0 leaves NetworkPolicy unenforced); Docker, node image and images are built locally when needed, cached.
 	$(KIND_HACK)/up.sh
 
 .PHONY: kind-down
@@ -29,7 +31,7 @@ kind-docker: ## Make sure a Docker engine runs: Debian's docker.io, with the run
 	$(KIND_HACK)/docker.sh ensure
 
 .PHONY: kind-binaries
-kind-binaries: ## Build the Kubernetes, kind, etcd, CoreDNS and local-path binaries from Go modules (cached).
+kind-binaries: ## Build the Kubernetes, kind, etcd, CoreDNS, local-path and kube-router binaries from Go modules (cached).
 	$(KIND_HACK)/binaries.sh
 
 .PHONY: kind-test

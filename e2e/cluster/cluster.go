@@ -26,9 +26,9 @@ const (
 
 // NetworkPolicyNotEnforced is the reason tests that need NetworkPolicy
 // enforcement are skipped on clusters that do not enforce it.
-const NetworkPolicyNotEnforced = "this cluster does not enforce NetworkPolicy: the offline kind cluster " +
-	"(make kind-up) runs mlp-cni, which has no policy engine (kindnet, kube-router, " +
-	"kube-network-policies are not available offline); run this test on a cluster whose CNI enforces NetworkPolicy"
+const NetworkPolicyNotEnforced = "this cluster says it does not enforce NetworkPolicy (" + InfoNamespace + "/" + InfoConfigMap +
+	": networkPolicyEnforcement is \"false\"): the offline kind cluster enforces it only when make kind-up " +
+	"deployed its policy engine (kube-router's firewall; not with KIND_NETWORK_POLICY=0); run this test on a cluster that enforces NetworkPolicy"
 
 // RESTConfig loads the cluster's client configuration the way kubectl does:
 // $KUBECONFIG, then ~/.kube/config. make e2e-* sets KUBECONFIG to the kind

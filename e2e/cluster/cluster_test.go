@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -84,5 +86,54 @@ func TestBusyboxImage(t *testing.T) {
 				t.Errorf("BusyboxImage (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestJudgeConnections(t *testing.T) {
+	reach, deny := []string{"http://10.244.0.5:8080/"}, []string{"http://10.244.0.6:8080/"}
+	const (
+		want = " reach=http://10.244.0.5:8080/ refused=http://10.244.0.6:8080/"
+		open = " reach=http://10.244.0.5:8080/ reach=http://10.244.0.6:8080/"
+		shut = " refused=http://10.244.0.5:8080/ refused=http://10.244.0.6:8080/"
+	)
+	rounds := func(outcomes ...string) string {
+		var b strings.Builder
+		for i, o := range outcomes {
+			fmt.Fprintf(&b, "round %d:%s\n", i+1, o)
+		}
+		return b.String()
+	}
+	tests := map[string]struct {
+		logs    string
+		wantErr bool
+	}{
+		"held from the start":               {logs: rounds(want, want, want)},
+		"engine caught up with the new pod": {logs: rounds(open, shut, want, want, want)},
+		"never held":                        {logs: rounds(open, open), wantErr: true},
+		"held only twice":                   {logs: rounds(want, want), wantErr: true},
+		"lapsed once held":                  {logs: rounds(want, open), wantErr: true},
+		"lapsed after three rounds":         {logs: rounds(want, want, want, open), wantErr: true},
+		"no rounds at all":                  {logs: "sh: wget: not found\n", wantErr: true},
+		"noise between rounds is ignored":   {logs: "round 1:" + want + "\nKilled\nround 2:" + want + "\nround 3:" + want + "\n"},
+		"a round naming other URLs":         {logs: rounds(" reach=http://10.244.0.7:8080/", " reach=http://10.244.0.7:8080/", " reach=http://10.244.0.7:8080/"), wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := JudgeConnections(tc.logs, reach, deny)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("JudgeConnections() error = %v, wantErr %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestConnectionScriptStopsOnTheOutcomeItIsJudgedBy(t *testing.T) {
+	reach, deny := []string{"http://a/"}, []string{"http://b/"}
+	script := ConnectionScript(reach, deny)
+	if want := fmt.Sprintf("%q", expectedOutcome(reach, deny)); !strings.Contains(script, `[ "$line" = `+want+` ]`) {
+		t.Errorf("the script does not compare its rounds with %s:\n%s", want, script)
+	}
+	if !strings.Contains(script, "for url in http://a/ http://b/; do") {
+		t.Errorf("the script does not try the URLs in the judged order:\n%s", script)
 	}
 }

@@ -179,44 +179,122 @@ func TestPersistentVolumeClaimBindsAndIsWritable(t *testing.T) {
 	}
 }
 
-// TestNetworkPolicyDeniesIngress runs only where NetworkPolicy is enforced;
-// the offline kind cluster skips it with NetworkPolicyNotEnforced.
+// TestNetworkPolicyDeniesIngress proves that an ingress NetworkPolicy is
+// enforced: a pod the policy admits reaches the guarded server, a pod of the
+// same namespace that it does not admit and a pod of another namespace
+// (labelled like the admitted one: a podSelector without namespaceSelector
+// means this namespace only) are refused, while both still reach an
+// unguarded server. It runs only where NetworkPolicy is enforced.
 func TestNetworkPolicyDeniesIngress(t *testing.T) {
 	cs := Client(t)
 	RequireNetworkPolicyEnforcement(t, cs)
-	ctx := t.Context()
+	ns := namespace(t, cs)
+	other := namespace(t, cs)
+	image := busybox(t, cs)
+	guarded, open := policyServers(t, cs, ns, image)
+	createNetworkPolicy(t, cs, ns, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "guarded-ingress"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"friend": "yes"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromInt32(serverPort))}},
+			}},
+		},
+	})
+
+	friend := map[string]string{"friend": "yes"}
+	expectConnections(t, cs, ns, "friend", image, friend, []string{guarded, open}, nil)
+	expectConnections(t, cs, ns, "intruder", image, nil, []string{open}, []string{guarded})
+	expectConnections(t, cs, other, "outsider", image, friend, []string{open}, []string{guarded})
+}
+
+// TestNetworkPolicyDeniesEgress proves that an egress NetworkPolicy is
+// enforced: the confined pod reaches the one server its policy lists and not
+// the other, which an unconfined pod of the same namespace reaches.
+func TestNetworkPolicyDeniesEgress(t *testing.T) {
+	cs := Client(t)
+	RequireNetworkPolicyEnforcement(t, cs)
 	ns := namespace(t, cs)
 	image := busybox(t, cs)
-	server := restrictedPod("guarded", image, "mkdir -p /tmp/www && echo ok > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www")
-	server.Labels = map[string]string{"app": "guarded"}
-	server.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	if _, err := cs.CoreV1().Pods(ns).Create(ctx, server, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	denyAll := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "deny-ingress"},
+	guarded, open := policyServers(t, cs, ns, image)
+	createNetworkPolicy(t, cs, ns, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "confined-egress"},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"confined": "yes"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromInt32(serverPort))}},
+			}},
 		},
+	})
+
+	expectConnections(t, cs, ns, "free", image, nil, []string{guarded, open}, nil)
+	expectConnections(t, cs, ns, "confined", image, map[string]string{"confined": "yes"}, []string{guarded}, []string{open})
+}
+
+// serverPort is where the NetworkPolicy tests' servers listen.
+const serverPort = 8080
+
+// policyServers starts two web servers, labelled app=guarded and app=open,
+// and returns their pod IPs once both serve.
+func policyServers(t *testing.T, cs kubernetes.Interface, ns, image string) (guarded, open string) {
+	t.Helper()
+	ips := map[string]string{}
+	for _, name := range []string{"guarded", "open"} {
+		server := restrictedPod(name, image, fmt.Sprintf("mkdir -p /tmp/www && echo %s > /tmp/www/index.html && exec httpd -f -p %d -h /tmp/www", name, serverPort))
+		server.Labels = map[string]string{"app": name}
+		server.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		server.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: serverPort}}
+		// kubelet probes from the node, which NetworkPolicy never blocks.
+		server.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(serverPort)}},
+			PeriodSeconds: 1,
+		}
+		if _, err := cs.CoreV1().Pods(ns).Create(t.Context(), server, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, denyAll, metav1.CreateOptions{}); err != nil {
+	for _, name := range []string{"guarded", "open"} {
+		waitFor(t, "server "+name+" to be ready", func(ctx context.Context) (bool, error) {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			ips[name] = p.Status.PodIP
+			return podReady(p) && p.Status.PodIP != "", nil
+		})
+	}
+	return ips["guarded"], ips["open"]
+}
+
+func createNetworkPolicy(t *testing.T, cs kubernetes.Interface, ns string, policy *networkingv1.NetworkPolicy) {
+	t.Helper()
+	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(t.Context(), policy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var ip string
-	waitFor(t, "the guarded pod to run", func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, "guarded", metav1.GetOptions{})
-		if err != nil {
-			return false, err
+}
+
+// expectConnections runs a client pod with the given labels that must reach
+// the servers at the addresses of reach and be refused by those of deny
+// (ConnectionScript, JudgeConnections).
+func expectConnections(t *testing.T, cs kubernetes.Interface, ns, name, image string, labels map[string]string, reach, deny []string) {
+	t.Helper()
+	urls := func(ips []string) []string {
+		var out []string
+		for _, ip := range ips {
+			out = append(out, fmt.Sprintf("http://%s:%d/", ip, serverPort))
 		}
-		ip = p.Status.PodIP
-		return p.Status.Phase == corev1.PodRunning && ip != "", nil
-	})
-	logs := runToCompletion(t, cs, ns, "intruder", image,
-		fmt.Sprintf("if timeout 5 wget -q -O - http://%s:8080/; then echo REACHED; fi", ip), nil)
-	if strings.Contains(logs, "REACHED") {
-		t.Errorf("a pod reached %s despite a deny-all ingress NetworkPolicy", ip)
+		return out
 	}
+	logs := runToCompletion(t, cs, ns, name, image, ConnectionScript(urls(reach), urls(deny)), func(p *corev1.Pod) { p.Labels = labels })
+	if err := JudgeConnections(logs, urls(reach), urls(deny)); err != nil {
+		t.Errorf("%s/%s (labels %v), expected to reach %v and be refused by %v: %v\n%s", ns, name, labels, reach, deny, err, logs)
+		return
+	}
+	t.Logf("%s/%s (labels %v): reached %v, refused by %v (%d rounds)", ns, name, labels, reach, deny, strings.Count(logs, "round "))
 }
 
 // TestNoImageWasPulled runs last: every pod the cluster and the tests above

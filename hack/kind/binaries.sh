@@ -83,6 +83,9 @@ build coredns "$tools/coredns" . "-s -w -X github.com/coredns/coredns/coremain.G
   .
 build local-path-provisioner "$tools/local-path-provisioner" . "-s -w -X main.VERSION=$(cd "$tools/local-path-provisioner" && GOWORK=off go list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)" \
   github.com/rancher/local-path-provisioner
+kube_router_version=$(cd "$tools/kube-router" && GOWORK=off go list -m -f '{{.Version}}' github.com/cloudnativelabs/kube-router/v2)
+build kube-router "$tools/kube-router" "" "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$kube_router_version -X github.com/cloudnativelabs/kube-router/v2/pkg/version.BuildDate=$(date -u -d @"${SOURCE_DATE_EPOCH:-0}" +%Y-%m-%dT%H:%M:%SZ)" \
+  github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 # One directory of links per combination of builds, so that clones at
 # different versions never see each other's binaries.
 out=$KIND_CACHE/bin/set-$(string_key "${built[*]}")

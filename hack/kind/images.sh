@@ -111,20 +111,37 @@ new_root
 add_bin pause /
 finish "${kubeadm_images[pause]}" 'ENTRYPOINT ["/pause"]' 'USER 65535:65535'
 
-# kube-proxy programs iptables: Debian's nft and legacy backends with their
+# add_iptables: Debian's iptables, nft and legacy backends with their
 # extensions and libraries, behind iptables-wrapper, which picks the backend
 # the node uses on first call (as upstream's distroless-iptables image does).
+# Everything that programs the node's iptables (kube-proxy, kube-router) thus
+# writes where kubelet and the others wrote theirs.
+add_iptables() {
+  add_bin iptables-wrapper usr/sbin
+  local xt=(/usr/sbin/xtables-nft-multi /usr/sbin/xtables-legacy-multi) f c
+  add_from_rootfs "${xt[@]}" /usr/lib/x86_64-linux-gnu/xtables /etc/protocols /etc/services /etc/ethertypes
+  for f in $(cd "$rootfs" && ls usr/sbin/ | grep -E '^ip6?tables-(nft|legacy)(-save|-restore)?$'); do add_from_rootfs "/usr/sbin/$f"; done
+  # shellcheck disable=SC2046
+  add_libs "${xt[@]}" $(cd "$rootfs" && ls usr/lib/x86_64-linux-gnu/xtables/*.so | sed 's#^#/#')
+  for c in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+    ln -sfn iptables-wrapper "$stage/usr/sbin/$c"
+  done
+}
+
 new_root
 add_bin kube-proxy usr/local/bin
-add_bin iptables-wrapper usr/sbin
-xt=(/usr/sbin/xtables-nft-multi /usr/sbin/xtables-legacy-multi)
-add_from_rootfs "${xt[@]}" /usr/lib/x86_64-linux-gnu/xtables /etc/protocols /etc/services /etc/ethertypes
-(cd "$rootfs" && ls usr/sbin/ | grep -E '^ip6?tables-(nft|legacy)(-save|-restore)?$') | while read -r f; do add_from_rootfs "/usr/sbin/$f"; done
-add_libs "${xt[@]}" $(cd "$rootfs" && ls usr/lib/x86_64-linux-gnu/xtables/*.so | sed 's#^#/#')
-for c in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
-  ln -sfn iptables-wrapper "$stage/usr/sbin/$c"
-done
+add_iptables
 finish "${kubeadm_images[kube-proxy]}" "ENV $path_env"
+
+# kube-router, of which the cluster runs only the NetworkPolicy firewall
+# (manifests/network-policy.yaml): iptables as kube-proxy has it, and Debian's
+# ipset, which it calls for the address sets its rules match.
+new_root
+add_bin kube-router usr/local/bin
+add_iptables
+add_from_rootfs /usr/sbin/ipset
+add_libs /usr/sbin/ipset
+finish "localhost/ml-platform/kind/kube-router:$("$bin/kube-router" --version 2>&1 | awk '{print $4}' | tr -d ,)" "ENV $path_env"
 
 # busybox: the local-path helper pods and the e2e test pods.
 busybox_version=$(chroot "$rootfs" dpkg-query -W -f='${Version}' busybox-static | sed 's/^[0-9]*://; s/[^A-Za-z0-9_.-]/-/g')

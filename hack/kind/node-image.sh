@@ -21,7 +21,9 @@ kind_dir=$(cd "$REPO_ROOT/tools/kind" && GOWORK=off go mod download -json sigs.k
 
 # The root filesystem's directory name is its content key; the cache's
 # location is not part of the content.
-key=$(string_key "$(content_key "$0" "$KIND_ROOT/manifests" "$kind_dir/images/base/files")" "$(basename "$rootfs")" \
+# Only the manifests kind installs go into the node image; up.sh applies the
+# others (network-policy.yaml) from the repository.
+key=$(string_key "$(content_key "$0" "$KIND_ROOT/manifests/default-cni.yaml" "$KIND_ROOT/manifests/default-storage.yaml" "$kind_dir/images/base/files")" "$(basename "$rootfs")" \
   "$(sha256sum "$bin"/{kubelet,kubeadm,kubectl} "$wrapper" | cut -c1-64)" "$(cat "$images")")
 image=ml-platform/kind-node:$k8s-$key
 if docker image inspect "$image" >/dev/null 2>&1; then

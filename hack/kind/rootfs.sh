@@ -2,7 +2,8 @@
 # Builds the Debian root filesystem of the kind node (debootstrap, bookworm
 # minbase plus the packages a node needs) into the cache, keyed by this
 # script's content, and prints its directory. The same tree also provides the
-# Debian files of the kube-proxy (iptables) and busybox images.
+# Debian files of the kube-proxy (iptables), kube-router (iptables, ipset) and
+# busybox images.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -10,14 +11,14 @@ suite=bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What kind's base image installs (images/base/Dockerfile of sigs.k8s.io/kind),
 # minus the network storage clients, plus containerd, runc and the CNI plugins
-# from Debian instead of upstream release downloads, and busybox-static for
-# the small helper images.
+# from Debian instead of upstream release downloads, busybox-static for the
+# small helper images, and ipset for the NetworkPolicy engine (kube-router).
 packages=(
   systemd systemd-sysv dbus
   containerd runc containernetworking-plugins
   conntrack iptables nftables iproute2 ethtool util-linux mount kmod
   libseccomp2 pigz bash ca-certificates jq procps
-  busybox-static
+  busybox-static ipset
 )
 
 key=$(string_key "$(content_key "$0")" "$suite" "$mirror" "${packages[*]}")

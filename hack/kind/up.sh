@@ -71,6 +71,32 @@ for ns in kube-system local-path-storage; do
 done
 "$kubectl" get storageclass standard >/dev/null
 
+# The NetworkPolicy engine (manifests/network-policy.yaml) unless switched
+# off. The cluster says it enforces policies only once every node has the
+# engine's chains in its filter table.
+if [[ ${KIND_NETWORK_POLICY:-1} == 1 ]]; then
+  kube_router_image=$(awk '$1 ~ /\/kube-router:/ {print $1}' "$images/images.txt")
+  if [[ $image == "$default_image" ]]; then
+    "$kind" load image-archive --name "$KIND_CLUSTER_NAME" "$(awk '$1 ~ /\/kube-router:/ {print $2}' "$images/images.txt")"
+  fi
+  service_cidr=$("$kubectl" get servicecidr kubernetes -o jsonpath='{.spec.cidrs[0]}')
+  sed -e "s#@KUBE_ROUTER_IMAGE@#$kube_router_image#" -e "s#@SERVICE_CIDR@#$service_cidr#" \
+    "$KIND_ROOT/manifests/network-policy.yaml" | "$kubectl" apply -f - >/dev/null
+  "$kubectl" -n kube-system rollout status daemonset/kube-router --timeout=3m >/dev/null
+  for node in $("$kind" get nodes --name "$KIND_CLUSTER_NAME"); do
+    for i in $(seq 1 60); do
+      docker exec "$node" iptables -S KUBE-ROUTER-FORWARD >/dev/null 2>&1 && break
+      [[ $i -lt 60 ]] || die "$node: kube-router runs but its KUBE-ROUTER-FORWARD chain never appeared ($kubectl -n kube-system logs daemonset/kube-router)"
+      sleep 2
+    done
+  done
+  "$kubectl" -n kube-system patch configmap ml-platform-kind --type merge \
+    -p '{"data":{"networkPolicyEnforcement":"true","networkPolicyEngine":"kube-router"}}' >/dev/null
+  log "NetworkPolicy is enforced by kube-router's firewall on every node"
+else
+  log "NetworkPolicy is not enforced (KIND_NETWORK_POLICY=0)"
+fi
+
 # containerd and kubelet must use the same cgroup driver (kind's: systemd),
 # or pods end up in cgroups kubelet does not account for. Check what runs.
 for node in $("$kind" get nodes --name "$KIND_CLUSTER_NAME"); do
