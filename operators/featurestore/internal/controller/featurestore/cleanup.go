@@ -29,7 +29,7 @@ func PendingCleanupName(uid string) string { return "featurestore-cleanup-" + ui
 // that the garbage collector removes.
 func (r *Reconciler) cleanup(ctx context.Context, obj finalizer.Object) error {
 	fs := obj.(*featuresv1alpha1.FeatureStore)
-	plan := cleanup.PlanFor(fs)
+	plan := cleanup.ProvisionedPlan(fs)
 	if !cleanup.Deletes(fs.Spec.DeletionPolicy) {
 		volumes, err := r.retainManagedVolumes(ctx, fs)
 		if err != nil {
@@ -73,7 +73,7 @@ func (r *Reconciler) finalize(ctx context.Context, fs *featuresv1alpha1.FeatureS
 	var left []string
 	// Retain keeps everything anyway: abandoning gave up nothing there.
 	if cleanup.Deletes(fs.Spec.DeletionPolicy) {
-		left = cleanup.Remaining(ctx, r.Backends, cleanup.PlanFor(fs))
+		left = cleanup.Remaining(ctx, r.Backends, cleanup.ProvisionedPlan(fs))
 	}
 	if len(left) == 0 {
 		r.Recorder.Event(fs, corev1.EventTypeNormal, EventLeftBehind, "Cleanup abandoned; nothing it would have removed remains in shared servers")
@@ -92,7 +92,7 @@ const EventLeftBehind = "ResourcesLeftBehind"
 // unreachable; the pending-cleanup controller finishes it later.
 func (r *Reconciler) handoff(ctx context.Context, obj finalizer.Object, _ error) error {
 	fs := obj.(*featuresv1alpha1.FeatureStore)
-	plan := cleanup.PlanFor(fs)
+	plan := cleanup.ProvisionedPlan(fs)
 	if plan.Empty() || !cleanup.Deletes(fs.Spec.DeletionPolicy) {
 		return nil
 	}
