@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -340,4 +341,41 @@ func TestAbandonedCleanupNamesOnlyWhatWasProvisioned(t *testing.T) {
 	if !strings.Contains(ev.Message, plan.PostgresStore(cleanup.KindOffline).Database) {
 		t.Errorf("the event does not name the offline store's database: %q", ev.Message)
 	}
+}
+
+// Adversarial: the namespace is deleted while a store is half provisioned
+// (its PostgreSQL went down after the record, before the create). What
+// the record names may exist, so its cleanup is handed off, PostgreSQL
+// stores included, and finished once the server is back.
+func TestNamespaceDeletedMidProvisioningHandsOffWhatWasRecorded(t *testing.T) {
+	c := adminClient()
+	startOperator(t, func(r *featurestore.Reconciler) { r.Finalizer.NamespaceGrace = time.Second })
+	ns := testenv.CreateNamespace(t, c, "fs")
+	stopPostgres(t)
+	fs := createStore(t, c, newStore(ns, "half", "halfproject").obj())
+	got := waitCondition(t, c, fs, featuresv1alpha1.ConditionOfflineStoreReady, metav1.ConditionFalse, featuresv1alpha1.ReasonServerUnavailable)
+	waitCondition(t, c, fs, featuresv1alpha1.ConditionOnlineStoreReady, metav1.ConditionTrue, "")
+	if rec := got.Status.Provisioning; rec == nil || rec.OfflineStoreBackend != pgBackend {
+		t.Fatalf("provisioning record %+v does not name the offline store's backend", rec)
+	}
+	plan := cleanup.PlanFor(fs)
+	if err := c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "namespace deletion completes", func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})), nil
+	})
+	record := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: operatorNamespace, Name: featurestore.PendingCleanupName(string(fs.UID))}
+	if err := c.Get(t.Context(), key, record); err != nil {
+		t.Fatalf("the half-provisioned store went without a hand-off: %v", err)
+	}
+	if !strings.Contains(record.Data["plan.json"], `"off":"`+pgBackend+`"`) {
+		t.Errorf("the hand-off does not name the recorded offline store: %s", record.Data["plan.json"])
+	}
+	startPostgres(t)
+	testenv.Eventually(t, "the handed-off cleanup finishes", func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Get(ctx, key, &corev1.ConfigMap{})), nil
+	})
+	requireProvisioned(t, plan, false)
 }
