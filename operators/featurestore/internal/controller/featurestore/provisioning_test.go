@@ -379,3 +379,49 @@ func TestNamespaceDeletedMidProvisioningHandsOffWhatWasRecorded(t *testing.T) {
 	})
 	requireProvisioned(t, plan, false)
 }
+
+// Upgrade: FeatureStores an older operator provisioned have no record.
+// Deleted before the new operator ever reconciled them, one whose online
+// store's backend never existed goes at once, and one whose status shows
+// its online store provisioned waits for the missing backend.
+func TestStoresOfAnOlderOperatorAreCleanedUpByTheirStatus(t *testing.T) {
+	c := adminClient()
+	ns := testenv.CreateNamespace(t, c, "fs")
+	legacy := func(name string, onlineProvisioned bool) *featuresv1alpha1.FeatureStore {
+		b := newStore(ns, name, name+"p")
+		b.fs.Spec.OnlineStore.Backend = "no-such-backend"
+		b.fs.Finalizers = []string{featurestore.FinalizerName}
+		fs := createStore(t, c, b.obj())
+		online := metav1.Condition{Type: featuresv1alpha1.ConditionOnlineStoreReady, Status: metav1.ConditionFalse,
+			Reason: commonv1alpha1.ReasonDependencyNotFound, Message: "FeatureStoreBackend not found"}
+		if onlineProvisioned {
+			fs.Status.OnlineStore = &featuresv1alpha1.ProvisionedStore{Endpoint: "gone:6379", User: "mlp-fs-" + string(fs.UID)}
+		}
+		fs.Status.Conditions = []metav1.Condition{online}
+		for i := range fs.Status.Conditions {
+			fs.Status.Conditions[i].LastTransitionTime = metav1.Now()
+		}
+		if err := c.Status().Update(t.Context(), fs); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(t.Context(), fs); err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	never := legacy("never", false)
+	provisioned := legacy("provisioned", true)
+	startOperator(t, nil)
+
+	waitGone(t, c, never)
+	got := waitCondition(t, c, provisioned, commonv1alpha1.ConditionCleanupFailed, metav1.ConditionTrue, commonv1alpha1.ReasonCleanupDependencyMissing)
+	if !controllerutil.ContainsFinalizer(got, featurestore.FinalizerName) {
+		t.Fatal("the finalizer was released while the provisioned online store's backend is missing")
+	}
+	patched := got.DeepCopy()
+	metav1.SetMetaDataAnnotation(&patched.ObjectMeta, abandonAnnotation, "true")
+	if err := c.Patch(t.Context(), patched, client.MergeFrom(got)); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, provisioned)
+}
