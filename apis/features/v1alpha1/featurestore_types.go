@@ -137,6 +137,36 @@ type FeatureStoreStatus struct {
 	// Registry is where the registry was provisioned.
 	// +optional
 	Registry *ProvisionedStore `json:"registry,omitempty"`
+
+	// Provisioning records, for each store in a shared server, the
+	// FeatureStoreBackend on which the operator may have created the
+	// store's database, roles or user. The operator writes a store's entry
+	// before its first request to create anything on that server, and
+	// never removes it while the FeatureStore exists, so deleting the
+	// FeatureStore cleans up exactly the recorded stores: none recorded
+	// means nothing was ever created, and the deletion finishes at once.
+	// FeatureStores provisioned by an operator older than this field get
+	// it on their next reconcile, inferred from the rest of their status.
+	// +optional
+	Provisioning *ProvisioningRecord `json:"provisioning,omitempty"`
+}
+
+// ProvisioningRecord names the backends on which a FeatureStore's stores
+// may exist. An empty name means the operator never tried to create that
+// store in a shared server.
+type ProvisioningRecord struct {
+	// OnlineStoreBackend is the Redis backend of the online store.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	OnlineStoreBackend string `json:"onlineStoreBackend,omitempty"`
+	// OfflineStoreBackend is the PostgreSQL backend of the offline store.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	OfflineStoreBackend string `json:"offlineStoreBackend,omitempty"`
+	// RegistryBackend is the PostgreSQL backend of the registry.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	RegistryBackend string `json:"registryBackend,omitempty"`
 }
 
 // ProvisionedStore names what the operator provisioned for one store. It

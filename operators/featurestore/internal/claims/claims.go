@@ -25,7 +25,13 @@ const (
 	// that records cleanup handed off by a FeatureStore whose namespace
 	// was deleted while its servers were unreachable.
 	LabelPendingCleanup = "features.mlplatform.dev/pending-cleanup"
-	// PlanKey is the ConfigMap key of a handed-off cleanup plan.
+	// LabelRetainedClaim marks a ConfigMap in the operator's namespace
+	// that keeps the Redis key space of a FeatureStore deleted with
+	// deletionPolicy Retain claimed, because its keys are still on the
+	// server; an administrator releases the key space by deleting it.
+	LabelRetainedClaim = "features.mlplatform.dev/retained-claim"
+	// PlanKey is the ConfigMap key of a handed-off cleanup plan, and of
+	// the plan whose keys a retained claim keeps.
 	PlanKey = "plan.json"
 	// IndexBackends indexes FeatureStores by the backends they use; the
 	// FeatureStoreBackend controller lists a backend's users with it.
@@ -77,20 +83,42 @@ func RedisClaims(ctx context.Context, stores, pending client.Reader, operatorNam
 			out = append(out, cleanup.ClaimOf(cleanup.PlanFor(fs), false))
 		}
 	}
-	records := &corev1.ConfigMapList{}
-	if err := pending.List(ctx, records, client.InNamespace(operatorNamespace),
-		client.MatchingLabels{LabelPendingCleanup: "true"}); err != nil {
-		return nil, fmt.Errorf("listing handed-off cleanups: %w", err)
-	}
-	for i := range records.Items {
-		var plan cleanup.Plan
-		// An unreadable record cannot claim anything; the pending-cleanup
-		// controller reports it.
-		if json.Unmarshal([]byte(records.Items[i].Data[PlanKey]), &plan) == nil && plan.Redis == backend {
-			out = append(out, cleanup.ClaimOf(plan, true))
+	for _, label := range []string{LabelPendingCleanup, LabelRetainedClaim} {
+		records := &corev1.ConfigMapList{}
+		if err := pending.List(ctx, records, client.InNamespace(operatorNamespace),
+			client.MatchingLabels{label: "true"}); err != nil {
+			return nil, fmt.Errorf("listing the claims recorded in %s: %w", operatorNamespace, err)
+		}
+		for i := range records.Items {
+			if c, ok := RecordedClaim(&records.Items[i]); ok && c.Plan.Redis == backend {
+				out = append(out, c.Claim)
+			}
 		}
 	}
 	return out, nil
+}
+
+// Recorded is a claim held by a ConfigMap in the operator's namespace,
+// with the plan it holds.
+type Recorded struct {
+	cleanup.Claim
+	Plan cleanup.Plan
+}
+
+// RecordedClaim reads the claim a handed-off cleanup or a retained claim
+// holds. An unreadable record cannot claim anything: the pending-cleanup
+// controller reports a broken hand-off, and a broken retained claim is
+// the administrator's own edit.
+func RecordedClaim(cm *corev1.ConfigMap) (Recorded, bool) {
+	pending, retained := cm.Labels[LabelPendingCleanup] == "true", cm.Labels[LabelRetainedClaim] == "true"
+	var plan cleanup.Plan
+	if !pending && !retained || json.Unmarshal([]byte(cm.Data[PlanKey]), &plan) != nil {
+		return Recorded{}, false
+	}
+	c := cleanup.ClaimOf(plan, pending)
+	c.Retained = retained && !pending
+	c.Record = cm.Namespace + "/" + cm.Name
+	return Recorded{Claim: c, Plan: plan}, true
 }
 
 // OwnsRedisKeys reports whether plan's store holds the claim on its

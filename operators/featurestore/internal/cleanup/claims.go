@@ -21,6 +21,13 @@ type Claim struct {
 	// Pending marks a cleanup handed off by a deleted FeatureStore: its
 	// keys are still on the server until that cleanup finishes.
 	Pending bool
+	// Retained marks the keys a FeatureStore deleted with deletionPolicy
+	// Retain kept on the server: they stay claimed until an administrator
+	// deletes the record (Record names it).
+	Retained bool
+	// Record is "namespace/name" of the ConfigMap that holds a pending or
+	// retained claim; empty for a FeatureStore's own.
+	Record string
 }
 
 // ClaimOf is the claim a plan (a FeatureStore's or a handed-off one)

@@ -136,15 +136,19 @@ func Run(ctx context.Context, r *backends.Resolver, p Plan, ownsKeys bool) (Outc
 	return out, errors.Join(errs...)
 }
 
-// dependency marks the resolver's failures (no such backend, a missing or
-// incomplete admin Secret) as missing dependencies of the cleanup: the
-// store is still on the server, and only restoring them lets it go.
+// dependency marks the resolver's failures (no such backend, a backend
+// re-created as the other kind, a missing or incomplete admin Secret) as
+// missing dependencies of the cleanup: the plan holds only what was
+// recorded as possibly created, so the store may still be on the server,
+// and only restoring them lets it go.
 func dependency(backend string, err error) error {
 	switch s, ok := backends.AsAdminSecretError(err); {
 	case ok:
 		return finalizer.MissingDependency(fmt.Sprintf("admin Secret %s/%s of backend %s", s.Namespace, s.Name, backend), err)
 	case backends.IsNotFound(err):
 		return finalizer.MissingDependency("FeatureStoreBackend "+backend, err)
+	case backends.IsMismatch(err):
+		return finalizer.MissingDependency("FeatureStoreBackend "+backend+" of the kind the store was provisioned on", err)
 	}
 	return err
 }

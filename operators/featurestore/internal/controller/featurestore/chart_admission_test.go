@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -141,6 +142,8 @@ func TestChartNamespaceScopedInstall(t *testing.T) {
 		"delete claims elsewhere":                  {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete", Namespace: other}, false},
 		"delete StatefulSets elsewhere":            {authorizationv1.ResourceAttributes{Group: "apps", Resource: "statefulsets", Verb: "delete", Namespace: other}, false},
 		"write ConfigMaps in kube-system":          {authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "create", Namespace: "kube-system"}, false},
+		"record events of backends (in default)":   {authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, true},
+		"write Secrets in default":                 {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create", Namespace: "default"}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			testenv.Eventually(t, "RBAC answers as the chart grants", func(ctx context.Context) (bool, error) {
@@ -151,5 +154,53 @@ func TestChartNamespaceScopedInstall(t *testing.T) {
 				return review.Status.Allowed == tc.want, nil
 			})
 		})
+	}
+
+	// The operator runs as the chart runs it: as the ServiceAccount,
+	// watching the tenant's namespace and its own, where the backends'
+	// admin Secrets are copied. A store is provisioned, published and
+	// cleaned up.
+	for _, name := range []string{"pg-admin", "redis-admin"} {
+		secret := &corev1.Secret{}
+		if err := admin.Get(t.Context(), client.ObjectKey{Namespace: operatorNamespace, Name: name}, secret); err != nil {
+			t.Fatal(err)
+		}
+		copied := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: secret.Data}
+		if err := admin.Create(t.Context(), copied); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logsBefore := len(testenv.Logs.String())
+	startScopedOperator(t, charttest.ImpersonateServiceAccount(env.Config, ns, release+"-featurestore-operator"), ns, []string{team, ns}, nil)
+	fs := waitReady(t, admin, createStore(t, admin, newStore(team, "scoped", "scopedproject").obj()))
+	testenv.WaitForEvent(t, admin, fs, "Ready")
+	plan := cleanup.PlanFor(fs)
+	requireProvisioned(t, plan, true)
+	if err := admin.Delete(t.Context(), fs); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, admin, fs)
+	requireProvisioned(t, plan, false)
+
+	// A store in a namespace the operator does not watch is never
+	// reconciled: no finalizer, no status, while a store created after
+	// it in the watched namespace becomes Ready.
+	elsewhere := createStore(t, admin, newStore(other, "elsewhere", "elsewhereproject").obj())
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), elsewhere) })
+	probe := waitReady(t, admin, createStore(t, admin, newStore(team, "probe", "probeproject").obj()))
+	deleteAndWait(t, admin, probe)
+	got, err := getStore(t.Context(), admin, elsewhere)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Finalizers) > 0 || len(got.Status.Conditions) > 0 {
+		t.Errorf("the namespace-scoped operator worked on a store outside its namespaces: finalizers %v, status %+v", got.Finalizers, got.Status)
+	}
+	// Nothing it did was refused: the events of the cluster-scoped
+	// backends, which land in the default namespace, included.
+	for _, line := range strings.Split(testenv.Logs.String()[logsBefore:], "\n") {
+		if strings.Contains(line, "forbidden") {
+			t.Errorf("the namespace-scoped operator was refused: %.400s", line)
+		}
 	}
 }

@@ -29,14 +29,22 @@ func PendingCleanupName(uid string) string { return "featurestore-cleanup-" + ui
 // that the garbage collector removes.
 func (r *Reconciler) cleanup(ctx context.Context, obj finalizer.Object) error {
 	fs := obj.(*featuresv1alpha1.FeatureStore)
-	plan := cleanup.PlanFor(fs)
+	plan := cleanup.ProvisionedPlan(fs)
 	if !cleanup.Deletes(fs.Spec.DeletionPolicy) {
+		if err := r.retainClaim(ctx, fs, plan); err != nil {
+			return err
+		}
 		volumes, err := r.retainManagedVolumes(ctx, fs)
 		if err != nil {
 			return err
 		}
 		if kept := append(cleanup.Retained(plan), volumes...); len(kept) > 0 {
-			r.Recorder.Event(fs, corev1.EventTypeNormal, "Retained", "deletionPolicy Retain keeps "+strings.Join(kept, "; "))
+			msg := "deletionPolicy Retain keeps " + strings.Join(kept, "; ")
+			if plan.Redis != "" {
+				msg += fmt.Sprintf("; no other FeatureStore may use the project's keys until an administrator deletes ConfigMap %s/%s",
+					r.Namespace, RetainedClaimName(string(fs.UID)))
+			}
+			r.Recorder.Event(fs, corev1.EventTypeNormal, "Retained", msg)
 		}
 		return nil
 	}
@@ -73,7 +81,7 @@ func (r *Reconciler) finalize(ctx context.Context, fs *featuresv1alpha1.FeatureS
 	var left []string
 	// Retain keeps everything anyway: abandoning gave up nothing there.
 	if cleanup.Deletes(fs.Spec.DeletionPolicy) {
-		left = cleanup.Remaining(ctx, r.Backends, cleanup.PlanFor(fs))
+		left = cleanup.Remaining(ctx, r.Backends, cleanup.ProvisionedPlan(fs))
 	}
 	if len(left) == 0 {
 		r.Recorder.Event(fs, corev1.EventTypeNormal, EventLeftBehind, "Cleanup abandoned; nothing it would have removed remains in shared servers")
@@ -89,28 +97,58 @@ const EventLeftBehind = "ResourcesLeftBehind"
 
 // handoff records the cleanup plan in the operator's namespace when the
 // FeatureStore's namespace is being deleted while its servers are
-// unreachable; the pending-cleanup controller finishes it later.
+// unreachable; the pending-cleanup controller finishes it later. Under
+// the Retain policy nothing is to be removed, but the claim on the kept
+// keys must outlive the FeatureStore all the same.
 func (r *Reconciler) handoff(ctx context.Context, obj finalizer.Object, _ error) error {
 	fs := obj.(*featuresv1alpha1.FeatureStore)
-	plan := cleanup.PlanFor(fs)
-	if plan.Empty() || !cleanup.Deletes(fs.Spec.DeletionPolicy) {
+	plan := cleanup.ProvisionedPlan(fs)
+	if !cleanup.Deletes(fs.Spec.DeletionPolicy) {
+		return r.retainClaim(ctx, fs, plan)
+	}
+	if plan.Empty() {
 		return nil
 	}
+	return r.record(ctx, fs, plan, PendingCleanupName(string(fs.UID)), claims.LabelPendingCleanup, "the pending cleanup")
+}
+
+// RetainedClaimName is the ConfigMap that keeps the Redis key space of a
+// FeatureStore deleted with deletionPolicy Retain claimed.
+func RetainedClaimName(uid string) string { return "featurestore-retained-" + uid }
+
+// retainClaim records, before a FeatureStore deleted with deletionPolicy
+// Retain goes, that its online store's keys stay on the Redis server:
+// without the record the store's claim on its project's key space would
+// go with it, and a later store with the same project would read and
+// write the kept keys. The record holds the claim, in the FeatureStore's
+// place, until an administrator deletes it.
+func (r *Reconciler) retainClaim(ctx context.Context, fs *featuresv1alpha1.FeatureStore, plan cleanup.Plan) error {
+	if plan.Redis == "" {
+		return nil
+	}
+	claimOnly := plan
+	claimOnly.Postgres = nil
+	return r.record(ctx, fs, claimOnly, RetainedClaimName(string(fs.UID)), claims.LabelRetainedClaim, "the retained claim on the Redis keys")
+}
+
+// record creates a ConfigMap holding plan in the operator's namespace,
+// labelled with label; one that exists already is the same record.
+func (r *Reconciler) record(ctx context.Context, fs *featuresv1alpha1.FeatureStore, plan cleanup.Plan, name, label, what string) error {
 	raw, err := json.Marshal(plan)
 	if err != nil {
 		return err
 	}
 	labels := manager.ManagedByLabels(OperatorName)
-	labels[claims.LabelPendingCleanup] = "true"
+	labels[label] = "true"
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: r.Namespace, Name: PendingCleanupName(string(fs.UID)), Labels: labels,
+			Namespace: r.Namespace, Name: name, Labels: labels,
 			Annotations: map[string]string{"features.mlplatform.dev/featurestore": fs.Namespace + "/" + fs.Name},
 		},
 		Data: map[string]string{claims.PlanKey: string(raw)},
 	}
 	if err := r.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("recording the pending cleanup in %s: %w", r.Namespace, err)
+		return fmt.Errorf("recording %s in %s: %w", what, r.Namespace, err)
 	}
 	return nil
 }

@@ -277,6 +277,7 @@ func (r *Reconciler) phases(s *scope) []phase.Phase[*featuresv1alpha1.FeatureSto
 		step("ensureClientConfig", r.ensureClientConfig, s),
 		step("retireCredentials", r.retireCredentials, s),
 		{Name: "status", Run: func(_ context.Context, fs *featuresv1alpha1.FeatureStore) (phase.Result, error) {
+			ensureRecord(fs)
 			computeStatus(fs, s.observations())
 			if conditions.IsTrue(fs, commonv1alpha1.ConditionReady) {
 				return phase.Result{RequeueAfter: r.DriftInterval}, nil

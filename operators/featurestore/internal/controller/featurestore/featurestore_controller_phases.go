@@ -152,6 +152,9 @@ func (r *Reconciler) provisionRedis(ctx context.Context, s *scope) (storeResult,
 		}
 		return failed(err, what)
 	}
+	if err := r.recordIntent(ctx, s.fs, onlineRecord, backend); err != nil {
+		return storeResult{outcome: outcomeUnavailable, message: fmt.Sprintf("%s: %v", what, err)}, err
+	}
 	passwords := []string{s.creds.active[storeOnline]}
 	if p, ok := s.creds.previous[storeOnline]; ok {
 		passwords = append(passwords, p)
@@ -175,17 +178,17 @@ func (r *Reconciler) provisionRedis(ctx context.Context, s *scope) (storeResult,
 
 func (r *Reconciler) ensureOfflineStore(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var err error
-	s.offline, err = r.ensurePostgresStore(ctx, s, s.fs.Spec.OfflineStore, cleanup.KindOffline, storeOffline, "offline store")
+	s.offline, err = r.ensurePostgresStore(ctx, s, s.fs.Spec.OfflineStore, offlineRecord, cleanup.KindOffline, storeOffline, "offline store")
 	return ctrl.Result{RequeueAfter: s.offline.retryAfter}, err
 }
 
 func (r *Reconciler) ensureRegistry(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var err error
-	s.registry, err = r.ensurePostgresStore(ctx, s, s.fs.Spec.Registry, cleanup.KindRegistry, storeRegistry, "registry")
+	s.registry, err = r.ensurePostgresStore(ctx, s, s.fs.Spec.Registry, registryRecord, cleanup.KindRegistry, storeRegistry, "registry")
 	return ctrl.Result{RequeueAfter: s.registry.retryAfter}, err
 }
 
-func (r *Reconciler) ensurePostgresStore(ctx context.Context, s *scope, src featuresv1alpha1.StoreSource, kind, key, name string) (storeResult, error) {
+func (r *Reconciler) ensurePostgresStore(ctx context.Context, s *scope, src featuresv1alpha1.StoreSource, field recordField, kind, key, name string) (storeResult, error) {
 	if src.Managed != nil {
 		return r.ensureManagedPostgres(ctx, s)
 	}
@@ -193,6 +196,9 @@ func (r *Reconciler) ensurePostgresStore(ctx context.Context, s *scope, src feat
 	srv, err := r.Backends.Postgres(ctx, src.Backend)
 	if err != nil {
 		return failed(err, what)
+	}
+	if err := r.recordIntent(ctx, s.fs, field, src.Backend); err != nil {
+		return storeResult{outcome: outcomeUnavailable, message: fmt.Sprintf("%s: %v", what, err)}, err
 	}
 	st := cleanup.PlanFor(s.fs).PostgresStore(kind)
 	active := postgres.Login{Slot: s.creds.slot, Password: s.creds.active[key]}

@@ -25,6 +25,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestorebackend"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
@@ -133,9 +134,17 @@ func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator 
 // chart's ServiceAccount.
 func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurestore.Reconciler)) *operator {
 	t.Helper()
+	return startScopedOperator(t, restConfig, operatorNamespace, nil, tune)
+}
+
+// startScopedOperator runs the operator with the given identity, its own
+// namespace, and the namespaces it watches (--watch-namespaces; nil for
+// every namespace), as a namespace-scoped install of the chart runs it.
+func startScopedOperator(t *testing.T, restConfig *rest.Config, namespace string, watch []string, tune func(*featurestore.Reconciler)) *operator {
+	t.Helper()
 	op := &operator{}
 	opts := &fscontroller.Options{
-		Options: featurestore.Options{Namespace: operatorNamespace, GracePeriod: time.Hour, DriftInterval: time.Minute,
+		Options: featurestore.Options{Namespace: namespace, GracePeriod: time.Hour, DriftInterval: time.Minute,
 			Images: featurestore.Images{Postgres: "postgres:15", Redis: "redis:7.0"}},
 		Tune: func(r *featurestore.Reconciler, _ *controller.Options) {
 			op.reconciler = r
@@ -146,7 +155,10 @@ func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurest
 		},
 		TuneBackend: func(r *featurestorebackend.Reconciler) { op.backends = r },
 	}
-	op.Operator = operatortest.Start(t, operatortest.Options{Manager: fscontroller.ManagerOptions(opts), RESTConfig: restConfig})
+	op.Operator = operatortest.Start(t, operatortest.Options{
+		Manager: fscontroller.ManagerOptions(opts), RESTConfig: restConfig,
+		Tune: func(c *manager.Config) { c.WatchNamespaces = watch },
+	})
 	return op
 }
 

@@ -2,7 +2,6 @@ package featurestore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -34,14 +33,18 @@ func (r *Reconciler) checkRedisClaim(ctx context.Context, fs *featuresv1alpha1.F
 	if !ahead {
 		return nil
 	}
-	what := "another FeatureStore created earlier"
-	if other.Pending {
+	what, remedy := "another FeatureStore created earlier", ""
+	switch {
+	case other.Pending:
 		what = "the unfinished cleanup of a deleted FeatureStore"
+	case other.Retained:
+		what = "the keys a deleted FeatureStore kept (deletionPolicy Retain)"
+		remedy = fmt.Sprintf("; or have an administrator remove or hand over those keys and release them by deleting ConfigMap %s", other.Record)
 	}
 	return &redis.ConflictError{Reason: fmt.Sprintf(
 		"project %q collides with project %q of %s on Redis backend %s: Feast appends the project to every key, so both would share keys. "+
-			"Choose a project that is not a suffix of, and does not end with, another project on this backend",
-		fs.Spec.Project, other.Project, what, backend)}
+			"Choose a project that is not a suffix of, and does not end with, another project on this backend%s",
+		fs.Spec.Project, other.Project, what, backend, remedy)}
 }
 
 var deletedOnly = predicate.Funcs{
@@ -50,8 +53,8 @@ var deletedOnly = predicate.Funcs{
 	GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
 }
 
-// waitingForClaim maps a deleted FeatureStore, or a finished handed-off
-// cleanup, to the stores on the same Redis backend whose projects collide
+// waitingForClaim maps a deleted FeatureStore, a finished handed-off
+// cleanup or a released retained claim, to the stores on the same Redis backend whose projects collide
 // with it: one of them may hold the claim now.
 func (r *Reconciler) waitingForClaim(ctx context.Context, o client.Object) []reconcile.Request {
 	var plan cleanup.Plan
@@ -59,10 +62,11 @@ func (r *Reconciler) waitingForClaim(ctx context.Context, o client.Object) []rec
 	case *featuresv1alpha1.FeatureStore:
 		plan = cleanup.PlanFor(obj)
 	case *corev1.ConfigMap:
-		if obj.Namespace != r.Namespace || obj.Labels[claims.LabelPendingCleanup] != "true" ||
-			json.Unmarshal([]byte(obj.Data[claims.PlanKey]), &plan) != nil {
+		rec, ok := claims.RecordedClaim(obj)
+		if obj.Namespace != r.Namespace || !ok {
 			return nil
 		}
+		plan = rec.Plan
 	}
 	if plan.Redis == "" {
 		return nil
@@ -75,7 +79,7 @@ func (r *Reconciler) waitingForClaim(ctx context.Context, o client.Object) []rec
 	var out []reconcile.Request
 	for _, c := range held {
 		ns, name, _ := strings.Cut(c.Owner, "/")
-		if !c.Pending && c.UID != plan.UID && cleanup.Collide(c.Project, plan.Project) {
+		if !c.Pending && !c.Retained && c.UID != plan.UID && cleanup.Collide(c.Project, plan.Project) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
 	}
