@@ -67,6 +67,10 @@ test: k8s-bin test-deps ## Run unit and integration tests of every module (real 
 test-deps: ## Install what the operators' tests need from Debian (PostgreSQL, Redis, Jupyter); idempotent.
 	@for op in $(OPERATORS); do if [[ -x operators/$$op/hack/test-deps.sh ]]; then operators/$$op/hack/test-deps.sh || exit 1; fi; done
 
+.PHONY: kueue-bin
+kueue-bin: ## Build the Kueue controller manager pinned in tools/kueue (cached per version); the Kueue tests build it when missing.
+	operators/trainingjob/hack/kueue-bin.sh
+
 .PHONY: k8s-bin
 k8s-bin: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubectl from Go modules (cached per version).
 	hack/k8s-bin.sh $(K8S_BIN_DIR)
