@@ -93,6 +93,9 @@ type Reconciler struct {
 	// WatchesFeatureStores is false when the FeatureStore CRD was not
 	// installed at start; waiting jobs then poll.
 	WatchesFeatureStores bool
+	// WatchesWorkloads is false when Kueue's Workload CRD was not
+	// installed at start; queued jobs then show no reason of Kueue's.
+	WatchesWorkloads bool
 	// Clock is the clock for TTLs and backoffs; tests move it.
 	Clock        clock.PassiveClock
 	Metrics      *Metrics
@@ -142,6 +145,7 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	fs := &unstructured.Unstructured{}
 	fs.SetGroupVersionKind(featureref.GVK)
 	r.WatchesFeatureStores = installed(mgr, fs)
+	r.WatchesWorkloads = installed(mgr, newWorkload())
 	return r, nil
 }
 
@@ -207,6 +211,9 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		fs.SetGroupVersionKind(featureref.GVK)
 		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(r.featureStoreToTrainingJobs))
 	}
+	if r.WatchesWorkloads {
+		b = b.Watches(newWorkload(), handler.EnqueueRequestsFromMapFunc(workloadToTrainingJob))
+	}
 	return b.Complete(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
 }
 
@@ -252,6 +259,7 @@ func (r *Reconciler) phases(s *scope) []phase.Phase[*trainingv1alpha1.TrainingJo
 		step("decideRunEnd", r.decideRunEnd, s),
 		step("convergeQueueLabel", r.convergeQueueLabel, s),
 		step("convergeSuspend", r.convergeSuspend, s),
+		step("observeWorkload", r.observeWorkload, s),
 		{Name: "status", Run: func(_ context.Context, tj *trainingv1alpha1.TrainingJob) (phase.Result, error) {
 			// A stale scope lags a decision already recorded: the
 			// reconcile that sees it computes the status.

@@ -79,6 +79,8 @@ type scope struct {
 	// stale is true when the cache lags behind a decision already
 	// recorded: the reconcile then writes nothing and looks again.
 	stale bool
+	// queue is what Kueue's Workload says about a child it holds.
+	queue *queueObservation
 }
 
 func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
@@ -107,6 +109,7 @@ func (s *scope) observation() observation {
 		end:           s.end,
 		decision:      s.decision,
 		backend:       s.backend,
+		queue:         s.queue,
 	}
 	if s.be != nil {
 		ref := s.be.Reference(s.tj, s.run)
