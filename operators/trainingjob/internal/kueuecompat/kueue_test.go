@@ -104,14 +104,27 @@ func TestKueueAdmitsWithinQuotaWithoutAFight(t *testing.T) {
 // user, from the API server's audit log.
 func (s *stack) jobWrites(t *testing.T, job *batchv1.Job) map[string]int {
 	t.Helper()
+	out := map[string]int{}
+	for _, w := range s.jobWriteLog(t, job) {
+		if w.Succeeded() {
+			out[w.User]++
+		}
+	}
+	return out
+}
+
+// jobWriteLog is every write request on a Job's main resource, refused
+// ones (conflicts) included, oldest first.
+func (s *stack) jobWriteLog(t *testing.T, job *batchv1.Job) []testenv.AuditedWrite {
+	t.Helper()
 	writes, err := env.AuditedWrites()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int{}
+	var out []testenv.AuditedWrite
 	for _, w := range writes {
-		if w.Resource == "jobs" && w.Namespace == job.Namespace && w.Name == job.Name && w.Succeeded() {
-			out[w.User]++
+		if w.Resource == "jobs" && w.Namespace == job.Namespace && w.Name == job.Name {
+			out = append(out, w)
 		}
 	}
 	return out
@@ -241,6 +254,9 @@ func TestKueuePreemptsByPriorityAndTheJobResumes(t *testing.T) {
 		return len(pods) == 2, err
 	})
 	t.Logf("writes on Job %s through preemption and re-admission: %v", lowJob.Name, s.jobWrites(t, lowJob))
+	for _, w := range s.jobWriteLog(t, lowJob) {
+		t.Logf("  %s", w)
+	}
 }
 
 func (s *stack) waitGone(t *testing.T, obj client.Object) {
