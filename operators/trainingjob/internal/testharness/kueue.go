@@ -385,7 +385,10 @@ func (k *Kueue) webhookConfiguration(raw map[string]any) (client.Object, error) 
 // suspended comes back suspended from Kueue's Job webhook; the API server
 // learns of new webhook configurations a little after they are created.
 func (k *Kueue) waitWebhooks(ctx context.Context) error {
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	// A refused call (webhook not reachable yet) is retried; the last one
+	// explains a timeout.
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		job := &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "webhook-probe-", Labels: map[string]string{"kueue.x-k8s.io/queue-name": "probe"}},
 			Spec: batchv1.JobSpec{
@@ -396,11 +399,13 @@ func (k *Kueue) waitWebhooks(ctx context.Context) error {
 				}},
 			},
 		}
-		if err := k.c.Create(ctx, job, client.DryRunAll); err != nil {
-			return false, nil
-		}
-		return ptr.Deref(job.Spec.Suspend, false), nil
+		last = k.c.Create(ctx, job, client.DryRunAll)
+		return last == nil && ptr.Deref(job.Spec.Suspend, false), nil
 	})
+	if err != nil {
+		return fmt.Errorf("waiting for Kueue's webhooks: %w (last call: %w)", err, last)
+	}
+	return nil
 }
 
 // Stop ends the process and removes its webhook configurations, which
