@@ -314,3 +314,55 @@ func ignoreConflict(err error) error {
 	}
 	return err
 }
+
+// TestKueueUserSuspendReleasesQuota: suspending an admitted TrainingJob
+// ends its run and removes its Job, so Kueue takes the quota back and
+// admits the job that waited for it; resumed, the suspended job queues
+// again in a new run.
+func TestKueueUserSuspendReleasesQuota(t *testing.T) {
+	s := startStack(t)
+	s.createQueues(t, "team-queue", quota{cpu: "4", memory: "8Gi", gpu: "2"})
+
+	first := s.trainingJob("first", "team-queue", 2, 1)
+	s.create(t, first)
+	firstJob := s.waitJob(t, "first-r1", "admitted", func(j *batchv1.Job) bool { return !ptr.Deref(j.Spec.Suspend, true) })
+	s.waitTJ(t, first, "Admitted", admitted)
+	wl := s.waitWorkload(t, firstJob, "Admitted", func(wl *unstructured.Unstructured) bool { return conditionStatus(wl, "Admitted") == "True" })
+
+	waiting := s.trainingJob("waiting", "team-queue", 1, 2)
+	s.create(t, waiting)
+	s.waitTJ(t, waiting, "Queued for quota", func(tj *trainingv1alpha1.TrainingJob) bool { return queued(tj, tjcontroller.ReasonWaiting) })
+
+	testenv.Eventually(t, "suspend first", func(ctx context.Context) (bool, error) {
+		got := &trainingv1alpha1.TrainingJob{}
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(first), got); err != nil {
+			return false, err
+		}
+		got.Spec.Suspend = true
+		err := s.c.Update(ctx, got)
+		return err == nil, ignoreConflict(err)
+	})
+	got := s.waitTJ(t, first, "Suspended", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionSuspended) && tj.Status.Phase == trainingv1alpha1.PhaseSuspended
+	})
+	if got.Status.RestartCount != 0 || got.Status.Failure != nil {
+		t.Errorf("the user's suspend counted: restarts %d failure %+v", got.Status.RestartCount, got.Status.Failure)
+	}
+	s.waitGone(t, firstJob)
+	s.waitGone(t, wl)
+	s.waitJob(t, "waiting-r1", "admitted with the released quota", func(j *batchv1.Job) bool { return !ptr.Deref(j.Spec.Suspend, true) })
+	s.waitTJ(t, waiting, "Admitted", admitted)
+
+	// Resumed, the first job queues again in its next run.
+	testenv.Eventually(t, "resume first", func(ctx context.Context) (bool, error) {
+		got := &trainingv1alpha1.TrainingJob{}
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(first), got); err != nil {
+			return false, err
+		}
+		got.Spec.Suspend = false
+		err := s.c.Update(ctx, got)
+		return err == nil, ignoreConflict(err)
+	})
+	s.waitJob(t, "first-r2", "created suspended", func(j *batchv1.Job) bool { return ptr.Deref(j.Spec.Suspend, false) })
+	s.waitTJ(t, first, "Queued again", func(tj *trainingv1alpha1.TrainingJob) bool { return queued(tj, tjcontroller.ReasonWaiting) })
+}
