@@ -58,6 +58,9 @@ lint: ## Run golangci-lint on every module.
 
 .PHONY: test
 test: k8s-bin test-deps ## Run unit and integration tests of every module (real kube-apiserver, etcd, kube-controller-manager).
+	@# Built here, outside the tests' timeout (a cold build takes minutes); if
+	@# it cannot be built, the Kueue tests say so and skip.
+	@operators/trainingjob/hack/kueue-bin.sh >/dev/null || echo "make test: Kueue cannot be built; its tests will skip" >&2
 	@for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; \
