@@ -62,6 +62,9 @@ lint: ## Run golangci-lint on every module.
 
 .PHONY: test
 test: k8s-bin test-deps ## Run unit and integration tests of every module (real kube-apiserver, etcd, kube-controller-manager).
+	@# Built here, outside the tests' timeout (a cold build takes minutes); if
+	@# it cannot be built, the Kueue tests say so and skip.
+	@operators/trainingjob/hack/kueue-bin.sh >/dev/null || echo "make test: Kueue cannot be built; its tests will skip" >&2
 	@for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; \
@@ -78,6 +81,10 @@ test-race: k8s-bin test-deps ## Run every module's tests with the race detector,
 .PHONY: test-deps
 test-deps: ## Install what the operators' tests need from Debian (PostgreSQL, Redis, Jupyter); idempotent.
 	@for op in $(OPERATORS); do if [[ -x operators/$$op/hack/test-deps.sh ]]; then operators/$$op/hack/test-deps.sh || exit 1; fi; done
+
+.PHONY: kueue-bin
+kueue-bin: ## Build the Kueue controller manager pinned in tools/kueue (cached per version); the Kueue tests build it when missing.
+	operators/trainingjob/hack/kueue-bin.sh
 
 .PHONY: k8s-bin
 k8s-bin: ## Build kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kubectl from Go modules (cached per version).

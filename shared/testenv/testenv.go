@@ -45,6 +45,11 @@ type Options struct {
 	// APIServerArgs are extra kube-apiserver flags, name to values.
 	APIServerArgs map[string][]string
 
+	// AuditWrites makes kube-apiserver log every write request with its
+	// user, for Env.AuditedWrites: tests count what each controller,
+	// including processes outside the test, wrote.
+	AuditWrites bool
+
 	// KeepLogger leaves controller-runtime's logger as the TestMain set it
 	// (a benchmark discards the logs); by default Main captures them, see
 	// CaptureLogs.
@@ -64,6 +69,8 @@ type Env struct {
 	stopRecording context.CancelFunc
 	// controllers are the Options.Controllers kube-controller-manager runs.
 	controllers []string
+	// auditLog is the API server's audit log with Options.AuditWrites.
+	auditLog string
 }
 
 // BinaryDir is where the control-plane binaries are: KUBEBUILDER_ASSETS when
@@ -103,12 +110,19 @@ func Start(opts Options) (*Env, error) {
 	// Tests restart the apiserver under running controllers; a short
 	// shutdown delay keeps those restarts quick.
 	apiServer.Configure().Set("shutdown-delay-duration", "0s")
-	for name, values := range opts.APIServerArgs {
+	apiServerArgs, auditLog := opts.APIServerArgs, ""
+	if opts.AuditWrites {
+		if auditLog, apiServerArgs, err = auditArgs(workDir, apiServerArgs); err != nil {
+			return nil, err
+		}
+	}
+	for name, values := range apiServerArgs {
 		apiServer.Configure().Set(name, values...)
 	}
 	e := &Env{
 		workDir:     workDir,
 		controllers: opts.Controllers,
+		auditLog:    auditLog,
 		env: &envtest.Environment{
 			BinaryAssetsDirectory: bin,
 			CRDDirectoryPaths:     opts.CRDDirectoryPaths,

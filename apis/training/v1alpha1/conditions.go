@@ -38,6 +38,10 @@ const (
 	// LabelKueueQueueName is Kueue's documented label that submits a job
 	// to a LocalQueue.
 	LabelKueueQueueName = "kueue.x-k8s.io/queue-name"
+	// LabelKueuePriorityClass is Kueue's documented label that names a
+	// job's WorkloadPriorityClass; on a TrainingJob it reaches each run's
+	// job.
+	LabelKueuePriorityClass = "kueue.x-k8s.io/priority-class"
 )
 
 // The environment contract of training containers with a checkpoint; see

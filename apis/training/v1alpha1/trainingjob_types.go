@@ -195,7 +195,9 @@ type TrainingJobSpec struct {
 	// TrainingJob back to Queued without counting a restart. It can change
 	// only while the job waits in its queue (Queued=True) or before its
 	// first run was created, because Kueue does not move admitted
-	// workloads.
+	// workloads. A kueue.x-k8s.io/priority-class label on the TrainingJob
+	// (a Kueue WorkloadPriorityClass) is copied to each run's job, for
+	// Kueue to order and preempt by.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional

@@ -19,7 +19,8 @@ func Suspend(tj *trainingv1alpha1.TrainingJob) bool {
 }
 
 // WithQueueLabel returns a copy of labels carrying tj's Kueue queue name,
-// or without the label when tj names no queue.
+// or without the label when tj names no queue, and the Kueue priority
+// class the TrainingJob is labelled with, if any.
 func WithQueueLabel(labels map[string]string, tj *trainingv1alpha1.TrainingJob) map[string]string {
 	out := maps.Clone(labels)
 	if out == nil {
@@ -29,6 +30,9 @@ func WithQueueLabel(labels map[string]string, tj *trainingv1alpha1.TrainingJob) 
 		out[trainingv1alpha1.LabelKueueQueueName] = q
 	} else {
 		delete(out, trainingv1alpha1.LabelKueueQueueName)
+	}
+	if p := tj.Labels[trainingv1alpha1.LabelKueuePriorityClass]; p != "" {
+		out[trainingv1alpha1.LabelKueuePriorityClass] = p
 	}
 	return out
 }

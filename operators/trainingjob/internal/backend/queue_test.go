@@ -37,3 +37,15 @@ func TestSuspendAndQueueLabelHaveOneRule(t *testing.T) {
 		t.Errorf("WithQueueLabel(nil) = %v", got)
 	}
 }
+
+func TestWithQueueLabelCarriesTheKueuePriorityClass(t *testing.T) {
+	tj := &trainingv1alpha1.TrainingJob{Spec: trainingv1alpha1.TrainingJobSpec{QueueName: "q"}}
+	tj.Labels = map[string]string{trainingv1alpha1.LabelKueuePriorityClass: "high", "team": "vision"}
+	got := WithQueueLabel(map[string]string{"app": "x"}, tj)
+	if got[trainingv1alpha1.LabelKueuePriorityClass] != "high" {
+		t.Errorf("priority class label %q, want high: %v", got[trainingv1alpha1.LabelKueuePriorityClass], got)
+	}
+	if _, ok := got["team"]; ok {
+		t.Errorf("only Kueue's priority label is copied from the TrainingJob: %v", got)
+	}
+}

@@ -2,7 +2,6 @@ package testharness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,15 +35,7 @@ const (
 // KubeflowBinary builds (once, cached) and returns the training-operator
 // binary pinned in tools/kubeflow.
 func KubeflowBinary(repoRoot string) (string, error) {
-	out, err := exec.Command(filepath.Join(repoRoot, "operators", "trainingjob", "hack", "kubeflow-bin.sh")).Output()
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return "", fmt.Errorf("building the Kubeflow training-operator: %w: %s", err, exit.Stderr)
-		}
-		return "", err
-	}
-	return string(trimNewline(out)), nil
+	return runScript(filepath.Join(repoRoot, "operators", "trainingjob", "hack", "kubeflow-bin.sh"), "building the Kubeflow training-operator")
 }
 
 func trimNewline(b []byte) []byte {

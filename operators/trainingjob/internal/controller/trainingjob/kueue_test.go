@@ -30,7 +30,8 @@ var (
 
 // kueueAdmit acts out Kueue admitting a job: it injects the flavor's
 // nodeSelector and tolerations into every pod template and unsuspends the
-// job, in one update, as Kueue's job reconciler does.
+// job, in one update, as Kueue's job reconciler does (internal/kueuecompat
+// counts that one write with the real Kueue on a native Job).
 func kueueAdmit(t *testing.T, c client.Client, job *kubeflowv1.PyTorchJob) {
 	t.Helper()
 	updateJob(t, c, job, "Kueue admits "+job.Name, func() {

@@ -358,7 +358,9 @@ func nativeJobsOf(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJo
 // TestNativeKueueAdmitsAndEvicts acts out Kueue's batch/Job integration:
 // it admits the Job by unsuspending it and injecting its flavor's node
 // selector and tolerations, and evicts it by suspending it again. The
-// operator keeps what Kueue owns.
+// operator keeps what Kueue owns. It stays for speed; the real Kueue v0.17
+// does the same (one write admits, node selector, tolerations and
+// unsuspend together), as internal/kueuecompat shows with the real binary.
 func TestNativeKueueAdmitsAndEvicts(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)

@@ -98,6 +98,9 @@ type Reconciler struct {
 	// Refusals reads the children's events that say the API server
 	// refused a pod; SetupWithManagerAs sets it, and nil reads none.
 	Refusals *podrefusal.Watch
+	// WatchesWorkloads is false when Kueue's Workload CRD was not
+	// installed at start; queued jobs then show no reason of Kueue's.
+	WatchesWorkloads bool
 	// Clock is the clock for TTLs and backoffs; tests move it.
 	Clock        clock.PassiveClock
 	Metrics      *Metrics
@@ -147,6 +150,7 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	fs := &unstructured.Unstructured{}
 	fs.SetGroupVersionKind(featureref.GVK)
 	r.WatchesFeatureStores = installed(mgr, fs)
+	r.WatchesWorkloads = installed(mgr, newWorkload())
 	return r, nil
 }
 
@@ -215,6 +219,9 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		fs.SetGroupVersionKind(featureref.GVK)
 		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(r.featureStoreToTrainingJobs))
 	}
+	if r.WatchesWorkloads {
+		b = b.Watches(newWorkload(), handler.EnqueueRequestsFromMapFunc(workloadToTrainingJob))
+	}
 	arrival := r.watchKubeflowArrival(b)
 	c, err := b.Build(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
 	if err != nil || arrival == nil {
@@ -265,6 +272,7 @@ func (r *Reconciler) phases(s *scope) []phase.Phase[*trainingv1alpha1.TrainingJo
 		step("decideRunEnd", r.decideRunEnd, s),
 		step("convergeQueueLabel", r.convergeQueueLabel, s),
 		step("convergeSuspend", r.convergeSuspend, s),
+		step("observeWorkload", r.observeWorkload, s),
 		{Name: "status", Run: func(_ context.Context, tj *trainingv1alpha1.TrainingJob) (phase.Result, error) {
 			// A stale scope lags a decision already recorded: the
 			// reconcile that sees it computes the status.

@@ -83,6 +83,8 @@ type scope struct {
 	// refusal is the child's latest event saying that the API server
 	// refused one of the run's pods, while it has not run; nil otherwise.
 	refusal *corev1.Event
+	// queue is what Kueue's Workload says about a child it holds.
+	queue *queueObservation
 }
 
 func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
@@ -112,6 +114,7 @@ func (s *scope) observation() observation {
 		end:           s.end,
 		decision:      s.decision,
 		backend:       s.backend,
+		queue:         s.queue,
 	}
 	if s.be != nil {
 		ref := s.be.Reference(s.tj, s.run)

@@ -92,6 +92,8 @@ type observation struct {
 	decision *restart.Decision
 	// runStart is when the current run's Kubeflow job started, if known.
 	runStart *metav1.Time
+	// queue is what Kueue says about the wait, nil when unknown.
+	queue *queueObservation
 }
 
 // claimObservation is the state of the checkpoint claim.
@@ -332,6 +334,9 @@ func waitingInQueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	reason, msg := ReasonWaiting, fmt.Sprintf("%s %s waits for Kueue to admit it from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
 	if c := conditions.Get(tj, trainingv1alpha1.ConditionQueued); c != nil && (c.Reason == ReasonAdmitted || c.Reason == ReasonEvicted) {
 		reason, msg = ReasonEvicted, fmt.Sprintf("Kueue evicted %s %s; it waits to be admitted again from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
+	}
+	if o.queue != nil && o.queue.message != "" {
+		msg += ". Kueue: " + o.queue.message
 	}
 	conditions.MarkTrue(tj, trainingv1alpha1.ConditionQueued, reason, msg)
 	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
