@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/ml-platform/ml-platform/shared/manager"
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 )
 
 // Applier writes an operator's children.
@@ -65,7 +65,7 @@ func ControlledBy(owner metav1.Object, kind string) Owner {
 // of its objects they were made for; remedy is as for Owner.
 func ManagedBy(operator, remedy string) Owner {
 	return Owner{
-		Owns:   func(obj client.Object) bool { return obj.GetLabels()[manager.LabelManagedBy] == operator },
+		Owns:   func(obj client.Object) bool { return obj.GetLabels()[commonv1alpha1.LabelManagedBy] == operator },
 		Name:   "the " + operator,
 		Remedy: remedy,
 	}

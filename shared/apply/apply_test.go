@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/ml-platform/ml-platform/shared/manager"
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
@@ -55,7 +55,7 @@ func newHarness(t *testing.T) *harness {
 			if err := c.Get(ctx, key, obj, opts...); err != nil {
 				return err
 			}
-			if obj.GetLabels()[manager.LabelManagedBy] != operator {
+			if obj.GetLabels()[commonv1alpha1.LabelManagedBy] != operator {
 				return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
 			}
 			return nil
@@ -82,7 +82,7 @@ func (h *harness) apply(t *testing.T, obj client.Object) bool {
 // statefulSet is a desired StatefulSet with a claim template, whose type
 // the API server drops.
 func statefulSet(ns string) *appsv1.StatefulSet {
-	labels := map[string]string{manager.LabelManagedBy: operator, "app": "w"}
+	labels := map[string]string{commonv1alpha1.LabelManagedBy: operator, "app": "w"}
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w", Labels: labels},
@@ -184,7 +184,7 @@ func TestApplyRefusesForeignObjects(t *testing.T) {
 		// Unlabelled: the cache does not show it, the API server does.
 		"hidden from the cache": nil,
 		// Labelled as another operator's.
-		"another operator's": {manager.LabelManagedBy: "other-operator"},
+		"another operator's": {commonv1alpha1.LabelManagedBy: "other-operator"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
@@ -197,7 +197,7 @@ func TestApplyRefusesForeignObjects(t *testing.T) {
 				t.Fatal(err)
 			}
 			desired := &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "w", Labels: map[string]string{manager.LabelManagedBy: operator}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "w", Labels: map[string]string{commonv1alpha1.LabelManagedBy: operator}},
 				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "ours", Port: 80}}},
 			}
 			written, err := h.applier.Apply(ctx, desired, owner)
