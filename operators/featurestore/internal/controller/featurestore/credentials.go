@@ -125,8 +125,8 @@ func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("writing rotated credentials: %w", err)
 		}
 		s.creds = parseCredentials(updated)
-		s.events = append(s.events, event{corev1.EventTypeNormal, "CredentialsRotated",
-			fmt.Sprintf("New credentials issued; the previous ones keep working until %s", updated.Annotations[annotationGraceUntil])})
+		s.events = append(s.events, event{Type: corev1.EventTypeNormal, Reason: "CredentialsRotated",
+			Message: fmt.Sprintf("New credentials issued; the previous ones keep working until %s", updated.Annotations[annotationGraceUntil])})
 	}
 	s.credentialsSecret = secret
 	if s.creds.inGrace() {
@@ -200,6 +200,6 @@ func (r *Reconciler) retireCredentials(ctx context.Context, s *scope) (ctrl.Resu
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return ctrl.Result{}, fmt.Errorf("retiring the previous credentials: %w", err)
 	}
-	s.events = append(s.events, event{corev1.EventTypeNormal, "CredentialsRetired", "The grace period ended; the previous credentials are being revoked"})
+	s.events = append(s.events, event{Type: corev1.EventTypeNormal, Reason: "CredentialsRetired", Message: "The grace period ended; the previous credentials are being revoked"})
 	return ctrl.Result{}, nil
 }

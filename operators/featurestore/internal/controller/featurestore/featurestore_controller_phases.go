@@ -23,6 +23,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
 	"github.com/ml-platform/ml-platform/shared/apireject"
 	"github.com/ml-platform/ml-platform/shared/apply"
+	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
 // scope carries one reconcile's observations from the phases to the
@@ -31,10 +32,7 @@ type scope struct {
 	fs  *featuresv1alpha1.FeatureStore
 	now time.Time
 
-	creds *credentials
-	// halted is set once a phase ended without credentials: the later
-	// store phases skip themselves.
-	halted            bool
+	creds             *credentials
 	credentialsSecret *corev1.Secret
 	// credentialsFailure is why the credentials could not be loaded;
 	// no store phase runs without them.
@@ -51,7 +49,7 @@ type scope struct {
 	events              []event
 }
 
-type event struct{ kind, reason, message string }
+type event = phase.Event
 
 // storeResult is what a store phase observed.
 type storeResult struct {

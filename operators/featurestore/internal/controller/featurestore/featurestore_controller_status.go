@@ -27,7 +27,6 @@ type observations struct {
 // observations. It keeps what a store provisioned earlier while the store
 // is merely unreachable, because the names do not change.
 func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
-	fs.Status.ObservedGeneration = fs.Generation
 	if obs.credentials != nil {
 		obs.online, obs.offline, obs.registry = *obs.credentials, *obs.credentials, *obs.credentials
 	}

@@ -60,6 +60,7 @@ type Reconciler struct {
 	PhaseMetrics *phase.Metrics
 
 	finalizer *finalizer.Finalizer
+	runner    *phase.Runner[*featuresv1alpha1.FeatureStoreBackend, *scope]
 }
 
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends,verbs=get;list;watch;update;patch
@@ -78,6 +79,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	// Only the finalizer's Ensure is used: releasing it is not a cleanup
 	// but the end of a wait, with its own condition.
 	r.finalizer = &finalizer.Finalizer{Name: FinalizerName, Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder}
+	r.runner = r.newRunner()
 	arrivals := predicate.Funcs{
 		CreateFunc:  func(ctrlevent.CreateEvent) bool { return true },
 		DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return true },
@@ -157,41 +159,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
-	s := &scope{backend: b}
-	return r.runner().RunPhases(ctx, b, r.phases(s))
+	return r.runner.Run(ctx, b, &scope{backend: b})
 }
 
-// phases are the steps of one reconcile: who uses the backend, what its
-// server says, and the status they add up to; a backend is checked again
-// after CheckInterval, as no watch sees a server change.
-func (r *Reconciler) phases(s *scope) []phase.Phase[*featuresv1alpha1.FeatureStoreBackend] {
-	return []phase.Phase[*featuresv1alpha1.FeatureStoreBackend]{
-		{Name: "observeUsers", Run: func(ctx context.Context, _ *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
-			// A failed list from the cache says nothing about the
-			// server: retry without touching the status.
-			err := r.observeUsers(ctx, s)
-			return phase.Result{Stop: err != nil}, err
-		}},
-		{Name: "checkServer", Run: func(ctx context.Context, _ *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
-			return phase.Result{}, r.checkServer(ctx, s)
-		}},
-		{Name: "status", Run: func(_ context.Context, b *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
-			computeStatus(b, s.observations())
-			return phase.Result{RequeueAfter: r.CheckInterval}, nil
-		}},
-	}
-}
-
-// runner runs one reconcile's phases, writes the status once and then
-// records the events of the backend's condition transitions.
-func (r *Reconciler) runner() *phase.Runner[*featuresv1alpha1.FeatureStoreBackend] {
-	return &phase.Runner[*featuresv1alpha1.FeatureStoreBackend]{
+// newRunner builds the Runner of every reconcile: who uses the backend,
+// what its server says, and the status they add up to, written once, then
+// the events of the backend's condition transitions. A backend is checked
+// again after CheckInterval, as no watch sees a server change.
+func (r *Reconciler) newRunner() *phase.Runner[*featuresv1alpha1.FeatureStoreBackend, *scope] {
+	return &phase.Runner[*featuresv1alpha1.FeatureStoreBackend, *scope]{
 		Controller: "featurestorebackend",
 		Client:     r.Client,
 		APIReader:  r.APIReader,
 		Recorder:   r.Recorder,
 		Metrics:    r.PhaseMetrics,
-		Events:     transitionEvents,
+		Phases: []phase.Phase[*scope]{
+			{Name: "observeUsers", Run: func(ctx context.Context, s *scope) (phase.Result, error) {
+				// A failed list from the cache says nothing about the
+				// server: retry without touching the status.
+				err := r.observeUsers(ctx, s)
+				return phase.Result{Stop: err != nil}, err
+			}},
+			{Name: "checkServer", Run: func(ctx context.Context, s *scope) (phase.Result, error) {
+				return phase.Result{}, r.checkServer(ctx, s)
+			}},
+			{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (phase.Result, error) {
+				computeStatus(s.backend, s.observations())
+				s.computed = true
+				return phase.Result{RequeueAfter: r.CheckInterval}, nil
+			}},
+		},
+		ObservedGeneration: func(s *scope) *int64 {
+			if !s.computed {
+				return nil
+			}
+			return &s.backend.Status.ObservedGeneration
+		},
+		Events: phase.OnConditions[*scope, *featuresv1alpha1.FeatureStoreBackend](transitionEvents),
 	}
 }
 

@@ -26,7 +26,6 @@ type observations struct {
 // which resolve without anybody's help; Stalled when a person must fix the
 // Secret, the credentials or the privileges.
 func computeStatus(b *featuresv1alpha1.FeatureStoreBackend, obs observations) {
-	b.Status.ObservedGeneration = b.Generation
 	b.Status.FeatureStores = ptr.To(int32(len(obs.users.stores)))
 	conditions.Remove(b, featuresv1alpha1.ConditionDeletionBlocked)
 	msg := obs.server.message

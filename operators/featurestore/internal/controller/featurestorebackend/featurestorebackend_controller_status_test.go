@@ -71,9 +71,6 @@ func TestComputeStatus(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
-			if b.Status.ObservedGeneration != 4 {
-				t.Errorf("observedGeneration %d", b.Status.ObservedGeneration)
-			}
 			for _, c := range b.Status.Conditions {
 				if c.ObservedGeneration != 4 || c.Type == featuresv1alpha1.ConditionDeletionBlocked {
 					t.Errorf("condition %s (observedGeneration %d)", c.Type, c.ObservedGeneration)

@@ -165,7 +165,7 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 				op.reconciler.Clock = op.clock
 				op.reconciler.Endpoint = fakeEndpoint
 				op.reconciler.Namespaces = mc.CacheNamespaces()
-				return op.reconciler.SetupWithManager(t.Context(), mgr, mc.ControllerOptions())
+				return op.reconciler.SetupWithManager(mgr, mc.ControllerOptions())
 			},
 		},
 	})

@@ -66,8 +66,6 @@ type scope struct {
 	deferred     bool
 	applied      bool // a deferred or pending template change was applied
 	stsWritten   bool
-	// halted: a phase failed; the later ones do not run.
-	halted bool
 }
 
 func (r *Reconciler) resolveInputs(ctx context.Context, s *scope) (ctrl.Result, error) {

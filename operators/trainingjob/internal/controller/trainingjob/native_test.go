@@ -608,6 +608,7 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
+	r.runner = r.newRunner()
 
 	tj := newTrainingJob(ns, "first", 2)
 	if err := c.Create(t.Context(), tj); err != nil {
