@@ -36,6 +36,7 @@ func TestHealthOfEveryState(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "shared-postgres", Generation: 1},
 			}
 			computeStatus(b, observations{server: serverCheck{tc.outcome, "m"}})
+			b.Status.ObservedGeneration = b.Generation // as the Runner stamps it
 			if tc.deleting {
 				now := metav1.Now()
 				b.DeletionTimestamp = &now

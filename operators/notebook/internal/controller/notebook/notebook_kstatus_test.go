@@ -97,6 +97,7 @@ func TestKstatusOfEveryNotebookState(t *testing.T) {
 			s.input = render.Input{Notebook: nb, Config: testConfig()}
 			s.now = t0.Add(time.Hour)
 			computeStatus(&s)
+			nb.Status.ObservedGeneration = nb.Generation // as the Runner stamps it
 			if tc.generation != 0 {
 				nb.Generation = tc.generation
 			}
