@@ -17,12 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
@@ -151,8 +151,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &notebooksv1alpha1.Notebook{}, featureref.IndexKey, func(o client.Object) []string {
-		return featureref.IndexValues(o.(*notebooksv1alpha1.Notebook).Spec.FeatureStores)
+	if err := featureref.Index(ctx, mgr.GetFieldIndexer(), &notebooksv1alpha1.Notebook{}, func(nb *notebooksv1alpha1.Notebook) []commonv1alpha1.FeatureStoreReference {
+		return nb.Spec.FeatureStores
 	}); err != nil {
 		return err
 	}
@@ -188,7 +188,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	if _, err := mgr.GetRESTMapper().RESTMapping(featureref.GVK.GroupKind(), featureref.GVK.Version); err == nil {
 		store := &unstructured.Unstructured{}
 		store.SetGroupVersionKind(featureref.GVK)
-		b = b.Watches(store, handler.EnqueueRequestsFromMapFunc(r.referrers))
+		b = b.Watches(store, handler.EnqueueRequestsFromMapFunc(featureref.Referrers(r.Client, func() *notebooksv1alpha1.NotebookList {
+			return &notebooksv1alpha1.NotebookList{}
+		})))
 	} else {
 		mgr.GetLogger().Info("FeatureStore API not served; FeatureStore changes are picked up at the next reconcile", "reason", err.Error())
 	}
@@ -238,19 +240,6 @@ func (r *Reconciler) failedCreateOwner(ctx context.Context, e *corev1.Event) []r
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sts.Namespace, Name: name}}}
-}
-
-func (r *Reconciler) referrers(ctx context.Context, store client.Object) []reconcile.Request {
-	list := &notebooksv1alpha1.NotebookList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(store.GetNamespace()), client.MatchingFields{featureref.IndexKey: store.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "Listing Notebooks that reference a FeatureStore", "featureStore", store.GetName())
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, nb := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&nb)})
-	}
-	return out
 }
 
 // Reconcile converges one Notebook: phases that ensure each child, one

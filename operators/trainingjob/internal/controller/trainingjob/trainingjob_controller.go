@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
@@ -49,10 +50,6 @@ const OperatorName = "trainingjob-operator"
 
 // AddToScheme registers every kind the operator reads or writes.
 var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainingv1alpha1.AddToScheme, kubeflowv1.AddToScheme}
-
-// featureStoreIndex indexes TrainingJobs by the FeatureStores they
-// reference.
-const featureStoreIndex = featureref.IndexKey
 
 // The operator's permissions; `make generate` turns them into the chart's
 // ClusterRole. The finalizers subresource is only for blockOwnerDeletion on
@@ -200,14 +197,16 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		b = b.Owns(obj, builder.WithPredicates(r.childMatters()))
 	}
 	if r.WatchesFeatureStores {
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainingv1alpha1.TrainingJob{}, featureStoreIndex, func(o client.Object) []string {
-			return featureref.IndexValues(o.(*trainingv1alpha1.TrainingJob).Spec.FeatureStores)
+		if err := featureref.Index(context.Background(), mgr.GetFieldIndexer(), &trainingv1alpha1.TrainingJob{}, func(tj *trainingv1alpha1.TrainingJob) []commonv1alpha1.FeatureStoreReference {
+			return tj.Spec.FeatureStores
 		}); err != nil {
 			return err
 		}
 		fs := &unstructured.Unstructured{}
 		fs.SetGroupVersionKind(featureref.GVK)
-		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(r.featureStoreToTrainingJobs))
+		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(featureref.Referrers(r.Client, func() *trainingv1alpha1.TrainingJobList {
+			return &trainingv1alpha1.TrainingJobList{}
+		})))
 	}
 	return b.Complete(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
 }
@@ -220,19 +219,6 @@ func podToTrainingJob(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-}
-
-func (r *Reconciler) featureStoreToTrainingJobs(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &trainingv1alpha1.TrainingJobList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{featureStoreIndex: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing TrainingJobs that reference a FeatureStore", "featureStore", o.GetName())
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, tj := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&tj)})
-	}
-	return out
 }
 
 // newRunner builds the Runner of every reconcile: the steps, which share
