@@ -45,6 +45,11 @@ const (
 	// derived from the spec; the message is the API server's own. Only a
 	// change of the spec can fix it.
 	ReasonChildRejected = "ChildRejected"
+	// ReasonNameTaken: an object of a name the operator derives for a
+	// child (a Secret, a Job, a claim) exists and is not the operator's;
+	// it is never adopted, changed or read. Deleting or renaming it, or
+	// renaming the owner, fixes it.
+	ReasonNameTaken = "NameTaken"
 )
 
 // Annotation suffixes shared by every ml-platform kind. The full key carries

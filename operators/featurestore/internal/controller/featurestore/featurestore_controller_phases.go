@@ -74,7 +74,8 @@ const (
 	outcomeUnavailable // the server did not answer; retried with backoff
 	outcomeNotFound    // no such backend; a watch brings it back
 	outcomeMismatch    // a backend of the wrong kind; needs a person
-	outcomeConflict    // a name or key space is taken; needs a person
+	outcomeConflict    // a name or key space is taken on the server; needs a person
+	outcomeNameTaken   // a child's name is taken by a foreign object; needs a person
 	outcomeRejected    // the API server refused a child; needs a spec change
 )
 
@@ -94,8 +95,10 @@ func classify(err error) (outcome, bool) {
 	switch {
 	case err == nil:
 		return outcomeReady, false
-	case postgres.IsConflict(err), redis.IsConflict(err), apply.IsForeign(err):
+	case postgres.IsConflict(err), redis.IsConflict(err):
 		return outcomeConflict, false
+	case apply.IsForeign(err):
+		return outcomeNameTaken, false
 	case apireject.Is(err):
 		return outcomeRejected, false
 	case backends.IsMismatch(err):

@@ -162,12 +162,12 @@ func rejected(obj client.Object, err error) error {
 func handleApplyErr(s *scope, err error) (ctrl.Result, error) {
 	var taken *apply.ForeignError
 	if errors.As(err, &taken) {
-		s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonNameTaken, taken.Error()
+		s.stalled, s.stalledMsg = commonv1alpha1.ReasonNameTaken, taken.Error()
 		return ctrl.Result{}, nil
 	}
 	var refused errChildRejected
 	if errors.As(err, &refused) {
-		s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonChildRejected, refused.Error()
+		s.stalled, s.stalledMsg = commonv1alpha1.ReasonChildRejected, refused.Error()
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, err

@@ -65,7 +65,7 @@ func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) error {
 		return err
 	}
 	if pvc.Labels[trainingv1alpha1.LabelJobName] != s.tj.Name {
-		obs.stalled, obs.reason = true, ReasonClaimConflict
+		obs.stalled, obs.reason = true, commonv1alpha1.ReasonNameTaken
 		obs.message = fmt.Sprintf("PersistentVolumeClaim %s already exists and was not created for this TrainingJob; delete or rename it, or name it in checkpoint.claimName", name)
 		return nil
 	}

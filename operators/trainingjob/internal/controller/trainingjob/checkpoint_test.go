@@ -201,8 +201,8 @@ func TestForeignClaimUnderTheCheckpointNameStalls(t *testing.T) {
 	got := waitTJ(t, c, tj, "Stalled", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, commonv1alpha1.ConditionStalled)
 	})
-	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != ReasonClaimConflict {
-		t.Errorf("Stalled reason %s, want %s", r, ReasonClaimConflict)
+	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != commonv1alpha1.ReasonNameTaken {
+		t.Errorf("Stalled reason %s, want %s", r, commonv1alpha1.ReasonNameTaken)
 	}
 	if names := jobsOf(t, c, tj); len(names) != 0 {
 		t.Errorf("jobs %v were created on a foreign claim", names)

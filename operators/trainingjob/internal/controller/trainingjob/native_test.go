@@ -482,12 +482,12 @@ func TestNativeJobTheAPIRejectsStallsWithoutHotRetry(t *testing.T) {
 	}
 	got := waitTJ(t, c, tj, "Stalled with the API's message", func(tj *trainingv1alpha1.TrainingJob) bool {
 		c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonJobRejected
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == commonv1alpha1.ReasonChildRejected
 	})
 	if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, "must be less than or equal to cpu limit") {
 		t.Errorf("Stalled message %q lacks the API's explanation", msg)
 	}
-	testenv.WaitForEvent(t, c, tj, ReasonJobRejected)
+	testenv.WaitForEvent(t, c, tj, commonv1alpha1.ReasonChildRejected)
 	creates := func() int {
 		n := 0
 		for _, w := range op.nsWrites.in(ns) {

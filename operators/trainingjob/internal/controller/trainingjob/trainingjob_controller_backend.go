@@ -25,9 +25,6 @@ const (
 	// ReasonBackendUnavailable: the job's backend cannot run in this
 	// cluster, such as kubeflow without the Kubeflow CRDs.
 	ReasonBackendUnavailable = "BackendUnavailable"
-	// ReasonJobRejected: the API server refused the run's child, a
-	// problem of the spec that only a person can fix.
-	ReasonJobRejected = "JobRejected"
 )
 
 // staleRequeue is how soon a reconcile that found its cache behind a
@@ -126,5 +123,5 @@ func apiMessage(err error) string {
 // generation.
 func rejected(tj *trainingv1alpha1.TrainingJob) bool {
 	c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonJobRejected && c.ObservedGeneration == tj.GetGeneration()
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == commonv1alpha1.ReasonChildRejected && c.ObservedGeneration == tj.GetGeneration()
 }

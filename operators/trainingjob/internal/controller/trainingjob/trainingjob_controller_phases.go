@@ -39,11 +39,6 @@ const claimPollInterval = 10 * time.Second
 // previous run's pods to stop looks again, besides the pod watch.
 const previousRunPollInterval = 5 * time.Second
 
-// Condition reasons for jobs that cannot be created.
-const (
-	ReasonJobNameConflict = "JobNameConflict"
-)
-
 // scope carries what the phases of one reconcile learn.
 type scope struct {
 	tj  *trainingv1alpha1.TrainingJob
@@ -161,7 +156,7 @@ func (r *Reconciler) observeJob(ctx context.Context, s *scope) (ctrl.Result, err
 	if rejected(s.tj) {
 		// The API refused this generation's child; only a change of the
 		// spec (a new generation) tries again.
-		s.invalid, s.reason = errors.New(conditions.Get(s.tj, commonv1alpha1.ConditionStalled).Message), ReasonJobRejected
+		s.invalid, s.reason = errors.New(conditions.Get(s.tj, commonv1alpha1.ConditionStalled).Message), commonv1alpha1.ReasonChildRejected
 		return ctrl.Result{}, nil
 	}
 	wait, ok, err := r.mayCreateRun(ctx, s)
@@ -221,7 +216,7 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 		return nil
 	case isRejection(err):
 		s.invalid = fmt.Errorf("the API server rejected %s %s: %s", s.be.Reference(s.tj, s.run).Kind, s.jobName, apiMessage(err))
-		s.reason = ReasonJobRejected
+		s.reason = commonv1alpha1.ReasonChildRejected
 		return nil
 	default:
 		return fmt.Errorf("creating %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
@@ -407,7 +402,7 @@ func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Res
 func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) error {
 	if !metav1.IsControlledBy(job, s.tj) {
 		s.invalid = fmt.Errorf("%s %s already exists and does not belong to this TrainingJob; delete or rename it", s.be.Reference(s.tj, s.run).Kind, s.jobName)
-		s.reason = ReasonJobNameConflict
+		s.reason = commonv1alpha1.ReasonNameTaken
 		return nil
 	}
 	s.job, s.state = job, s.be.Observe(job)

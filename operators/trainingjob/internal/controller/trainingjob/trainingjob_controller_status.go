@@ -46,7 +46,6 @@ const (
 	ReasonRunStarted = "RunStarted"
 	// Checkpoint claim reasons.
 	ReasonClaimReady        = "ClaimReady"
-	ReasonClaimConflict     = "ClaimConflict"
 	ReasonAccessModeMissing = "AccessModeNotOffered"
 )
 

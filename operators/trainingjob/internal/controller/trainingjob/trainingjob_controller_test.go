@@ -589,8 +589,8 @@ func TestExistingJobIsAdoptedOrRefused(t *testing.T) {
 	got := waitTJ(t, c, theirs, "Stalled on a name conflict", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return condStatus(tj, commonv1alpha1.ConditionStalled) == metav1.ConditionTrue
 	})
-	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != ReasonJobNameConflict {
-		t.Errorf("Stalled reason %s, want %s", r, ReasonJobNameConflict)
+	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != commonv1alpha1.ReasonNameTaken {
+		t.Errorf("Stalled reason %s, want %s", r, commonv1alpha1.ReasonNameTaken)
 	}
 }
 
