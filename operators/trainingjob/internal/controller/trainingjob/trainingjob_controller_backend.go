@@ -2,10 +2,7 @@ package trainingjob
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,28 +91,6 @@ func (r *Reconciler) ensureCompanions(ctx context.Context, s *scope) error {
 		}
 	}
 	return nil
-}
-
-// isRejection tells the API server's refusals of an object itself (invalid,
-// malformed, too large once stored) from failures worth retrying.
-func isRejection(err error) bool {
-	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) {
-		return true
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity {
-		return true
-	}
-	return strings.Contains(err.Error(), "request is too large")
-}
-
-// apiMessage is the API server's own explanation of an error.
-func apiMessage(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && status.Status().Message != "" {
-		return status.Status().Message
-	}
-	return err.Error()
 }
 
 // rejected is true when the API server refused the child of the job's

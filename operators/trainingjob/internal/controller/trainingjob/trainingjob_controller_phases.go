@@ -20,6 +20,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
+	"github.com/ml-platform/ml-platform/shared/apireject"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
@@ -214,8 +215,8 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 		return r.adopt(ctx, s, live)
 	case finalizer.IsNamespaceTerminatingError(err):
 		return nil
-	case isRejection(err):
-		s.invalid = fmt.Errorf("the API server rejected %s %s: %s", s.be.Reference(s.tj, s.run).Kind, s.jobName, apiMessage(err))
+	case apireject.Is(err):
+		s.invalid = fmt.Errorf("the API server rejected %s %s: %s", s.be.Reference(s.tj, s.run).Kind, s.jobName, apireject.Message(err))
 		s.reason = commonv1alpha1.ReasonChildRejected
 		return nil
 	default:
