@@ -114,6 +114,27 @@ func (a *Applier) CheckLive(ctx context.Context, obj client.Object, gvk schema.G
 	return Check(live, gvk.Kind, owner)
 }
 
+// Create creates obj, a child the operator writes once and never again: a
+// Secret holding a generated password or token, which applying again would
+// replace. When an object of that name exists already, Create returns a
+// ForeignError if it is not owner's (asked past the cache, which may not
+// show it), else the API server's AlreadyExists error: the caller then
+// reads the existing object, which a concurrent reconcile created.
+func (a *Applier) Create(ctx context.Context, obj client.Object, owner Owner) error {
+	err := a.Client.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	gvk, gvkErr := apiutil.GVKForObject(obj, a.Client.Scheme())
+	if gvkErr != nil {
+		return gvkErr
+	}
+	if foreign := a.CheckLive(ctx, obj, gvk, owner); foreign != nil {
+		return foreign
+	}
+	return err
+}
+
 // Apply writes desired with server-side apply, as the operator's field
 // manager, when the live object lacks a field desired sets or holds
 // another value there: a change of what the operator wants, or somebody

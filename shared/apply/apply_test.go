@@ -221,3 +221,58 @@ func TestApplyRefusesForeignObjects(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateWritesOnceAndTellsOursFromForeign: a create-only child (a
+// Secret with a generated token) is created once; a second Create finds it
+// and reports AlreadyExists, so the caller reads the existing value; an
+// object of that name that is not the owner's, hidden from the cache or
+// labelled as another operator's, is a ForeignError and stays untouched.
+func TestCreateWritesOnceAndTellsOursFromForeign(t *testing.T) {
+	secret := func(ns, name string, labels map[string]string, token string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, StringData: map[string]string{"token": token}}
+	}
+	ours := map[string]string{commonv1alpha1.LabelManagedBy: operator}
+	h := newHarness(t)
+	ctx := t.Context()
+
+	if err := h.applier.Create(ctx, secret(h.ns, "token", ours, "first"), owner); err != nil {
+		t.Fatalf("first Create: %v", err)
+	}
+	if err := h.applier.Create(ctx, secret(h.ns, "token", ours, "second"), owner); !apierrors.IsAlreadyExists(err) || IsForeign(err) {
+		t.Errorf("second Create of our own Secret = %v, want AlreadyExists", err)
+	}
+	got := &corev1.Secret{}
+	if err := h.admin.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "token"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data["token"]) != "first" {
+		t.Errorf("token = %q, want the first one kept", got.Data["token"])
+	}
+
+	for name, tc := range map[string]struct {
+		secret string
+		labels map[string]string
+	}{
+		"hidden from the cache": {secret: "hidden", labels: nil},
+		"another operator's":    {secret: "other", labels: map[string]string{commonv1alpha1.LabelManagedBy: "other-operator"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			foreign := secret(h.ns, tc.secret, tc.labels, "theirs")
+			if err := h.admin.Create(ctx, foreign); err != nil {
+				t.Fatal(err)
+			}
+			err := h.applier.Create(ctx, secret(h.ns, foreign.Name, ours, "ours"), owner)
+			var fe *ForeignError
+			if !errors.As(err, &fe) || fe.Kind != "Secret" || fe.Name != foreign.Name {
+				t.Fatalf("Create over a foreign Secret = %v, want a ForeignError naming it", err)
+			}
+			got := &corev1.Secret{}
+			if err := h.admin.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.ResourceVersion != foreign.ResourceVersion {
+				t.Error("the foreign Secret was written")
+			}
+		})
+	}
+}

@@ -158,8 +158,8 @@ func (r *Reconciler) loadCredentials(ctx context.Context, s *scope, rotateFor, f
 	if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
 		return nil, err
 	}
-	if err := r.Client.Create(ctx, secret); err != nil {
-		return nil, fmt.Errorf("creating the credentials Secret: %w", r.created(ctx, fs, secret, err))
+	if err := r.applier().Create(ctx, secret, ownedBy(fs)); err != nil {
+		return nil, fmt.Errorf("creating the credentials Secret: %w", err)
 	}
 	return secret, nil
 }

@@ -252,8 +252,8 @@ func (r *Reconciler) ensureClientConfig(ctx context.Context, s *scope) (ctrl.Res
 		if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.Client.Create(ctx, secret); err != nil {
-			if err = r.created(ctx, fs, secret, err); apply.IsForeign(err) {
+		if err := r.applier().Create(ctx, secret, ownedBy(fs)); err != nil {
+			if apply.IsForeign(err) {
 				s.clientConfigFailure = err
 				return ctrl.Result{}, nil
 			}

@@ -205,7 +205,7 @@ func (r *Reconciler) ensureTokenSecret(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	desired := render.TokenSecret(nb, token)
-	if err := r.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.applier().Create(ctx, desired, ours); err != nil && !apierrors.IsAlreadyExists(err) {
 		desired.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 		return handleApplyErr(s, rejected(desired, err))
 	}
