@@ -21,6 +21,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/apireject"
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
@@ -401,9 +402,8 @@ func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Res
 // adopt accepts an existing job as the run's job when this TrainingJob
 // controls it, and restores the labels the operator's cache selects on.
 func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) error {
-	if !metav1.IsControlledBy(job, s.tj) {
-		s.invalid = fmt.Errorf("%s %s already exists and does not belong to this TrainingJob; delete or rename it", s.be.Reference(s.tj, s.run).Kind, s.jobName)
-		s.reason = commonv1alpha1.ReasonNameTaken
+	if err := apply.Check(job, s.be.Reference(s.tj, s.run).Kind, apply.ControlledBy(s.tj, "TrainingJob")); err != nil {
+		s.invalid, s.reason = err, commonv1alpha1.ReasonNameTaken
 		return nil
 	}
 	s.job, s.state = job, s.be.Observe(job)
