@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,7 +39,7 @@ func TestMain(m *testing.M) {
 
 func adminClient(t *testing.T) client.Client {
 	t.Helper()
-	return newClient(t, env.Config)
+	return env.AdminClient(t, scheme)
 }
 
 func newClient(t *testing.T, cfg *rest.Config) client.Client {
@@ -104,8 +103,4 @@ func applyManifests(ctx context.Context, c client.Client, path string) error {
 			return err
 		}
 	}
-}
-
-func repoRoot() string {
-	return filepath.Join("..", "..", "..")
 }

@@ -276,5 +276,5 @@ func deleteAndWait(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureSt
 	if err := c.Delete(t.Context(), fs); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 }

@@ -42,16 +42,14 @@ func TestMain(m *testing.M) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = notebooksv1alpha1.AddToScheme(scheme)
 	testenv.Main(m, testenv.Options{
-		CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "charts", "notebook-operator", "files", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "charts", "notebook-operator", "files", "crds")},
 		ControllerManager: true,
 	}, &env)
 }
 
-func repoRoot() string { return filepath.Join("..", "..", "..", "..", "..") }
-
 func adminClient(t *testing.T) client.Client {
 	t.Helper()
-	return newClient(t, env.Config)
+	return env.AdminClient(t, scheme)
 }
 
 func newClient(t *testing.T, cfg *rest.Config) client.Client {

@@ -79,12 +79,12 @@ func TestCheckpointClaimRetainOrDeleteOnDeletionAndTTL(t *testing.T) {
 		}
 	}
 	for name, tc := range cases {
-		waitGone(t, c, tjs[name])
+		testenv.WaitGone(t, c, tjs[name])
 		// The garbage collector has processed the TrainingJob once its
 		// Kubeflow job is gone; only then is a kept claim meaningful.
-		waitGone(t, c, &kubeflowv1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-r1"}})
+		testenv.WaitGone(t, c, &kubeflowv1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-r1"}})
 		if tc.policy == commonv1alpha1.DeletionPolicyDelete {
-			waitGone(t, c, claims[name])
+			testenv.WaitGone(t, c, claims[name])
 			continue
 		}
 		got := &corev1.PersistentVolumeClaim{}

@@ -213,7 +213,7 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 	// after the operator noticed.
 	clk.advance(600*time.Second - time.Since(end.Time) + time.Second)
 	poke(t, c, tj)
-	waitGone(t, c, tj)
+	testenv.WaitGone(t, c, tj)
 }
 
 func ownedBy(obj client.Object, owner client.Object) bool {
@@ -809,7 +809,7 @@ func TestNativeCleanPodPolicy(t *testing.T) {
 						return c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 					})
 				} else {
-					waitGone(t, c, pod)
+					testenv.WaitGone(t, c, pod)
 				}
 			}
 		})
