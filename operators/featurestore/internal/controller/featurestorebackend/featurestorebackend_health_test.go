@@ -40,7 +40,7 @@ func TestHealthOfEveryState(t *testing.T) {
 			if tc.deleting {
 				now := metav1.Now()
 				b.DeletionTimestamp = &now
-				computeDeletionStatus(b, users{stores: []string{"team-a/sales"}})
+				computeDeletionStatus(t, b, users{stores: []string{"team-a/sales"}})
 			}
 			healthtest.Expect(t, b, tc.kstatus, tc.argo)
 		})
