@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -16,7 +17,14 @@ import (
 // the role of the platform team and the tests themselves, with scheme.
 func (e *Env) AdminClient(t testing.TB, scheme *runtime.Scheme) client.Client {
 	t.Helper()
-	c, err := client.New(e.Config, client.Options{Scheme: scheme})
+	return NewClient(t, e.Config, scheme)
+}
+
+// NewClient is a client of cfg (an administrator's, a user's from AddUser)
+// with scheme.
+func NewClient(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

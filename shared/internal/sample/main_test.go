@@ -44,11 +44,7 @@ func adminClient(t *testing.T) client.Client {
 
 func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testenv.NewClient(t, cfg, scheme)
 }
 
 // operator is a running manager with the Widget reconciler, talking to the

@@ -54,11 +54,7 @@ func adminClient(t *testing.T) client.Client {
 
 func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testenv.NewClient(t, cfg, scheme)
 }
 
 // fakeProber answers with scripted observations per Notebook.
