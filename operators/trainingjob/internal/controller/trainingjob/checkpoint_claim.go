@@ -67,7 +67,7 @@ func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) error {
 	}
 	if err := apply.Check(pvc, "PersistentVolumeClaim", claimOwner(s.tj)); err != nil {
 		obs.stalled, obs.reason, obs.message = true, commonv1alpha1.ReasonNameTaken, err.Error()
-		return nil
+		return nil //nolint:nilerr // a name taken is recorded in status (Stalled), for a person to fix; retrying cannot
 	}
 	if err := r.adoptClaim(ctx, s.tj, pvc); err != nil {
 		return err

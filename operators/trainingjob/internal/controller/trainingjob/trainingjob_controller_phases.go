@@ -404,7 +404,7 @@ func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Res
 func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) error {
 	if err := apply.Check(job, s.be.Reference(s.tj, s.run).Kind, apply.ControlledBy(s.tj, "TrainingJob")); err != nil {
 		s.invalid, s.reason = err, commonv1alpha1.ReasonNameTaken
-		return nil
+		return nil //nolint:nilerr // a name taken is recorded in status (Stalled), for a person to fix; retrying cannot
 	}
 	s.job, s.state = job, s.be.Observe(job)
 	if !s.state.Finished() {
