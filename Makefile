@@ -4,13 +4,13 @@ SHELL := /usr/bin/env bash -o errexit -o pipefail -o nounset
 .DEFAULT_GOAL := help
 
 # Every Go module of the workspace, as go.work lists them.
-MODULES := $(shell sed -n 's/^[[:space:]]*\.\/\([^[:space:]]*\)$$/\1/p' go.work)
+MODULES := $(patsubst $(CURDIR)/%,%,$(shell go list -m -f '{{.Dir}}'))
 # Operators are the modules under operators/.
 OPERATORS := $(patsubst operators/%,%,$(filter operators/%,$(MODULES)))
 
 # Kubernetes control-plane binaries built from tools/k8s, cached per version
 # outside the clone so fresh clones on the same machine reuse them.
-K8S_VERSION := $(shell sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[^[:space:]]*\).*/\1/p' tools/k8s/go.mod)
+K8S_VERSION := $(shell cd tools/k8s && GOWORK=off go list -m -f '{{.Version}}' k8s.io/kubernetes)
 K8S_BIN_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ml-platform/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS := $(K8S_BIN_DIR)
 
@@ -47,8 +47,7 @@ verify: generate verify-modules ## Regenerate everything and fail on any differe
 	@if [[ -n "$$(git status --porcelain --untracked-files=all -- apis shared operators charts deploy)" ]]; then \
 		git status --short -- apis shared operators charts deploy; git --no-pager diff --stat; \
 		echo "generated files are out of date: run 'make generate' and commit the result" >&2; exit 1; fi
-	@grep -q 'KubernetesVersion = "$(K8S_VERSION)"' shared/testenv/testenv.go || \
-		{ echo "shared/testenv KubernetesVersion differs from tools/k8s ($(K8S_VERSION))" >&2; exit 1; }
+	@cd shared && go run ./internal/k8sversion "$(K8S_VERSION)"
 
 .PHONY: verify-modules
 verify-modules: ## Build and vet every module in the workspace and alone (GOWORK=off); fail on version drift.

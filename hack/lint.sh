@@ -11,7 +11,7 @@ lint=$("$root/hack/tool.sh" golangci-lint)
 export GOWORK="$root/go.work"
 
 # go.work is read on every run so that new modules are linted without edits here.
-mapfile -t modules < <(go work edit -json | sed -n 's/^[[:space:]]*"DiskPath": "\(.*\)",\{0,1\}$/\1/p')
+mapfile -t modules < <(cd "$root" && go list -m -f '{{.Dir}}')
 if [[ ${#modules[@]} -eq 0 ]]; then
   echo "lint.sh: no modules in $root/go.work" >&2
   exit 1

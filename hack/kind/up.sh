@@ -27,8 +27,7 @@ fi
 # kind's default node image runs only where runc needs no wrapper (its
 # containerd uses runc directly) and a registry or a local copy provides it.
 # Pulling is never attempted where it could not run anyway.
-default_image=$(sed -n 's/^const Image = "\(.*\)"$/\1/p' \
-  "$(cd "$REPO_ROOT/tools/kind" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/kind)/pkg/apis/config/defaults/image.go")
+default_image=$(cd "$REPO_ROOT/tools/kind" && GOWORK=off go run ./cmd/kind-default-image)
 image=${KIND_NODE_IMAGE:-}
 rootfs=$("$KIND_ROOT/rootfs.sh")
 images=$("$KIND_ROOT/images.sh" "$bin" "$rootfs")

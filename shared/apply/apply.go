@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/ml-platform/ml-platform/shared/manager"
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 )
 
 // Applier writes an operator's children.
@@ -65,7 +65,7 @@ func ControlledBy(owner metav1.Object, kind string) Owner {
 // of its objects they were made for; remedy is as for Owner.
 func ManagedBy(operator, remedy string) Owner {
 	return Owner{
-		Owns:   func(obj client.Object) bool { return obj.GetLabels()[manager.LabelManagedBy] == operator },
+		Owns:   func(obj client.Object) bool { return obj.GetLabels()[commonv1alpha1.LabelManagedBy] == operator },
 		Name:   "the " + operator,
 		Remedy: remedy,
 	}
@@ -112,6 +112,27 @@ func (a *Applier) CheckLive(ctx context.Context, obj client.Object, gvk schema.G
 		return err
 	}
 	return Check(live, gvk.Kind, owner)
+}
+
+// Create creates obj, a child the operator writes once and never again: a
+// Secret holding a generated password or token, which applying again would
+// replace. When an object of that name exists already, Create returns a
+// ForeignError if it is not owner's (asked past the cache, which may not
+// show it), else the API server's AlreadyExists error: the caller then
+// reads the existing object, which a concurrent reconcile created.
+func (a *Applier) Create(ctx context.Context, obj client.Object, owner Owner) error {
+	err := a.Client.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	gvk, gvkErr := apiutil.GVKForObject(obj, a.Client.Scheme())
+	if gvkErr != nil {
+		return gvkErr
+	}
+	if foreign := a.CheckLive(ctx, obj, gvk, owner); foreign != nil {
+		return foreign
+	}
+	return err
 }
 
 // Apply writes desired with server-side apply, as the operator's field

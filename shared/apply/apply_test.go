@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/ml-platform/ml-platform/shared/manager"
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
@@ -55,7 +55,7 @@ func newHarness(t *testing.T) *harness {
 			if err := c.Get(ctx, key, obj, opts...); err != nil {
 				return err
 			}
-			if obj.GetLabels()[manager.LabelManagedBy] != operator {
+			if obj.GetLabels()[commonv1alpha1.LabelManagedBy] != operator {
 				return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
 			}
 			return nil
@@ -82,7 +82,7 @@ func (h *harness) apply(t *testing.T, obj client.Object) bool {
 // statefulSet is a desired StatefulSet with a claim template, whose type
 // the API server drops.
 func statefulSet(ns string) *appsv1.StatefulSet {
-	labels := map[string]string{manager.LabelManagedBy: operator, "app": "w"}
+	labels := map[string]string{commonv1alpha1.LabelManagedBy: operator, "app": "w"}
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w", Labels: labels},
@@ -184,7 +184,7 @@ func TestApplyRefusesForeignObjects(t *testing.T) {
 		// Unlabelled: the cache does not show it, the API server does.
 		"hidden from the cache": nil,
 		// Labelled as another operator's.
-		"another operator's": {manager.LabelManagedBy: "other-operator"},
+		"another operator's": {commonv1alpha1.LabelManagedBy: "other-operator"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
@@ -197,7 +197,7 @@ func TestApplyRefusesForeignObjects(t *testing.T) {
 				t.Fatal(err)
 			}
 			desired := &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "w", Labels: map[string]string{manager.LabelManagedBy: operator}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "w", Labels: map[string]string{commonv1alpha1.LabelManagedBy: operator}},
 				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "ours", Port: 80}}},
 			}
 			written, err := h.applier.Apply(ctx, desired, owner)
@@ -217,6 +217,61 @@ func TestApplyRefusesForeignObjects(t *testing.T) {
 			}
 			if n := h.writes.Count("patch", "services"); n != 0 {
 				t.Errorf("%d patches of the foreign Service: %s", n, h.writes)
+			}
+		})
+	}
+}
+
+// TestCreateWritesOnceAndTellsOursFromForeign: a create-only child (a
+// Secret with a generated token) is created once; a second Create finds it
+// and reports AlreadyExists, so the caller reads the existing value; an
+// object of that name that is not the owner's, hidden from the cache or
+// labelled as another operator's, is a ForeignError and stays untouched.
+func TestCreateWritesOnceAndTellsOursFromForeign(t *testing.T) {
+	secret := func(ns, name string, labels map[string]string, token string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, StringData: map[string]string{"token": token}}
+	}
+	ours := map[string]string{commonv1alpha1.LabelManagedBy: operator}
+	h := newHarness(t)
+	ctx := t.Context()
+
+	if err := h.applier.Create(ctx, secret(h.ns, "token", ours, "first"), owner); err != nil {
+		t.Fatalf("first Create: %v", err)
+	}
+	if err := h.applier.Create(ctx, secret(h.ns, "token", ours, "second"), owner); !apierrors.IsAlreadyExists(err) || IsForeign(err) {
+		t.Errorf("second Create of our own Secret = %v, want AlreadyExists", err)
+	}
+	got := &corev1.Secret{}
+	if err := h.admin.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "token"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data["token"]) != "first" {
+		t.Errorf("token = %q, want the first one kept", got.Data["token"])
+	}
+
+	for name, tc := range map[string]struct {
+		secret string
+		labels map[string]string
+	}{
+		"hidden from the cache": {secret: "hidden", labels: nil},
+		"another operator's":    {secret: "other", labels: map[string]string{commonv1alpha1.LabelManagedBy: "other-operator"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			foreign := secret(h.ns, tc.secret, tc.labels, "theirs")
+			if err := h.admin.Create(ctx, foreign); err != nil {
+				t.Fatal(err)
+			}
+			err := h.applier.Create(ctx, secret(h.ns, foreign.Name, ours, "ours"), owner)
+			var fe *ForeignError
+			if !errors.As(err, &fe) || fe.Kind != "Secret" || fe.Name != foreign.Name {
+				t.Fatalf("Create over a foreign Secret = %v, want a ForeignError naming it", err)
+			}
+			got := &corev1.Secret{}
+			if err := h.admin.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.ResourceVersion != foreign.ResourceVersion {
+				t.Error("the foreign Secret was written")
 			}
 		})
 	}

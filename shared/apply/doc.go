@@ -1,4 +1,9 @@
-// Package apply is the one way operators write the objects they own:
-// server-side apply under the operator's field manager, only when a field
-// the operator sets has drifted, never over an object that is not theirs.
+// Package apply writes the children an operator owns, and never an object
+// that is not the operator's: Apply converges a child with server-side
+// apply under the operator's field manager, only when a field the operator
+// sets has drifted; Create writes a child once that must never be written
+// again (a Secret holding a generated password or token). Children whose
+// creation is a decision recorded elsewhere (a TrainingJob's run, its
+// checkpoint claim) are created by their controllers, which check
+// ownership with Check and CheckLive.
 package apply

@@ -36,3 +36,21 @@ func IsMissingDependency(err error) bool {
 	var d *DependencyError
 	return errors.As(err, &d)
 }
+
+// BlockedError says an object cannot go yet because others still need it,
+// such as a backend its FeatureStores use. It is no failure: Finalize keeps
+// the finalizer and sets Condition True with Reason and Message, without
+// CleanupFailed, a deadline or a timed retry (the watches on what blocks the
+// object bring it back), and records a Warning event named after the
+// condition when the message changed.
+type BlockedError struct {
+	Condition, Reason, Message string
+}
+
+func (e *BlockedError) Error() string { return e.Message }
+
+// Blocked returns a BlockedError; a CleanupFunc returns it while the object
+// is still in use.
+func Blocked(condition, reason, message string) error {
+	return &BlockedError{Condition: condition, Reason: reason, Message: message}
+}

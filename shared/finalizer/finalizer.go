@@ -1,13 +1,16 @@
 package finalizer
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -87,6 +90,10 @@ type Finalizer struct {
 	// directly (manager.GetAPIReader()).
 	APIReader client.Reader
 	Recorder  record.EventRecorder
+	// Released is the message of the CleanupSucceeded event when the
+	// finalizer is released after Cleanup; "External resources cleaned up"
+	// when empty.
+	Released string
 	// Clock says how long a cleanup has been failing (against the
 	// deadline and the namespace grace); the real clock when nil.
 	Clock clock.PassiveClock
@@ -149,8 +156,12 @@ func (f *Finalizer) Finalize(ctx context.Context, obj Object) (ctrl.Result, erro
 		if err := f.release(ctx, h, obj); err != nil {
 			return ctrl.Result{}, err
 		}
-		f.Recorder.Event(obj, corev1.EventTypeNormal, EventCleanupSucceeded, "External resources cleaned up")
+		f.Recorder.Event(obj, corev1.EventTypeNormal, EventCleanupSucceeded, cmp.Or(f.Released, "External resources cleaned up"))
 		return ctrl.Result{}, nil
+	}
+	var blocked *BlockedError
+	if errors.As(cleanupErr, &blocked) {
+		return ctrl.Result{}, f.recordBlocked(ctx, h, obj, blocked)
 	}
 	cleanupFailures.WithLabelValues(f.Name).Inc()
 
@@ -171,6 +182,23 @@ func (f *Finalizer) Finalize(ctx context.Context, obj Object) (ctrl.Result, erro
 	}
 
 	return f.recordFailure(ctx, h, obj, cleanupErr, elapsed, retry)
+}
+
+// recordBlocked keeps the finalizer of an object still in use: its
+// condition says by whom, and an event says it again when that changed.
+func (f *Finalizer) recordBlocked(ctx context.Context, h *patch.Helper, obj Object, b *BlockedError) error {
+	var before string
+	if c := conditions.Get(obj, b.Condition); c != nil && c.Status == metav1.ConditionTrue {
+		before = c.Message
+	}
+	conditions.MarkTrue(obj, b.Condition, b.Reason, b.Message)
+	if _, err := h.Patch(ctx, obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if before != b.Message {
+		f.Recorder.Event(obj, corev1.EventTypeWarning, b.Condition, b.Message)
+	}
+	return nil
 }
 
 // recordFailure keeps the finalizer after a failed cleanup: CleanupFailed,

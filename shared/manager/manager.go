@@ -28,15 +28,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/logging"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
-
-// LabelManagedBy marks the objects an operator creates. The cache of every
-// kind in Options.OwnedObjects sees only objects whose value is the
-// operator's name, so reconcilers must set it on everything they create.
-const LabelManagedBy = "app.kubernetes.io/managed-by"
 
 // leaderElectionSuffix makes lease names unique to ml-platform, so no other
 // software's lease in the same namespace can collide with an operator's.
@@ -52,7 +48,7 @@ type Options struct {
 	// Name is the binary's name, such as "trainingjob-operator". It names
 	// the leader election lease, the field manager of every write, the
 	// API client's user agent, the tracing service and the value of
-	// LabelManagedBy.
+	// commonv1alpha1.LabelManagedBy.
 	Name string
 
 	// Scheme knows every kind the operator reads or writes. When it is
@@ -65,7 +61,7 @@ type Options struct {
 	AddToScheme []func(*runtime.Scheme) error
 
 	// OwnedObjects are the kinds the operator creates, such as Pods or
-	// Secrets. Their caches hold only objects labelled LabelManagedBy=Name,
+	// Secrets. Their caches hold only objects labelled commonv1alpha1.LabelManagedBy=Name,
 	// so an operator never caches every Pod or Secret in the cluster. The
 	// cached client cannot see unlabelled objects of these kinds: read
 	// those, such as a user's Secret, with the manager's APIReader.
@@ -91,7 +87,7 @@ type Options struct {
 // operator's cache, for reconcilers to merge into the labels of what they
 // create.
 func ManagedByLabels(name string) map[string]string {
-	return map[string]string{LabelManagedBy: name}
+	return map[string]string{commonv1alpha1.LabelManagedBy: name}
 }
 
 // LeaderElectionID is the name of the operator's leader election lease.

@@ -38,8 +38,10 @@ type Guard struct {
 	// Name is the controller's name, for logs and the metric.
 	Name string
 	// Prototype is an empty object of the reconciled kind; each report
-	// reads a fresh copy into a deep copy of it.
-	Prototype Object
+	// reads a fresh copy into a deep copy of it. A kind with conditions
+	// (an Object) is marked Stalled; any other kind (the ConfigMap of a
+	// handed-off cleanup) gets the event only.
+	Prototype client.Object
 	Client    client.Client
 	APIReader client.Reader
 	Recorder  record.EventRecorder
@@ -51,7 +53,7 @@ type Guard struct {
 // the one line every operator adds where it builds its controller:
 //
 //	Complete(tracing.Reconciler("widget", panics.Reconciler(mgr, "widget", &v1alpha1.Widget{}, r)))
-func Reconciler(mgr ctrl.Manager, name string, prototype Object, r reconcile.Reconciler) reconcile.Reconciler {
+func Reconciler(mgr ctrl.Manager, name string, prototype client.Object, r reconcile.Reconciler) reconcile.Reconciler {
 	return Wrap(&Guard{
 		Name: name, Prototype: prototype,
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor(name + "-controller"),
@@ -90,24 +92,32 @@ func (g *Guard) report(ctx context.Context, req reconcile.Request, v any, stack 
 		"controller", g.Name, "panic", what, "stack", string(stack))
 	err := fmt.Errorf("recovered panic reconciling %s: %s", req.NamespacedName, what)
 
-	obj, ok := g.Prototype.DeepCopyObject().(Object)
+	obj, ok := g.Prototype.DeepCopyObject().(client.Object)
 	if !ok {
 		return err
 	}
 	if getErr := patch.Get(ctx, g.Client, g.APIReader, req.NamespacedName, obj); getErr != nil {
 		return errors.Join(err, client.IgnoreNotFound(getErr))
 	}
-	h, hErr := patch.NewHelper(obj, g.Client, g.APIReader)
-	if hErr != nil {
-		return errors.Join(err, hErr)
-	}
 	message := fmt.Sprintf("The operator hit an internal error reconciling this object (%s); it retries with backoff. "+
 		"Report it to the platform team with the operator's logs", what)
-	conditions.MarkStalled(obj, commonv1alpha1.ReasonInternalError, message)
-	if _, pErr := h.Patch(ctx, obj); pErr != nil {
-		logger.Error(pErr, "Writing the InternalError condition")
-		return err
+	if withConditions, ok := obj.(Object); ok {
+		if mErr := markStalled(ctx, g, withConditions, message); mErr != nil {
+			logger.Error(mErr, "Writing the InternalError condition")
+			return err
+		}
 	}
 	g.Recorder.Event(obj, corev1.EventTypeWarning, EventInternalError, message)
+	return err
+}
+
+// markStalled records the internal error on obj's conditions.
+func markStalled(ctx context.Context, g *Guard, obj Object, message string) error {
+	h, err := patch.NewHelper(obj, g.Client, g.APIReader)
+	if err != nil {
+		return err
+	}
+	conditions.MarkStalled(obj, commonv1alpha1.ReasonInternalError, message)
+	_, err = h.Patch(ctx, obj)
 	return err
 }

@@ -1,12 +1,14 @@
 // Package phase is the reconcile skeleton every ml-platform controller
 // follows: after the object is read and the deletion and finalizer paths are
-// handled, a Runner runs the controller's phases in order, aggregates their
-// errors, keeps the shortest requested requeue, writes status once through
-// shared/patch, and only then turns condition transitions into events.
+// handled, a Runner runs the controller's phases over one reconcile's scope
+// in order, aggregates their errors, keeps the shortest requested requeue,
+// stamps observedGeneration, writes status once through shared/patch, and
+// only then records the reconcile's events (Runner.Events).
 //
 // A controller keeps its own Reconcile(ctx, req): reading the object,
-// deleting it, ensuring its finalizer, and then Runner.Run. Every
-// controller registers itself with
+// deleting it, ensuring its finalizer, and then Runner.Run with a new
+// scope. It builds its Runner once, in NewReconciler (or SetupWithManager),
+// from steps adapted by Step, and registers itself with
 //
 //	func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error
 //

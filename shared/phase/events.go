@@ -65,3 +65,10 @@ func changed(before []metav1.Condition, c metav1.Condition) bool {
 	}
 	return true
 }
+
+// OnConditions adapts an EventRule over conditions to the Runner's Events.
+func OnConditions[S any, T Object](rule EventRule) func(s S, before, after T) []Event {
+	return func(_ S, before, after T) []Event {
+		return rule(before.GetConditions(), after.GetConditions())
+	}
+}

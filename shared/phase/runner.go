@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,19 +35,35 @@ type Result struct {
 	Stop bool
 }
 
-// Phase is one named step of a reconcile. Run changes obj's status in
-// memory and converges children; it never writes obj itself.
-type Phase[T Object] struct {
+// Phase is one named step of a reconcile over its scope S: what the
+// reconcile's phases share, which holds the object being reconciled. Run
+// changes the object's status in memory and converges children; it never
+// writes the object itself.
+type Phase[S any] struct {
 	Name string
-	Run  func(ctx context.Context, obj T) (Result, error)
-	// StopIfStalled ends the reconcile after this phase when obj's Stalled
-	// condition is True: later phases need what this one found missing.
+	Run  func(ctx context.Context, s S) (Result, error)
+	// StopIfStalled ends the reconcile after this phase when the object's
+	// Stalled condition is True: later phases need what this one found
+	// missing.
 	StopIfStalled bool
+	// Always runs this phase even after the Runner's Halt skipped the ones
+	// before it: the status, which adds up what the others found.
+	Always bool
 }
 
-// Runner runs a controller's phases and writes the result. Its fields are
-// set once when the reconciler is built; Run may be called concurrently.
-type Runner[T Object] struct {
+// Step adapts a step that answers with a controller-runtime result to a
+// Phase; its RequeueAfter and error reach the Runner unchanged.
+func Step[S any](name string, run func(context.Context, S) (ctrl.Result, error)) Phase[S] {
+	return Phase[S]{Name: name, Run: func(ctx context.Context, s S) (Result, error) {
+		res, err := run(ctx, s)
+		return Result{RequeueAfter: res.RequeueAfter}, err
+	}}
+}
+
+// Runner runs a controller's phases and writes the result. A reconciler
+// builds its Runner once, in its constructor; what one reconcile learns
+// lives in the scope passed to Run, so Run may be called concurrently.
+type Runner[T Object, S any] struct {
 	// Controller names the controller in metrics.
 	Controller string
 	Client     client.Client
@@ -59,36 +74,37 @@ type Runner[T Object] struct {
 	// Clock times the phases; nil means the real clock.
 	Clock   clock.PassiveClock
 	Metrics *Metrics
-	Phases  []Phase[T]
+	Phases  []Phase[S]
 	// ObservedGeneration returns the status field that records the
-	// generation the status was computed for; nil when the kind has none
-	// (its conditions still carry observedGeneration).
-	ObservedGeneration func(obj T) *int64
-	// Events derives events from condition transitions; nil means
-	// Transitions().
-	Events EventRule
-	// NoTransitionEvents turns transition events off, for controllers that
-	// record their own.
-	NoTransitionEvents bool
+	// generation the status was computed for, which the Runner sets before
+	// the write; nil (the func or its result) when the kind has none or this
+	// reconcile computed no status (the conditions still carry
+	// observedGeneration).
+	ObservedGeneration func(s S) *int64
+	// Halt, when set, is asked after each phase with its error whether the
+	// later phases are left without what they need (a failure they build
+	// on, an object that cannot progress). From then on only the phases
+	// marked Always run. Unlike a Stop, the status is still computed.
+	Halt func(s S, err error) bool
+	// Events are the events of one reconcile, from the scope and the object
+	// as read (before) and as written (after). The Runner records them
+	// after a successful write (or when nothing needed writing), so a
+	// change is reported only once it is persisted. Nil means the
+	// Transitions() of the conditions.
+	Events func(s S, before, after T) []Event
 	// AfterWrite, when set, runs after a successful write (or when nothing
-	// needed writing) and after the transition events, with the object as
-	// the reconcile read it; statusWritten says whether status changed.
-	// It is where a controller records metrics of what it persisted.
-	AfterWrite func(before, after T, statusWritten bool)
+	// needed writing) and after the events, with the object as the
+	// reconcile read it; statusWritten says whether status changed. It is
+	// where a controller records metrics of what it persisted.
+	AfterWrite func(s S, before, after T, statusWritten bool)
 }
 
-// Run runs every phase in order on obj, then writes obj's metadata and
-// status once, only where they changed, and then records the events of the
-// condition transitions that write persisted. A failing phase does not stop
-// the later ones (their effects are independent); the errors are joined and
+// Run runs every phase in order on the scope s of obj, then writes obj's
+// metadata and status once, only where they changed, and then records the
+// reconcile's events. A failing phase does not stop the later ones (their
+// effects are independent) unless Halt says so; the errors are joined and
 // returned without a RequeueAfter, which controller-runtime would ignore.
-func (r *Runner[T]) Run(ctx context.Context, obj T) (ctrl.Result, error) {
-	return r.RunPhases(ctx, obj, r.Phases)
-}
-
-// RunPhases is Run with the phases given, for controllers whose phases
-// share what one reconcile learned (closures over a per-reconcile scope).
-func (r *Runner[T]) RunPhases(ctx context.Context, obj T, phases []Phase[T]) (ctrl.Result, error) {
+func (r *Runner[T, S]) Run(ctx context.Context, obj T, s S) (ctrl.Result, error) {
 	h, err := patch.NewHelper(obj, r.Client, r.APIReader)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -97,9 +113,11 @@ func (r *Runner[T]) RunPhases(ctx context.Context, obj T, phases []Phase[T]) (ct
 	if !ok {
 		return ctrl.Result{}, fmt.Errorf("phase: %T copies to another type", obj)
 	}
-	res, phaseErr := r.runPhases(ctx, obj, phases)
+	res, phaseErr := r.runPhases(ctx, obj, s)
 	if r.ObservedGeneration != nil {
-		*r.ObservedGeneration(obj) = obj.GetGeneration()
+		if g := r.ObservedGeneration(s); g != nil {
+			*g = obj.GetGeneration()
+		}
 	}
 	written, err := h.Patch(ctx, obj)
 	if apierrors.IsNotFound(err) {
@@ -109,11 +127,9 @@ func (r *Runner[T]) RunPhases(ctx context.Context, obj T, phases []Phase[T]) (ct
 	if err != nil {
 		return ctrl.Result{}, errors.Join(phaseErr, err)
 	}
-	if written.StatusPatched {
-		r.recordEvents(obj, before.GetConditions())
-	}
+	r.recordEvents(s, before, obj)
 	if r.AfterWrite != nil {
-		r.AfterWrite(before, obj, written.StatusPatched)
+		r.AfterWrite(s, before, obj, written.StatusPatched)
 	}
 	if phaseErr != nil {
 		return ctrl.Result{}, phaseErr
@@ -121,18 +137,22 @@ func (r *Runner[T]) RunPhases(ctx context.Context, obj T, phases []Phase[T]) (ct
 	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
 }
 
-func (r *Runner[T]) runPhases(ctx context.Context, obj T, phases []Phase[T]) (Result, error) {
+func (r *Runner[T, S]) runPhases(ctx context.Context, obj T, s S) (Result, error) {
 	var (
-		res  ctrl.Result
-		errs []error
+		res    ctrl.Result
+		errs   []error
+		halted bool
 	)
 	clk := r.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	for _, p := range phases {
+	for _, p := range r.Phases {
+		if halted && !p.Always {
+			continue
+		}
 		start := clk.Now()
-		pr, err := p.Run(ctx, obj)
+		pr, err := p.Run(ctx, s)
 		if r.Metrics != nil {
 			r.Metrics.duration.WithLabelValues(r.Controller, p.Name).Observe(clk.Since(start).Seconds())
 		}
@@ -143,19 +163,22 @@ func (r *Runner[T]) runPhases(ctx context.Context, obj T, phases []Phase[T]) (Re
 		if pr.Stop || (p.StopIfStalled && conditions.IsTrue(obj, commonv1alpha1.ConditionStalled)) {
 			break
 		}
+		halted = halted || (r.Halt != nil && r.Halt(s, err))
 	}
 	return Result{RequeueAfter: res.RequeueAfter}, errors.Join(errs...)
 }
 
-func (r *Runner[T]) recordEvents(obj T, before []metav1.Condition) {
-	if r.NoTransitionEvents || r.Recorder == nil {
+func (r *Runner[T, S]) recordEvents(s S, before, after T) {
+	if r.Recorder == nil {
 		return
 	}
-	rule := r.Events
-	if rule == nil {
-		rule = Transitions()
+	var events []Event
+	if r.Events != nil {
+		events = r.Events(s, before, after)
+	} else {
+		events = Transitions()(before.GetConditions(), after.GetConditions())
 	}
-	for _, e := range rule(before, obj.GetConditions()) {
-		r.Recorder.Event(obj, e.Type, e.Reason, e.Message)
+	for _, e := range events {
+		r.Recorder.Event(after, e.Type, e.Reason, e.Message)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -104,13 +105,13 @@ func (f *fixture) get(t *testing.T) *samplev1alpha1.Widget {
 	return w
 }
 
-func (f *fixture) runner(t *testing.T, phases ...Phase[*samplev1alpha1.Widget]) *Runner[*samplev1alpha1.Widget] {
+func (f *fixture) runner(t *testing.T, phases ...Phase[*samplev1alpha1.Widget]) *Runner[*samplev1alpha1.Widget, *samplev1alpha1.Widget] {
 	t.Helper()
 	m, err := NewMetrics(f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Runner[*samplev1alpha1.Widget]{
+	return &Runner[*samplev1alpha1.Widget, *samplev1alpha1.Widget]{
 		Controller: "widget",
 		Client:     f.client,
 		APIReader:  f.client,
@@ -125,6 +126,15 @@ func (f *fixture) runner(t *testing.T, phases ...Phase[*samplev1alpha1.Widget]) 
 }
 
 type W = *samplev1alpha1.Widget
+
+// run reconciles the Widget as stored, the Widget being its own scope.
+func (f *fixture) run(r *Runner[W, W]) (ctrl.Result, error) {
+	w := &samplev1alpha1.Widget{}
+	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "w"}, w); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.Run(context.Background(), w, w)
+}
 
 func ready(_ context.Context, w W) (Result, error) {
 	conditions.MarkReady(w, commonv1alpha1.ReasonReconciled, "fine")
@@ -144,7 +154,7 @@ func TestRunAggregatesErrorsAndRunsLaterPhases(t *testing.T) {
 		Phase[W]{Name: "echo", Run: echo},
 		Phase[W]{Name: "b", Run: func(context.Context, W) (Result, error) { return Result{}, errB }},
 	)
-	res, err := r.Run(context.Background(), f.widget)
+	res, err := r.Run(context.Background(), f.widget, f.widget)
 	if !errors.Is(err, errA) || !errors.Is(err, errB) {
 		t.Fatalf("want both phase errors joined, got %v", err)
 	}
@@ -169,7 +179,7 @@ func TestRunKeepsShortestNonZeroRequeue(t *testing.T) {
 		return Phase[W]{Name: d.String(), Run: func(context.Context, W) (Result, error) { return Result{RequeueAfter: d}, nil }}
 	}
 	r := f.runner(t, after(0), after(5*time.Minute), after(0), after(30*time.Second), after(2*time.Minute))
-	res, err := r.Run(context.Background(), f.widget)
+	res, err := r.Run(context.Background(), f.widget, f.widget)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +206,7 @@ func TestRunStops(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			r := f.runner(t, tc.first, Phase[W]{Name: "echo", Run: echo})
-			if _, err := r.Run(context.Background(), f.widget); err != nil {
+			if _, err := r.Run(context.Background(), f.widget, f.widget); err != nil {
 				t.Fatal(err)
 			}
 			got := f.get(t)
@@ -213,13 +223,13 @@ func TestRunStops(t *testing.T) {
 func TestRunWritesStatusOnceAndOnlyWhenChanged(t *testing.T) {
 	f := newFixture(t)
 	r := f.runner(t, Phase[W]{Name: "ready", Run: ready}, Phase[W]{Name: "echo", Run: echo})
-	if _, err := r.Run(context.Background(), f.widget); err != nil {
+	if _, err := r.Run(context.Background(), f.widget, f.widget); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.j.count("status-write"); n != 1 {
 		t.Fatalf("status writes = %d, want 1", n)
 	}
-	if _, err := r.Run(context.Background(), f.get(t)); err != nil {
+	if _, err := f.run(r); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.j.count("status-write"); n != 1 {
@@ -230,7 +240,7 @@ func TestRunWritesStatusOnceAndOnlyWhenChanged(t *testing.T) {
 func TestEventsFollowTheStatusWrite(t *testing.T) {
 	f := newFixture(t)
 	r := f.runner(t, Phase[W]{Name: "ready", Run: ready})
-	if _, err := r.Run(context.Background(), f.widget); err != nil {
+	if _, err := r.Run(context.Background(), f.widget, f.widget); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"status-write", "event Normal Ready"}
@@ -243,7 +253,7 @@ func TestNoEventWhenStatusWriteFails(t *testing.T) {
 	f := newFixture(t)
 	f.failStatus = true
 	r := f.runner(t, Phase[W]{Name: "ready", Run: ready})
-	if _, err := r.Run(context.Background(), f.widget); err == nil || !strings.Contains(err.Error(), "injected") {
+	if _, err := r.Run(context.Background(), f.widget, f.widget); err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("want the status write error, got %v", err)
 	}
 	if n := f.j.count("event"); n != 0 {
@@ -254,7 +264,7 @@ func TestNoEventWhenStatusWriteFails(t *testing.T) {
 func TestNoEventWithoutTransition(t *testing.T) {
 	f := newFixture(t)
 	r := f.runner(t, Phase[W]{Name: "ready", Run: ready})
-	if _, err := r.Run(context.Background(), f.widget); err != nil {
+	if _, err := r.Run(context.Background(), f.widget, f.widget); err != nil {
 		t.Fatal(err)
 	}
 	// Same status, new message and a changed field: a write but no
@@ -264,7 +274,7 @@ func TestNoEventWithoutTransition(t *testing.T) {
 		w.Status.Echo = "changed"
 		return Result{}, nil
 	}}}
-	if _, err := r.Run(context.Background(), f.get(t)); err != nil {
+	if _, err := f.run(r); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.j.count("status-write"); n != 2 {
@@ -275,11 +285,11 @@ func TestNoEventWithoutTransition(t *testing.T) {
 	}
 }
 
-func TestTransitionEventsCanBeTurnedOff(t *testing.T) {
+func TestEventsReplaceTheTransitions(t *testing.T) {
 	f := newFixture(t)
 	r := f.runner(t, Phase[W]{Name: "ready", Run: ready})
-	r.NoTransitionEvents = true
-	if _, err := r.Run(context.Background(), f.widget); err != nil {
+	r.Events = func(W, W, W) []Event { return nil }
+	if _, err := r.Run(context.Background(), f.widget, f.widget); err != nil {
 		t.Fatal(err)
 	}
 	if f.j.count("status-write") != 1 || f.j.count("event") != 0 {
@@ -294,7 +304,7 @@ func TestPhaseDurationHistogram(t *testing.T) {
 		return Result{}, nil
 	}
 	r := f.runner(t, Phase[W]{Name: "slow", Run: slow}, Phase[W]{Name: "ready", Run: ready})
-	if _, err := r.Run(context.Background(), f.widget); err != nil {
+	if _, err := r.Run(context.Background(), f.widget, f.widget); err != nil {
 		t.Fatal(err)
 	}
 	got := histograms(t, f.reg, "mlplatform_reconcile_phase_duration_seconds")
@@ -368,13 +378,13 @@ func TestAfterWriteSeesBeforeAndAfter(t *testing.T) {
 	f := newFixture(t)
 	r := f.runner(t, Phase[W]{Name: "ready", Run: ready})
 	var calls []string
-	r.AfterWrite = func(before, after W, statusWritten bool) {
+	r.AfterWrite = func(_, before, after W, statusWritten bool) {
 		calls = append(calls, fmt.Sprintf("%v->%v written=%v",
 			conditions.IsTrue(before, commonv1alpha1.ConditionReady), conditions.IsTrue(after, commonv1alpha1.ConditionReady), statusWritten))
 	}
 	for range 2 {
 		w := f.get(t)
-		if _, err := r.RunPhases(context.Background(), w, []Phase[W]{{Name: "ready", Run: ready}}); err != nil {
+		if _, err := r.Run(context.Background(), w, w); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -385,10 +395,81 @@ func TestAfterWriteSeesBeforeAndAfter(t *testing.T) {
 	f.failStatus = true
 	w := f.get(t)
 	r.Phases = []Phase[W]{{Name: "echo", Run: echo}}
-	if _, err := r.Run(context.Background(), w); err == nil {
+	if _, err := r.Run(context.Background(), w, w); err == nil {
 		t.Fatal("want the injected status write error")
 	}
 	if len(calls) != 2 {
 		t.Errorf("AfterWrite ran although the write failed: %v", calls)
+	}
+}
+
+// TestHaltSkipsStepsButNotTheStatus: once Halt says the later steps lack
+// what they need, they are skipped; a phase marked Always (the status)
+// still runs, and the halting step's error is returned.
+func TestHaltSkipsStepsButNotTheStatus(t *testing.T) {
+	type scope struct {
+		w    W
+		seen []string
+	}
+	boom := errors.New("boom")
+	step := func(name string, err error) Phase[*scope] {
+		return Step(name, func(_ context.Context, s *scope) (ctrl.Result, error) {
+			s.seen = append(s.seen, name)
+			return ctrl.Result{RequeueAfter: time.Minute}, err
+		})
+	}
+	for name, tc := range map[string]struct {
+		halt     func(*scope, error) bool
+		wantSeen string
+		wantErr  error
+	}{
+		"halting on an error":  {halt: func(_ *scope, err error) bool { return err != nil }, wantSeen: "first,second,status", wantErr: boom},
+		"never halting":        {halt: nil, wantSeen: "first,second,third,status", wantErr: boom},
+		"halting on the scope": {halt: func(s *scope, _ error) bool { return len(s.seen) == 1 }, wantSeen: "first,status"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			r := &Runner[W, *scope]{
+				Client: f.client, APIReader: f.client, Recorder: recorder{f.j}, Clock: f.clock,
+				Phases: []Phase[*scope]{
+					step("first", nil), step("second", boom), step("third", nil),
+					{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (Result, error) {
+						s.seen = append(s.seen, "status")
+						s.w.Status.Echo = "computed"
+						return Result{}, nil
+					}},
+				},
+				ObservedGeneration: func(s *scope) *int64 { return &s.w.Status.ObservedGeneration },
+				Halt:               tc.halt,
+			}
+			s := &scope{w: f.widget}
+			res, err := r.Run(context.Background(), f.widget, s)
+			if strings.Join(s.seen, ",") != tc.wantSeen {
+				t.Errorf("phases run = %v, want %s", s.seen, tc.wantSeen)
+			}
+			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Errorf("Run = %+v, %v; want error %v", res, err, tc.wantErr)
+			}
+			if got := f.get(t); got.Status.Echo != "computed" || got.Status.ObservedGeneration != 3 {
+				t.Errorf("status = %+v, want the status phase's and observedGeneration 3", got.Status)
+			}
+		})
+	}
+}
+
+// TestEventsSeeTheScope: a controller's own events come from what the
+// reconcile learned, after the write, through the one Events path.
+func TestEventsSeeTheScope(t *testing.T) {
+	f := newFixture(t)
+	r := f.runner(t, Phase[W]{Name: "echo", Run: echo})
+	r.Events = func(s, before, after W) []Event {
+		return []Event{{Type: corev1.EventTypeNormal, Reason: "Echoed", Message: before.Status.Echo + "->" + after.Status.Echo}}
+	}
+	if _, err := f.run(r); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"status-write", "event Normal Echoed"}
+	if strings.Join(f.j.entries, "|") != strings.Join(want, "|") {
+		t.Errorf("journal = %v, want %v", f.j.entries, want)
 	}
 }

@@ -52,6 +52,11 @@ const (
 	// server's own. It may clear without a change of the spec (quota
 	// freed, a policy changed), so the object keeps trying.
 	ReasonPodsRefused = "PodsRefused"
+	// ReasonNameTaken: an object of a name the operator derives for a
+	// child (a Secret, a Job, a claim) exists and is not the operator's;
+	// it is never adopted, changed or read. Deleting or renaming it, or
+	// renaming the owner, fixes it.
+	ReasonNameTaken = "NameTaken"
 )
 
 // Annotation suffixes shared by every ml-platform kind. The full key carries

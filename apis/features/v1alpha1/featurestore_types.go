@@ -24,9 +24,11 @@ const (
 
 // Condition reasons of a FeatureStore.
 const (
-	// ReasonConflict: an object with the store's name exists on the server
-	// without the FeatureStore's ownership marker, or another store's
-	// project makes keys indistinguishable. Nothing is changed.
+	// ReasonConflict: a database or user with the store's name exists on
+	// the server without the FeatureStore's ownership marker, or another
+	// store's project makes keys indistinguishable. Nothing is changed. (A
+	// Kubernetes object of a child's name that is not the store's is
+	// commonv1alpha1.ReasonNameTaken, as for every kind.)
 	ReasonConflict = "Conflict"
 	// ReasonServerUnavailable: the database server did not answer.
 	ReasonServerUnavailable = "ServerUnavailable"

@@ -52,13 +52,6 @@ const (
 	ReasonJupyterNotReady    = "JupyterNotAnswering"
 	ReasonPodStartFailed     = "PodStartFailed"
 	ReasonInvalidAccelerator = "InvalidAccelerator"
-	// ReasonChildRejected: the API server refused an object the operator
-	// derives from the spec (400, 422 or too large); Stalled carries the
-	// API server's message, and the next spec change tries again.
-	ReasonChildRejected = "ChildRejected"
-	// ReasonNameTaken: an object of a name the Notebook needs exists and
-	// is not the operator's; it is never adopted or overwritten.
-	ReasonNameTaken = "NameTaken"
 )
 
 // Phase is a one-word summary of a Notebook for people and printer columns.

@@ -46,9 +46,9 @@ which {{ if .Values.abandonCleanup.policy }}the ValidatingAdmissionPolicy abando
 allows only{{ else }}(abandonCleanup.policy=false: make sure deploy/admission/abandon-cleanup.yaml
 is installed, or anybody who may edit FeatureStores can do it) should allow only{{ end }} to users with the abandon-cleanup verb. Grant it, for example:
   kubectl create clusterrolebinding alice-abandon-featurestores \
-    --clusterrole={{ include "featurestore-operator.fullname" . }}-abandon-cleanup --user=alice
+    --clusterrole={{ include "mlp.fullname" . }}-abandon-cleanup --user=alice
   kubectl -n team-a create rolebinding alice-abandon-featurestores \
-    --clusterrole={{ include "featurestore-operator.fullname" . }}-abandon-cleanup --user=alice
+    --clusterrole={{ include "mlp.fullname" . }}-abandon-cleanup --user=alice
 An event (ResourcesLeftBehind) lists what is left on the servers to remove by hand.
 The CRDs {{ if .Values.crds.keep }}stay installed when this release is uninstalled (crds.keep=true).{{ else }}are deleted with this release, and with them every FeatureStore.{{ end }}
 

@@ -120,7 +120,7 @@ func BenchmarkCullingChecks(b *testing.B) {
 				r.Endpoint = func(nb *notebooksv1alpha1.Notebook) string { return srv.URL + render.BasePath(nb) }
 				opts := mc.ControllerOptions()
 				opts.MaxConcurrentReconciles = 8
-				return r.SetupWithManager(ctx, mgr, opts)
+				return r.SetupWithManager(mgr, opts)
 			},
 		},
 	})

@@ -2,7 +2,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,7 +39,7 @@ func main() {
 				return err
 			}
 			r.Namespaces = cfg.CacheNamespaces()
-			return r.SetupWithManager(context.Background(), mgr, cfg.ControllerOptions())
+			return r.SetupWithManager(mgr, cfg.ControllerOptions())
 		},
 	})
 }

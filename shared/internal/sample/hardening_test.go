@@ -73,7 +73,7 @@ func TestCleanupFailingOnAMissingDependencyKeepsTheFinalizer(t *testing.T) {
 			}
 
 			ext.FailWith(nil)
-			waitGone(t, c, w)
+			testenv.WaitGone(t, c, w)
 			if _, ok := ext.Get(string(w.UID)); ok {
 				t.Fatal("external record left behind once the dependency was back")
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,16 +39,12 @@ func TestMain(m *testing.M) {
 
 func adminClient(t *testing.T) client.Client {
 	t.Helper()
-	return newClient(t, env.Config)
+	return env.AdminClient(t, scheme)
 }
 
 func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testenv.NewClient(t, cfg, scheme)
 }
 
 // operator is a running manager with the Widget reconciler, talking to the
@@ -104,8 +99,4 @@ func applyManifests(ctx context.Context, c client.Client, path string) error {
 			return err
 		}
 	}
-}
-
-func repoRoot() string {
-	return filepath.Join("..", "..", "..")
 }

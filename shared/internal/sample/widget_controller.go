@@ -30,16 +30,25 @@ const (
 )
 
 // Reconciler reconciles Widgets following the repository's reconcile
-// skeleton (docs/developing.md): read, deletion path, ensure finalizer, then
-// a phase.Runner runs the phases, writes status once and records the events
-// of the condition transitions.
+// skeleton (docs/developing.md), as every operator does: read, deletion
+// path, ensure finalizer, then the phase.Runner built in NewReconciler runs
+// the steps over one reconcile's scope, writes status once and records the
+// events of the condition transitions.
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	External  *External
 	Finalizer *finalizer.Finalizer
-	Runner    *phase.Runner[*samplev1alpha1.Widget]
+	Runner    *phase.Runner[*samplev1alpha1.Widget, *scope]
+}
+
+// scope is what one reconcile's steps share: the Widget and what they
+// found.
+type scope struct {
+	w *samplev1alpha1.Widget
+	// held is the message the external system holds.
+	held string
 }
 
 // NewReconciler wires a Reconciler to a manager. The phase metrics are
@@ -62,19 +71,19 @@ func NewReconciler(mgr ctrl.Manager, ext *External) (*Reconciler, error) {
 		APIReader: r.APIReader,
 		Recorder:  r.Recorder,
 	}
-	r.Runner = &phase.Runner[*samplev1alpha1.Widget]{
+	r.Runner = &phase.Runner[*samplev1alpha1.Widget, *scope]{
 		Controller: "widget",
 		Client:     r.Client,
 		APIReader:  r.APIReader,
 		Recorder:   r.Recorder,
 		Clock:      clock.RealClock{},
 		Metrics:    m,
-		Phases: []phase.Phase[*samplev1alpha1.Widget]{
-			{Name: "provision", Run: r.provision},
-			{Name: "echo", Run: r.echo},
-			{Name: "ready", Run: ready},
+		Phases: []phase.Phase[*scope]{
+			phase.Step("provision", r.provision),
+			phase.Step("echo", r.echo),
+			{Name: "status", Always: true, Run: status},
 		},
-		ObservedGeneration: func(w *samplev1alpha1.Widget) *int64 { return &w.Status.ObservedGeneration },
+		ObservedGeneration: func(s *scope) *int64 { return &s.w.Status.ObservedGeneration },
 	}
 	return r, nil
 }
@@ -100,35 +109,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if added, err := r.Finalizer.Ensure(ctx, w); added || err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.Runner.Run(ctx, w)
+	return r.Runner.Run(ctx, w, &scope{w: w})
 }
 
 // provision converges the external record: read, compare, write only when
 // it differs.
-func (r *Reconciler) provision(_ context.Context, w *samplev1alpha1.Widget) (phase.Result, error) {
-	key := string(w.UID)
-	if got, ok := r.External.Get(key); ok && got == w.Spec.Message {
-		return phase.Result{}, nil
+func (r *Reconciler) provision(_ context.Context, s *scope) (ctrl.Result, error) {
+	key := string(s.w.UID)
+	if got, ok := r.External.Get(key); ok && got == s.w.Spec.Message {
+		return ctrl.Result{}, nil
 	}
-	if err := r.External.Put(key, w.Spec.Message); err != nil {
-		conditions.MarkReconciling(w, ReasonExternalUnavailable, err.Error())
-		return phase.Result{}, err
+	if err := r.External.Put(key, s.w.Spec.Message); err != nil {
+		conditions.MarkReconciling(s.w, ReasonExternalUnavailable, err.Error())
+		return ctrl.Result{}, err
 	}
-	return phase.Result{}, nil
+	return ctrl.Result{}, nil
 }
 
-// echo reports the message the external system holds, whether or not
+// echo observes the message the external system holds, whether or not
 // provision managed to change it in this reconcile.
-func (r *Reconciler) echo(_ context.Context, w *samplev1alpha1.Widget) (phase.Result, error) {
-	w.Status.Echo, _ = r.External.Get(string(w.UID))
-	return phase.Result{}, nil
+func (r *Reconciler) echo(_ context.Context, s *scope) (ctrl.Result, error) {
+	s.held, _ = r.External.Get(string(s.w.UID))
+	return ctrl.Result{}, nil
 }
 
-// ready marks the Widget Ready once the external system holds its message;
-// until then the condition provision set stays.
-func ready(_ context.Context, w *samplev1alpha1.Widget) (phase.Result, error) {
-	if w.Status.Echo == w.Spec.Message {
-		conditions.MarkReady(w, commonv1alpha1.ReasonReconciled, "The external record holds the message")
+// status adds up what the steps found: the echo, and Ready once the
+// external system holds the message; until then the condition provision
+// set stays.
+func status(_ context.Context, s *scope) (phase.Result, error) {
+	s.w.Status.Echo = s.held
+	if s.held == s.w.Spec.Message {
+		conditions.MarkReady(s.w, commonv1alpha1.ReasonReconciled, "The external record holds the message")
 	}
 	return phase.Result{}, nil
 }

@@ -56,14 +56,6 @@ func waitReady(t *testing.T, c client.Client, w *samplev1alpha1.Widget) *samplev
 	return got
 }
 
-func waitGone(t *testing.T, c client.Client, w *samplev1alpha1.Widget) {
-	t.Helper()
-	testenv.Eventually(t, "widget is gone", func(ctx context.Context) (bool, error) {
-		_, err := getWidget(ctx, c, w)
-		return apierrors.IsNotFound(err), nil
-	})
-}
-
 func TestSettledWidgetCostsNoWrites(t *testing.T) {
 	c := adminClient(t)
 	ns := testenv.CreateNamespace(t, c, "sample")
@@ -265,7 +257,7 @@ func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
 	})
 
 	ext.SetFailing(false)
-	waitGone(t, c, w)
+	testenv.WaitGone(t, c, w)
 	if _, ok := ext.Get(string(w.UID)); ok {
 		t.Fatal("external record left behind")
 	}
@@ -306,7 +298,7 @@ func TestCleanupTwiceIsHarmless(t *testing.T) {
 			t.Fatalf("finalize #%d: %+v %v", i+1, res, err)
 		}
 	}
-	waitGone(t, c, w)
+	testenv.WaitGone(t, c, w)
 	if ext.Deletions() != 2 {
 		t.Errorf("cleanup ran %d times, want 2", ext.Deletions())
 	}
@@ -315,7 +307,7 @@ func TestCleanupTwiceIsHarmless(t *testing.T) {
 func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 	c := adminClient(t)
 	ns := testenv.CreateNamespace(t, c, "sample")
-	if err := applyManifests(t.Context(), c, filepath.Join(repoRoot(), "deploy", "admission", "abandon-cleanup.yaml")); err != nil {
+	if err := applyManifests(t.Context(), c, filepath.Join(testenv.RepoRoot(), "deploy", "admission", "abandon-cleanup.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	// Tenants may edit widgets; admins may also abandon their cleanup.
@@ -400,7 +392,7 @@ func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 	if err := setAnnotation(t.Context(), bob, false); err != nil {
 		t.Fatalf("bob, allowed the verb, setting %s: %v", key, err)
 	}
-	waitGone(t, c, w)
+	testenv.WaitGone(t, c, w)
 	testenv.WaitForEvent(t, c, w, finalizer.EventCleanupAbandoned)
 	if got := metricstest.Value(t, "mlplatform_finalizer_cleanup_abandoned_total", abandoned); got != abandonedBefore+1 {
 		t.Errorf("cleanup_abandoned_total{reason=annotation} = %v, want %v", got, abandonedBefore+1)
@@ -548,5 +540,5 @@ func TestCleanupDeadlineFollowsTheFinalizersClock(t *testing.T) {
 	if res, err := f.Finalize(t.Context(), got); err != nil || res.RequeueAfter != 0 {
 		t.Fatalf("finalize after a successful cleanup: %+v %v", res, err)
 	}
-	waitGone(t, c, w)
+	testenv.WaitGone(t, c, w)
 }

@@ -179,7 +179,7 @@ func (c *cluster) startScheduler(_ context.Context, s settings) error {
 }
 
 func (c *cluster) startKwok(_ context.Context, s settings) error {
-	bin, err := scriptOutput(filepath.Join(repoRoot(), "operators", "trainingjob", "hack", "kwok-bin.sh"))
+	bin, err := scriptOutput(filepath.Join(testenv.RepoRoot(), "operators", "trainingjob", "hack", "kwok-bin.sh"))
 	if err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ func (c *cluster) createNodes(ctx context.Context, s settings) error {
 }
 
 func (c *cluster) startKubeflow(ctx context.Context, _ settings) error {
-	bin, err := testharness.KubeflowBinary(repoRoot())
+	bin, err := testharness.KubeflowBinary(testenv.RepoRoot())
 	if err != nil {
 		return err
 	}
@@ -400,11 +400,6 @@ func (c *cluster) checkAlive() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func repoRoot() string {
-	root, _ := filepath.Abs(filepath.Join("..", "..", "..", ".."))
-	return root
 }
 
 func scriptOutput(path string) (string, error) {

@@ -86,7 +86,8 @@ type Transition struct {
 }
 
 // Registry holds the backends an operator runs, registered explicitly
-// in cmd/main.go.
+// (no init() globals) by the controller's NewReconciler, which is given the
+// default backend by cmd/main.go.
 type Registry struct {
 	backends map[trainingv1alpha1.Backend]Backend
 	// Default is the backend of jobs that name none.

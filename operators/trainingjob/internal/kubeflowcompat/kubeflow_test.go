@@ -27,10 +27,8 @@ import (
 
 var env *testenv.Env
 
-func repoRoot() string { return filepath.Join("..", "..", "..", "..") }
-
 func TestMain(m *testing.M) {
-	charts := filepath.Join(repoRoot(), "charts", "trainingjob-operator", "files")
+	charts := filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator", "files")
 	testenv.Main(m, testenv.Options{
 		CRDDirectoryPaths: []string{filepath.Join(charts, "crds"), filepath.Join(charts, "kubeflow-crds")},
 	}, &env)
@@ -133,7 +131,7 @@ func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error
 // chart's ConfigMap, written where this process can read it.
 func chartInitContainerArgs(t *testing.T) []string {
 	t.Helper()
-	manifest, err := charttest.Render(filepath.Join(repoRoot(), "charts", "trainingjob-operator"), "tj", "mlp-system", map[string]any{"kubeflow": map[string]any{"enabled": true}})
+	manifest, err := charttest.Render(filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator"), "tj", "mlp-system", map[string]any{"kubeflow": map[string]any{"enabled": true}})
 	if err != nil {
 		t.Fatal(err)
 	}

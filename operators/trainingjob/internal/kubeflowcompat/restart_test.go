@@ -26,7 +26,7 @@ import (
 // namespace for the test's objects, and the training-operator.
 func startStack(t *testing.T) (client.Client, string, *testharness.Kubeflow) {
 	t.Helper()
-	binary, err := testharness.KubeflowBinary(repoRoot())
+	binary, err := testharness.KubeflowBinary(testenv.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,15 +154,12 @@ func paddleEnv(t topology) []corev1.EnvVar {
 	}
 }
 
-// pods is the number of ranks of tj on the native backend.
-func pods(tj *trainingv1alpha1.TrainingJob) int32 { return max(tj.Spec.Workers, 1) }
-
 // topologyOf is the topology of a run of tj.
 func topologyOf(tj *trainingv1alpha1.TrainingJob, run int32, l launcher) topology {
 	return topology{
 		job:          backend.JobName(tj.Name, run),
 		namespace:    tj.Namespace,
-		pods:         pods(tj),
+		pods:         tj.WorkerPods(),
 		port:         l.port.ContainerPort,
 		nprocPerNode: backend.NprocPerNode(&tj.Spec),
 	}

@@ -11,6 +11,7 @@ import (
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -89,7 +90,7 @@ func TestKubeflowRankZeroReports(t *testing.T) {
 	f := newJob(t, c, ns, "kf")
 	pj := &kubeflowv1.PyTorchJob{}
 	pj.Namespace, pj.Name = ns, "kf-r1"
-	pj.Labels = map[string]string{manager.LabelManagedBy: operatorName}
+	pj.Labels = map[string]string{commonv1alpha1.LabelManagedBy: operatorName}
 	pj.Spec.PyTorchReplicaSpecs = map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}
 	if err := ctrl.SetControllerReference(f.tj, pj, scheme); err != nil {
 		t.Fatal(err)

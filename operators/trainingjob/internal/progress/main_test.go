@@ -36,6 +36,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	trainingtesting "github.com/ml-platform/ml-platform/apis/training/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
@@ -218,7 +219,7 @@ func newJob(t *testing.T, c client.Client, ns, name string) *fixture {
 // tj, owned by it.
 func newRun(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) *batchv1.Job {
 	t.Helper()
-	labels := map[string]string{manager.LabelManagedBy: operatorName}
+	labels := map[string]string{commonv1alpha1.LabelManagedBy: operatorName}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name + "-r1", Labels: labels},
 		Spec: batchv1.JobSpec{
@@ -246,7 +247,7 @@ func (f *fixture) pod(t *testing.T, c client.Client, cs kubernetes.Interface, na
 	if err := c.Create(t.Context(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	all := map[string]string{manager.LabelManagedBy: operatorName}
+	all := map[string]string{commonv1alpha1.LabelManagedBy: operatorName}
 	for k, v := range labels {
 		all[k] = v
 	}

@@ -101,7 +101,7 @@ func TestAbandonCleanupNeedsTheVerbAndSaysWhatIsLeft(t *testing.T) {
 	if err := abandon(admin); err != nil {
 		t.Fatalf("the administrator with the abandon-cleanup verb: %v", err)
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	testenv.WaitForEvent(t, c, fs, "CleanupAbandoned")
 	ev := testenv.WaitForEvent(t, c, fs, featurestore.EventLeftBehind)
 	// The first, failed attempt removed the online store from the Redis

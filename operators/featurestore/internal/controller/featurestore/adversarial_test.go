@@ -163,11 +163,11 @@ func TestAdversarialObjectsGetAConditionNotAPanic(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs := createStore(t, c, newStore(ns, "planted", "plantedp").obj())
-		got := waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, featuresv1alpha1.ReasonConflict)
+		got := waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, commonv1alpha1.ReasonNameTaken)
 		if msg := condMessage(got, commonv1alpha1.ConditionStalled); !strings.Contains(msg, planted.Name) || !strings.Contains(msg, "does not belong to this FeatureStore") {
 			t.Errorf("Stalled message %q does not name the foreign Secret", msg)
 		}
-		testenv.WaitForEvent(t, c, fs, featuresv1alpha1.ReasonConflict)
+		testenv.WaitForEvent(t, c, fs, commonv1alpha1.ReasonNameTaken)
 		requireUntouched(t, c, planted)
 		plan := cleanup.PlanFor(got)
 		if ok, _ := redis.UserExists(t.Context(), redisServer(), plan.RedisStore().User); ok {
@@ -189,7 +189,7 @@ func TestAdversarialObjectsGetAConditionNotAPanic(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs := createStore(t, c, newStore(ns, "labelled", "labelledp").obj())
-		waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, featuresv1alpha1.ReasonConflict)
+		waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, commonv1alpha1.ReasonNameTaken)
 		requireUntouched(t, c, planted)
 		deleteAndWait(t, c, fs)
 	})
@@ -202,7 +202,7 @@ func TestAdversarialObjectsGetAConditionNotAPanic(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs := createStore(t, c, newStore(ns, "client", "clientp").obj())
-		got := waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, featuresv1alpha1.ReasonConflict)
+		got := waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, commonv1alpha1.ReasonNameTaken)
 		if got.Status.ClientConfig != nil {
 			t.Error("status points clients at a Secret the operator does not own")
 		}
@@ -219,7 +219,7 @@ func TestAdversarialObjectsGetAConditionNotAPanic(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs := createStore(t, c, managedStore(ns, "svc"))
-		waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, featuresv1alpha1.ReasonConflict)
+		waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, commonv1alpha1.ReasonNameTaken)
 		requireUntouched(t, c, planted)
 		deleteAndWait(t, c, fs)
 	})
@@ -276,5 +276,5 @@ func deleteAndWait(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureSt
 	if err := c.Delete(t.Context(), fs); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 }

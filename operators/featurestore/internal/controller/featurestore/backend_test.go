@@ -269,7 +269,7 @@ func TestDeletingABackendInUseWaitsUntilItsStoresAreCleanedUp(t *testing.T) {
 	if err := c.Delete(t.Context(), fs); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	testenv.Eventually(t, "the backend is gone", func(ctx context.Context) (bool, error) {
 		_, err := getBackend(ctx, c, name)
 		return apierrors.IsNotFound(err), nil

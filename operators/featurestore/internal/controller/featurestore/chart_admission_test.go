@@ -179,7 +179,7 @@ func TestChartNamespaceScopedInstall(t *testing.T) {
 	if err := admin.Delete(t.Context(), fs); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, admin, fs)
+	testenv.WaitGone(t, admin, fs)
 	requireProvisioned(t, plan, false)
 
 	// A store in a namespace the operator does not watch is never

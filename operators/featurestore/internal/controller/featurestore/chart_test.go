@@ -99,7 +99,7 @@ func TestChartInstallsAndItsServiceAccountRunsTheOperator(t *testing.T) {
 	if err := c.Delete(t.Context(), fs); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 
 	// A tenant with the aggregated edit role uses FeatureStores in its
 	// namespace but cannot read the backends' admin Secrets.

@@ -1,11 +1,7 @@
 package featurestore
 
 import (
-	"context"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/apply"
@@ -34,21 +30,4 @@ func ownedBy(fs *featuresv1alpha1.FeatureStore) apply.Owner {
 // object of kind, is controlled by fs.
 func checkControlled(fs *featuresv1alpha1.FeatureStore, obj client.Object, kind string) error {
 	return apply.Check(obj, kind, ownedBy(fs))
-}
-
-// created interprets the error of creating a child: AlreadyExists means
-// either a foreign object the cache does not show, or ours created by an
-// earlier reconcile that the cache has not caught up with (retried).
-func (r *Reconciler) created(ctx context.Context, fs *featuresv1alpha1.FeatureStore, obj client.Object, err error) error {
-	if !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	gvk, gvkErr := apiutil.GVKForObject(obj, r.Client.Scheme())
-	if gvkErr != nil {
-		return gvkErr
-	}
-	if foreign := r.applier().CheckLive(ctx, obj, gvk, ownedBy(fs)); foreign != nil {
-		return foreign
-	}
-	return err
 }

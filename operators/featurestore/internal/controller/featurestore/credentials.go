@@ -125,8 +125,8 @@ func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("writing rotated credentials: %w", err)
 		}
 		s.creds = parseCredentials(updated)
-		s.events = append(s.events, event{corev1.EventTypeNormal, "CredentialsRotated",
-			fmt.Sprintf("New credentials issued; the previous ones keep working until %s", updated.Annotations[annotationGraceUntil])})
+		s.events = append(s.events, event{Type: corev1.EventTypeNormal, Reason: "CredentialsRotated",
+			Message: fmt.Sprintf("New credentials issued; the previous ones keep working until %s", updated.Annotations[annotationGraceUntil])})
 	}
 	s.credentialsSecret = secret
 	if s.creds.inGrace() {
@@ -158,8 +158,8 @@ func (r *Reconciler) loadCredentials(ctx context.Context, s *scope, rotateFor, f
 	if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
 		return nil, err
 	}
-	if err := r.Client.Create(ctx, secret); err != nil {
-		return nil, fmt.Errorf("creating the credentials Secret: %w", r.created(ctx, fs, secret, err))
+	if err := r.applier().Create(ctx, secret, ownedBy(fs)); err != nil {
+		return nil, fmt.Errorf("creating the credentials Secret: %w", err)
 	}
 	return secret, nil
 }
@@ -200,6 +200,6 @@ func (r *Reconciler) retireCredentials(ctx context.Context, s *scope) (ctrl.Resu
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return ctrl.Result{}, fmt.Errorf("retiring the previous credentials: %w", err)
 	}
-	s.events = append(s.events, event{corev1.EventTypeNormal, "CredentialsRetired", "The grace period ended; the previous credentials are being revoked"})
+	s.events = append(s.events, event{Type: corev1.EventTypeNormal, Reason: "CredentialsRetired", Message: "The grace period ended; the previous credentials are being revoked"})
 	return ctrl.Result{}, nil
 }

@@ -85,6 +85,7 @@ type Reconciler struct {
 	// adminSecrets watches Secrets in Namespace only.
 	adminSecrets cache.Cache
 	metrics      *StoreMetrics
+	runner       *phase.Runner[*featuresv1alpha1.FeatureStore, *scope]
 }
 
 // Options configure NewReconciler.
@@ -126,6 +127,7 @@ func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) (*R
 		metrics:         NewStoreMetrics(),
 		PhaseMetrics:    phaseMetrics,
 	}
+	r.runner = r.newRunner()
 	r.Backends = &backends.Resolver{Client: r.Client, Secrets: adminSecrets, Namespace: opts.Namespace}
 	r.Finalizer = &finalizer.Finalizer{
 		Name:      FinalizerName,
@@ -247,61 +249,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	s := &scope{fs: fs, now: r.Clock.Now()}
-	return r.runner(s).RunPhases(ctx, fs, r.phases(s))
+	return r.runner.Run(ctx, fs, s)
 }
 
-// step adapts one of the reconcile's phases, which share the scope s, to
-// the skeleton's runner. Every store phase needs the credentials: without
-// them the later phases skip themselves and only the status is computed
-// (a Stop would skip that too). A failing store phase does not stop the
-// others, whose stores are independent.
-func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*featuresv1alpha1.FeatureStore] {
-	return phase.Scoped[*featuresv1alpha1.FeatureStore](name, func(ctx context.Context, s *scope) (ctrl.Result, error) {
-		if s.halted {
-			return ctrl.Result{}, nil
-		}
-		res, err := run(ctx, s)
-		s.halted = s.creds == nil
-		return res, err
-	}, s)
-}
-
-// phases are the steps of one reconcile, in order, ending with the status
-// they add up to; a Ready store is looked at again after DriftInterval.
-func (r *Reconciler) phases(s *scope) []phase.Phase[*featuresv1alpha1.FeatureStore] {
-	return []phase.Phase[*featuresv1alpha1.FeatureStore]{
-		step("ensureCredentials", r.ensureCredentials, s),
-		step("ensureOnlineStore", r.ensureOnlineStore, s),
-		step("ensureOfflineStore", r.ensureOfflineStore, s),
-		step("ensureRegistry", r.ensureRegistry, s),
-		step("ensureClientConfig", r.ensureClientConfig, s),
-		step("retireCredentials", r.retireCredentials, s),
-		{Name: "status", Run: func(_ context.Context, fs *featuresv1alpha1.FeatureStore) (phase.Result, error) {
-			ensureRecord(fs)
-			computeStatus(fs, s.observations())
-			if conditions.IsTrue(fs, commonv1alpha1.ConditionReady) {
-				return phase.Result{RequeueAfter: r.DriftInterval}, nil
-			}
-			return phase.Result{}, nil
-		}},
-	}
-}
-
-// runner runs one reconcile's phases and writes the status once. The
-// FeatureStore records its own events (rotations, and transitions of the
-// store conditions with its waiting reason), so the runner's transition
-// events are off; they follow the write.
-func (r *Reconciler) runner(s *scope) *phase.Runner[*featuresv1alpha1.FeatureStore] {
-	return &phase.Runner[*featuresv1alpha1.FeatureStore]{
-		Controller:         "featurestore",
-		Client:             r.Client,
-		APIReader:          r.APIReader,
-		Recorder:           r.Recorder,
-		Clock:              r.Clock,
-		Metrics:            r.PhaseMetrics,
-		NoTransitionEvents: true,
-		AfterWrite: func(before, after *featuresv1alpha1.FeatureStore, _ bool) {
-			r.emit(after, s, before.Status.Conditions)
+// newRunner builds the Runner of every reconcile: the steps, which share
+// one reconcile's scope, in order, ending with the status they add up to;
+// a Ready store is looked at again after DriftInterval. Every store step
+// needs the credentials: without them the later steps are skipped and only
+// the status is computed. A failing store step does not stop the others,
+// whose stores are independent.
+func (r *Reconciler) newRunner() *phase.Runner[*featuresv1alpha1.FeatureStore, *scope] {
+	return &phase.Runner[*featuresv1alpha1.FeatureStore, *scope]{
+		Controller: "featurestore",
+		Client:     r.Client,
+		APIReader:  r.APIReader,
+		Recorder:   r.Recorder,
+		Clock:      r.Clock,
+		Metrics:    r.PhaseMetrics,
+		Phases: []phase.Phase[*scope]{
+			phase.Step("ensureCredentials", r.ensureCredentials),
+			phase.Step("ensureOnlineStore", r.ensureOnlineStore),
+			phase.Step("ensureOfflineStore", r.ensureOfflineStore),
+			phase.Step("ensureRegistry", r.ensureRegistry),
+			phase.Step("ensureClientConfig", r.ensureClientConfig),
+			phase.Step("retireCredentials", r.retireCredentials),
+			{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (phase.Result, error) {
+				ensureRecord(s.fs)
+				computeStatus(s.fs, s.observations())
+				if conditions.IsTrue(s.fs, commonv1alpha1.ConditionReady) {
+					return phase.Result{RequeueAfter: r.DriftInterval}, nil
+				}
+				return phase.Result{}, nil
+			}},
 		},
+		ObservedGeneration: func(s *scope) *int64 { return &s.fs.Status.ObservedGeneration },
+		Halt:               func(s *scope, _ error) bool { return s.creds == nil },
+		Events:             events,
 	}
 }

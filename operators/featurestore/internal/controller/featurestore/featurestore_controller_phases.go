@@ -23,6 +23,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
 	"github.com/ml-platform/ml-platform/shared/apireject"
 	"github.com/ml-platform/ml-platform/shared/apply"
+	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
 // scope carries one reconcile's observations from the phases to the
@@ -31,10 +32,7 @@ type scope struct {
 	fs  *featuresv1alpha1.FeatureStore
 	now time.Time
 
-	creds *credentials
-	// halted is set once a phase ended without credentials: the later
-	// store phases skip themselves.
-	halted            bool
+	creds             *credentials
 	credentialsSecret *corev1.Secret
 	// credentialsFailure is why the credentials could not be loaded;
 	// no store phase runs without them.
@@ -51,7 +49,7 @@ type scope struct {
 	events              []event
 }
 
-type event struct{ kind, reason, message string }
+type event = phase.Event
 
 // storeResult is what a store phase observed.
 type storeResult struct {
@@ -76,7 +74,8 @@ const (
 	outcomeUnavailable // the server did not answer; retried with backoff
 	outcomeNotFound    // no such backend; a watch brings it back
 	outcomeMismatch    // a backend of the wrong kind; needs a person
-	outcomeConflict    // a name or key space is taken; needs a person
+	outcomeConflict    // a name or key space is taken on the server; needs a person
+	outcomeNameTaken   // a child's name is taken by a foreign object; needs a person
 	outcomeRejected    // the API server refused a child; needs a spec change
 )
 
@@ -96,8 +95,10 @@ func classify(err error) (outcome, bool) {
 	switch {
 	case err == nil:
 		return outcomeReady, false
-	case postgres.IsConflict(err), redis.IsConflict(err), apply.IsForeign(err):
+	case postgres.IsConflict(err), redis.IsConflict(err):
 		return outcomeConflict, false
+	case apply.IsForeign(err):
+		return outcomeNameTaken, false
 	case apireject.Is(err):
 		return outcomeRejected, false
 	case backends.IsMismatch(err):
@@ -257,8 +258,8 @@ func (r *Reconciler) ensureClientConfig(ctx context.Context, s *scope) (ctrl.Res
 		if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.Client.Create(ctx, secret); err != nil {
-			if err = r.created(ctx, fs, secret, err); apply.IsForeign(err) {
+		if err := r.applier().Create(ctx, secret, ownedBy(fs)); err != nil {
+			if apply.IsForeign(err) {
 				s.clientConfigFailure = err
 				return ctrl.Result{}, nil
 			}

@@ -27,7 +27,6 @@ type observations struct {
 // observations. It keeps what a store provisioned earlier while the store
 // is merely unreachable, because the names do not change.
 func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
-	fs.Status.ObservedGeneration = fs.Generation
 	if obs.credentials != nil {
 		obs.online, obs.offline, obs.registry = *obs.credentials, *obs.credentials, *obs.credentials
 	}
@@ -51,7 +50,7 @@ func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
 		}
 		conditions.MarkFalse(fs, st.condition, reason, st.res.message)
 		switch st.res.outcome {
-		case outcomeConflict, outcomeMismatch, outcomeRejected:
+		case outcomeConflict, outcomeNameTaken, outcomeMismatch, outcomeRejected:
 			if stalled == nil {
 				stalled = &st.res
 			}
@@ -71,7 +70,7 @@ func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
 	case stalled != nil:
 		conditions.MarkStalled(fs, reasonFor(stalled.outcome), stalled.message)
 	case obs.clientConfigErr != nil:
-		conditions.MarkStalled(fs, featuresv1alpha1.ReasonConflict, "Client configuration: "+obs.clientConfigErr.Error())
+		conditions.MarkStalled(fs, commonv1alpha1.ReasonNameTaken, "Client configuration: "+obs.clientConfigErr.Error())
 	case waiting != nil:
 		conditions.MarkReconciling(fs, reasonFor(waiting.outcome), waiting.message)
 	case !obs.clientConfig:
@@ -99,6 +98,8 @@ func reasonFor(o outcome) string {
 		return featuresv1alpha1.ReasonBackendMismatch
 	case outcomeConflict:
 		return featuresv1alpha1.ReasonConflict
+	case outcomeNameTaken:
+		return commonv1alpha1.ReasonNameTaken
 	case outcomeRejected:
 		return commonv1alpha1.ReasonChildRejected
 	default:

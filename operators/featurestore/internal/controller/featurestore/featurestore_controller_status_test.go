@@ -44,8 +44,8 @@ func TestComputeStatus(t *testing.T) {
 			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: commonv1alpha1.ReasonChildRejected},
 		},
 		"credentials Secret taken by somebody else": {
-			obs:  observations{credentials: &storeResult{outcome: outcomeConflict, message: "foreign"}},
-			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonConflict},
+			obs:  observations{credentials: &storeResult{outcome: outcomeNameTaken, message: "foreign"}},
+			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: commonv1alpha1.ReasonNameTaken},
 		},
 		"credentials not written yet (API unavailable)": {
 			obs:  observations{credentials: &storeResult{outcome: outcomeUnavailable, message: "timeout"}},
@@ -53,7 +53,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		"client configuration Secret taken by somebody else": {
 			obs:  observations{online: ready, offline: ready, registry: ready, clientConfigErr: &apply.ForeignError{Kind: "Secret", Name: "x"}},
-			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonConflict},
+			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: commonv1alpha1.ReasonNameTaken},
 		},
 		"stores ready, configuration not yet written": {
 			obs:  observations{online: ready, offline: ready, registry: ready},

@@ -261,7 +261,7 @@ func TestDeleteRemovesAndRetainKeeps(t *testing.T) {
 		if err := c.Delete(t.Context(), fs); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, c, fs)
+		testenv.WaitGone(t, c, fs)
 	}
 	testenv.WaitForEvent(t, c, kept, "Retained")
 	ctx := t.Context()
@@ -344,7 +344,7 @@ func TestUnmarkedObjectsAreNeverTouched(t *testing.T) {
 	if err := c.Delete(ctx, fs); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	testenv.WaitForEvent(t, c, fs, "CleanupConflict")
 	db, roles, err := postgres.Exists(ctx, pgServer(), offline)
 	if err != nil {
@@ -384,7 +384,7 @@ func TestServerDownDuringDeleteKeepsFinalizerUntilItIsBack(t *testing.T) {
 		t.Errorf("the event does not say why: %q", ev.Message)
 	}
 	startPostgres(t)
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	plan := cleanup.PlanFor(fs)
 	for _, kind := range []string{cleanup.KindOffline, cleanup.KindRegistry} {
 		if db, roles, _ := postgres.Exists(t.Context(), pgServer(), plan.PostgresStore(kind)); db || len(roles) > 0 {

@@ -24,16 +24,17 @@ func TestHealthOfEveryState(t *testing.T) {
 		kstatus status.Status
 		argo    string
 	}{
-		"ready":                       {observations{online: ready, offline: ready, registry: ready, clientConfig: true}, status.CurrentStatus, health.Healthy},
-		"rotation deferred":           {observations{online: ready, offline: ready, registry: ready, clientConfig: true, rotationDeferred: true}, status.CurrentStatus, health.Healthy},
-		"configuration not published": {observations{online: ready, offline: ready, registry: ready}, status.InProgressStatus, health.Progressing},
-		"managed server starting":     {observations{online: other(outcomeWaiting), offline: ready, registry: ready}, status.InProgressStatus, health.Progressing},
-		"server unavailable":          {observations{online: ready, offline: other(outcomeUnavailable), registry: ready}, status.InProgressStatus, health.Progressing},
-		"backend not found":           {observations{online: ready, offline: ready, registry: other(outcomeNotFound)}, status.InProgressStatus, health.Progressing},
-		"backend of the wrong kind":   {observations{online: other(outcomeMismatch), offline: ready, registry: ready}, status.FailedStatus, health.Degraded},
-		"name taken":                  {observations{online: ready, offline: other(outcomeConflict), registry: ready}, status.FailedStatus, health.Degraded},
-		"taken and unavailable":       {observations{online: other(outcomeUnavailable), offline: other(outcomeConflict), registry: ready}, status.FailedStatus, health.Degraded},
-		"nothing observed yet":        {observations{}, status.InProgressStatus, health.Progressing},
+		"ready":                        {observations{online: ready, offline: ready, registry: ready, clientConfig: true}, status.CurrentStatus, health.Healthy},
+		"rotation deferred":            {observations{online: ready, offline: ready, registry: ready, clientConfig: true, rotationDeferred: true}, status.CurrentStatus, health.Healthy},
+		"configuration not published":  {observations{online: ready, offline: ready, registry: ready}, status.InProgressStatus, health.Progressing},
+		"managed server starting":      {observations{online: other(outcomeWaiting), offline: ready, registry: ready}, status.InProgressStatus, health.Progressing},
+		"server unavailable":           {observations{online: ready, offline: other(outcomeUnavailable), registry: ready}, status.InProgressStatus, health.Progressing},
+		"backend not found":            {observations{online: ready, offline: ready, registry: other(outcomeNotFound)}, status.InProgressStatus, health.Progressing},
+		"backend of the wrong kind":    {observations{online: other(outcomeMismatch), offline: ready, registry: ready}, status.FailedStatus, health.Degraded},
+		"name taken":                   {observations{online: ready, offline: other(outcomeNameTaken), registry: ready}, status.FailedStatus, health.Degraded},
+		"database taken on the server": {observations{online: ready, offline: other(outcomeConflict), registry: ready}, status.FailedStatus, health.Degraded},
+		"taken and unavailable":        {observations{online: other(outcomeUnavailable), offline: other(outcomeConflict), registry: ready}, status.FailedStatus, health.Degraded},
+		"nothing observed yet":         {observations{}, status.InProgressStatus, health.Progressing},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fs := &featuresv1alpha1.FeatureStore{
@@ -42,6 +43,7 @@ func TestHealthOfEveryState(t *testing.T) {
 			}
 			fs.Spec.Project = "sales"
 			computeStatus(fs, tc.obs)
+			fs.Status.ObservedGeneration = fs.Generation // as the Runner stamps it
 			healthtest.Expect(t, fs, tc.kstatus, tc.argo)
 			table.Add(t, name, fs)
 		})

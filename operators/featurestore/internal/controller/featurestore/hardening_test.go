@@ -130,7 +130,7 @@ func TestCleanupWithoutTheAdminSecretKeepsEverythingUntilItIsBack(t *testing.T) 
 			t.Fatal(err)
 		}
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	requireProvisioned(t, plan, false)
 }
 
@@ -152,7 +152,7 @@ func TestCleanupOfResourcesAlreadyGoneFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	startOperator(t, nil)
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	testenv.WaitForEvent(t, c, fs, finalizer.EventCleanupSucceeded)
 }
 
@@ -308,7 +308,7 @@ func TestSecondTenantNeverGetsAnotherStoresKeySpace(t *testing.T) {
 	if err := c.Delete(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, second)
+	testenv.WaitGone(t, c, second)
 	if v, err := admin.HGet(ctx, key, "feature").Result(); err != nil || v != "tenant A's value" {
 		t.Fatalf("deleting the second tenant's store touched the first one's keys: %q, %v", v, err)
 	}
@@ -342,5 +342,5 @@ func TestTheNextClaimantWaitsForTheFirstStoresCleanup(t *testing.T) {
 	if err := c.Delete(t.Context(), got); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, got)
+	testenv.WaitGone(t, c, got)
 }

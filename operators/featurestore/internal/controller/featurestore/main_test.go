@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -193,14 +192,6 @@ func getStore(ctx context.Context, c client.Client, fs *featuresv1alpha1.Feature
 	got := &featuresv1alpha1.FeatureStore{}
 	err := c.Get(ctx, client.ObjectKeyFromObject(fs), got)
 	return got, err
-}
-
-func waitGone(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStore) {
-	t.Helper()
-	testenv.Eventually(t, "FeatureStore is gone", func(ctx context.Context) (bool, error) {
-		_, err := getStore(ctx, c, fs)
-		return apierrors.IsNotFound(err), nil
-	})
 }
 
 func requestFor(fs *featuresv1alpha1.FeatureStore) ctrl.Request {

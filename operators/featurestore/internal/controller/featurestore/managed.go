@@ -187,8 +187,8 @@ func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha
 	if err := controllerutil.SetControllerReference(fs, secret, r.Client.Scheme()); err != nil {
 		return "", err
 	}
-	if err := r.Client.Create(ctx, secret); err != nil {
-		return "", fmt.Errorf("creating Secret %s: %w", m.name, r.created(ctx, fs, secret, err))
+	if err := r.applier().Create(ctx, secret, ownedBy(fs)); err != nil {
+		return "", fmt.Errorf("creating Secret %s: %w", m.name, err)
 	}
 	return password, nil
 }

@@ -150,7 +150,7 @@ func TestManagedVolumesFollowTheDeletionPolicy(t *testing.T) {
 			if err := c.Delete(ctx, fs); err != nil {
 				t.Fatal(err)
 			}
-			waitGone(t, c, fs)
+			testenv.WaitGone(t, c, fs)
 			testenv.Eventually(t, "the StatefulSet is gone", func(ctx context.Context) (bool, error) {
 				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fsName + "-redis"}, &appsv1.StatefulSet{})
 				return apierrors.IsNotFound(err), nil

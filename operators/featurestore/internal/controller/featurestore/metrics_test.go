@@ -130,7 +130,7 @@ func TestMetricsThroughTheReconciler(t *testing.T) {
 		t.Errorf("Deleting FeatureStores = %v, want 1", got)
 	}
 	startPostgres(t)
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	// Two stores are left: "kept", Ready, and "premetered", whose conflict
 	// ended with the deleted store, so that it may be in any state on its
 	// way from Stalled to Ready when this reads.

@@ -71,7 +71,7 @@ func TestDeletingAStoreThatNeverReachedItsServerFinishesAtOnce(t *testing.T) {
 			if err := c.Delete(t.Context(), fs); err != nil {
 				t.Fatal(err)
 			}
-			waitGone(t, c, fs)
+			testenv.WaitGone(t, c, fs)
 			testenv.WaitForEvent(t, c, fs, finalizer.EventCleanupSucceeded)
 			if hasEvent(t, c, fs, finalizer.EventCleanupFailed) {
 				t.Error("the cleanup failed on the way, although nothing was on the online store's server")
@@ -166,7 +166,7 @@ func TestCleanupWaitsForTheBackendOfWhatWasProvisioned(t *testing.T) {
 			if err := c.Create(t.Context(), restored); err != nil {
 				t.Fatal(err)
 			}
-			waitGone(t, c, fs)
+			testenv.WaitGone(t, c, fs)
 			requireProvisioned(t, plan, false)
 		})
 	}
@@ -276,7 +276,7 @@ func TestTheProvisioningRecordPrecedesEveryCreate(t *testing.T) {
 		if err := c.Delete(t.Context(), fs); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, c, fs)
+		testenv.WaitGone(t, c, fs)
 		requireProvisioned(t, plan, false)
 	})
 
@@ -296,7 +296,7 @@ func TestTheProvisioningRecordPrecedesEveryCreate(t *testing.T) {
 		if err := c.Delete(t.Context(), fs); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, c, fs)
+		testenv.WaitGone(t, c, fs)
 		if hasEvent(t, c, fs, finalizer.EventCleanupFailed) {
 			t.Error("the cleanup failed, although nothing had been created")
 		}
@@ -333,7 +333,7 @@ func TestAbandonedCleanupNamesOnlyWhatWasProvisioned(t *testing.T) {
 	if err := c.Patch(t.Context(), patched, client.MergeFrom(latest)); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	ev := testenv.WaitForEvent(t, c, fs, featurestore.EventLeftBehind)
 	if strings.Contains(ev.Message, plan.RedisStore().User) || strings.Contains(ev.Message, "Redis") {
 		t.Errorf("the event names a Redis user that was never created: %q", ev.Message)
@@ -413,7 +413,7 @@ func TestStoresOfAnOlderOperatorAreCleanedUpByTheirStatus(t *testing.T) {
 	provisioned := legacy("provisioned", true)
 	startOperator(t, nil)
 
-	waitGone(t, c, never)
+	testenv.WaitGone(t, c, never)
 	got := waitCondition(t, c, provisioned, commonv1alpha1.ConditionCleanupFailed, metav1.ConditionTrue, commonv1alpha1.ReasonCleanupDependencyMissing)
 	if !controllerutil.ContainsFinalizer(got, featurestore.FinalizerName) {
 		t.Fatal("the finalizer was released while the provisioned online store's backend is missing")
@@ -423,5 +423,5 @@ func TestStoresOfAnOlderOperatorAreCleanedUpByTheirStatus(t *testing.T) {
 	if err := c.Patch(t.Context(), patched, client.MergeFrom(got)); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, provisioned)
+	testenv.WaitGone(t, c, provisioned)
 }

@@ -35,7 +35,7 @@ func TestRetainedKeysStayClaimedUntilAnAdministratorReleasesThem(t *testing.T) {
 	if err := c.Delete(t.Context(), first); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, first)
+	testenv.WaitGone(t, c, first)
 	ev := testenv.WaitForEvent(t, c, first, "Retained")
 	recordName := featurestore.RetainedClaimName(string(first.UID))
 	if !strings.Contains(ev.Message, recordName) {

@@ -165,7 +165,7 @@ func TestAdminSecretChangeRotatesWithoutRestartingAnything(t *testing.T) {
 	if err := c.Delete(ctx, fs); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, fs)
+	testenv.WaitGone(t, c, fs)
 	testenv.WaitForEvent(t, c, fs, "CleanupSucceeded")
 }
 

@@ -3,6 +3,7 @@ package featurestorebackend
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -60,6 +60,7 @@ type Reconciler struct {
 	PhaseMetrics *phase.Metrics
 
 	finalizer *finalizer.Finalizer
+	runner    *phase.Runner[*featuresv1alpha1.FeatureStoreBackend, *scope]
 }
 
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends,verbs=get;list;watch;update;patch
@@ -75,9 +76,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	if r.CheckInterval <= 0 {
 		r.CheckInterval = DefaultCheckInterval
 	}
-	// Only the finalizer's Ensure is used: releasing it is not a cleanup
-	// but the end of a wait, with its own condition.
-	r.finalizer = &finalizer.Finalizer{Name: FinalizerName, Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder}
+	// The backend's "cleanup" is the end of a wait: while it is used, the
+	// finalizer's Blocked keeps it with its own condition, not a failure.
+	r.finalizer = &finalizer.Finalizer{
+		Name: FinalizerName, Cleanup: r.inUse, Released: "No FeatureStore uses the backend any more",
+		Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder,
+	}
+	r.runner = r.newRunner()
 	arrivals := predicate.Funcs{
 		CreateFunc:  func(ctrlevent.CreateEvent) bool { return true },
 		DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return true },
@@ -151,76 +156,68 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, b)
+		return r.finalizer.Finalize(ctx, b)
 	}
 	if added, err := r.finalizer.Ensure(ctx, b); added || err != nil {
 		return ctrl.Result{}, err
 	}
 
-	s := &scope{backend: b}
-	return r.runner().RunPhases(ctx, b, r.phases(s))
+	return r.runner.Run(ctx, b, &scope{backend: b})
 }
 
-// phases are the steps of one reconcile: who uses the backend, what its
-// server says, and the status they add up to; a backend is checked again
-// after CheckInterval, as no watch sees a server change.
-func (r *Reconciler) phases(s *scope) []phase.Phase[*featuresv1alpha1.FeatureStoreBackend] {
-	return []phase.Phase[*featuresv1alpha1.FeatureStoreBackend]{
-		{Name: "observeUsers", Run: func(ctx context.Context, _ *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
-			// A failed list from the cache says nothing about the
-			// server: retry without touching the status.
-			err := r.observeUsers(ctx, s)
-			return phase.Result{Stop: err != nil}, err
-		}},
-		{Name: "checkServer", Run: func(ctx context.Context, _ *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
-			return phase.Result{}, r.checkServer(ctx, s)
-		}},
-		{Name: "status", Run: func(_ context.Context, b *featuresv1alpha1.FeatureStoreBackend) (phase.Result, error) {
-			computeStatus(b, s.observations())
-			return phase.Result{RequeueAfter: r.CheckInterval}, nil
-		}},
-	}
-}
-
-// runner runs one reconcile's phases, writes the status once and then
-// records the events of the backend's condition transitions.
-func (r *Reconciler) runner() *phase.Runner[*featuresv1alpha1.FeatureStoreBackend] {
-	return &phase.Runner[*featuresv1alpha1.FeatureStoreBackend]{
+// newRunner builds the Runner of every reconcile: who uses the backend,
+// what its server says, and the status they add up to, written once, then
+// the events of the backend's condition transitions. A backend is checked
+// again after CheckInterval, as no watch sees a server change.
+func (r *Reconciler) newRunner() *phase.Runner[*featuresv1alpha1.FeatureStoreBackend, *scope] {
+	return &phase.Runner[*featuresv1alpha1.FeatureStoreBackend, *scope]{
 		Controller: "featurestorebackend",
 		Client:     r.Client,
 		APIReader:  r.APIReader,
 		Recorder:   r.Recorder,
 		Metrics:    r.PhaseMetrics,
-		Events:     transitionEvents,
+		Phases: []phase.Phase[*scope]{
+			{Name: "observeUsers", Run: func(ctx context.Context, s *scope) (phase.Result, error) {
+				// A failed list from the cache says nothing about the
+				// server: retry without touching the status.
+				err := r.observeUsers(ctx, s)
+				return phase.Result{Stop: err != nil}, err
+			}},
+			{Name: "checkServer", Run: func(ctx context.Context, s *scope) (phase.Result, error) {
+				return phase.Result{}, r.checkServer(ctx, s)
+			}},
+			{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (phase.Result, error) {
+				computeStatus(s.backend, s.observations())
+				s.computed = true
+				return phase.Result{RequeueAfter: r.CheckInterval}, nil
+			}},
+		},
+		ObservedGeneration: func(s *scope) *int64 {
+			if !s.computed {
+				return nil
+			}
+			return &s.backend.Status.ObservedGeneration
+		},
+		Events: phase.OnConditions[*scope, *featuresv1alpha1.FeatureStoreBackend](transitionEvents),
 	}
 }
 
-// reconcileDelete keeps the finalizer while anything uses the backend,
-// saying who in a condition and an event, and releases it once nothing
-// does. The watches on FeatureStores and handed-off cleanups bring the
-// backend back when one of them goes.
-func (r *Reconciler) reconcileDelete(ctx context.Context, b *featuresv1alpha1.FeatureStoreBackend) error {
-	if !controllerutil.ContainsFinalizer(b, FinalizerName) {
-		return nil
-	}
-	h, err := patch.NewHelper(b, r.Client, r.APIReader)
-	if err != nil {
-		return err
+// inUse is the backend's cleanup: nothing is removed, but the backend stays
+// while FeatureStores or handed-off cleanups use it, so that their cleanup
+// can always resolve the server and its admin credentials. The finalizer
+// says who in a condition and an event; the watches on FeatureStores and
+// handed-off cleanups bring the backend back when one of them goes.
+func (r *Reconciler) inUse(ctx context.Context, obj finalizer.Object) error {
+	b, ok := obj.(*featuresv1alpha1.FeatureStoreBackend)
+	if !ok {
+		return fmt.Errorf("featurestorebackend: cleanup of a %T", obj)
 	}
 	s := &scope{backend: b}
 	if err := r.observeUsers(ctx, s); err != nil {
 		return err
 	}
 	if s.users.empty() {
-		controllerutil.RemoveFinalizer(b, FinalizerName)
-		_, err := h.Patch(ctx, b)
-		return client.IgnoreNotFound(err)
+		return nil
 	}
-	before := slices.Clone(b.Status.Conditions)
-	computeDeletionStatus(b, s.users)
-	if _, err := h.Patch(ctx, b); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	r.emit(b, before)
-	return nil
+	return deletionBlocked(b, s.users)
 }

@@ -21,6 +21,9 @@ type scope struct {
 	backend *featuresv1alpha1.FeatureStoreBackend
 	users   users
 	server  serverCheck
+	// computed is set once the status was computed from the observations;
+	// a reconcile that stopped before does not claim the generation.
+	computed bool
 }
 
 func (s *scope) observations() observations {

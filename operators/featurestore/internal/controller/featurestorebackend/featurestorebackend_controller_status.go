@@ -11,6 +11,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
@@ -26,7 +27,6 @@ type observations struct {
 // which resolve without anybody's help; Stalled when a person must fix the
 // Secret, the credentials or the privileges.
 func computeStatus(b *featuresv1alpha1.FeatureStoreBackend, obs observations) {
-	b.Status.ObservedGeneration = b.Generation
 	b.Status.FeatureStores = ptr.To(int32(len(obs.users.stores)))
 	conditions.Remove(b, featuresv1alpha1.ConditionDeletionBlocked)
 	msg := obs.server.message
@@ -48,12 +48,12 @@ func computeStatus(b *featuresv1alpha1.FeatureStoreBackend, obs observations) {
 	}
 }
 
-// computeDeletionStatus says why a deleted backend is still there. Ready
-// and the kstatus conditions keep their last values: the server was not
-// checked again.
-func computeDeletionStatus(b *featuresv1alpha1.FeatureStoreBackend, u users) {
+// deletionBlocked says why a deleted backend is still there, for the
+// finalizer to record as DeletionBlocked. Ready and the kstatus conditions
+// keep their last values: the server was not checked again.
+func deletionBlocked(b *featuresv1alpha1.FeatureStoreBackend, u users) error {
 	b.Status.FeatureStores = ptr.To(int32(len(u.stores)))
-	conditions.MarkTrue(b, featuresv1alpha1.ConditionDeletionBlocked, featuresv1alpha1.ReasonInUse, deletionBlockedMessage(u))
+	return finalizer.Blocked(featuresv1alpha1.ConditionDeletionBlocked, featuresv1alpha1.ReasonInUse, deletionBlockedMessage(u))
 }
 
 // maxNamed bounds how many users a message names.
@@ -78,26 +78,12 @@ func nameSome(names []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxNamed], ", "), len(names)-maxNamed)
 }
 
-// emit records the events of the condition transitions a status write
-// persisted (transitionEvents).
-func (r *Reconciler) emit(b *featuresv1alpha1.FeatureStoreBackend, before []metav1.Condition) {
-	for _, e := range transitionEvents(before, b.Status.Conditions) {
-		r.Recorder.Event(b, e.Type, e.Reason, e.Message)
-	}
-}
-
-// transitionEvents is the backend's event rule: Ready becoming True, a new
-// reason for Ready being False, and each new list of users blocking a
-// deletion.
+// transitionEvents is the backend's event rule: Ready becoming True and a new
+// reason for Ready being False. The users blocking a deletion are reported
+// by the finalizer (deletionBlocked).
 func transitionEvents(before, after []metav1.Condition) []phase.Event {
 	beforeObj := &featuresv1alpha1.FeatureStoreBackend{Status: featuresv1alpha1.FeatureStoreBackendStatus{Conditions: before}}
 	b := &featuresv1alpha1.FeatureStoreBackend{Status: featuresv1alpha1.FeatureStoreBackendStatus{Conditions: after}}
-	if c := conditions.Get(b, featuresv1alpha1.ConditionDeletionBlocked); c != nil {
-		if old := conditions.Get(beforeObj, c.Type); old == nil || old.Message != c.Message {
-			return []phase.Event{{Type: corev1.EventTypeWarning, Reason: "DeletionBlocked", Message: c.Message}}
-		}
-		return nil
-	}
 	ready, old := conditions.Get(b, commonv1alpha1.ConditionReady), conditions.Get(beforeObj, commonv1alpha1.ConditionReady)
 	if ready == nil || (old != nil && old.Status == ready.Status && old.Reason == ready.Reason) {
 		return nil

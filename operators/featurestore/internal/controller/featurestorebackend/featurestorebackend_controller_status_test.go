@@ -1,6 +1,7 @@
 package featurestorebackend
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
@@ -71,9 +73,6 @@ func TestComputeStatus(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
-			if b.Status.ObservedGeneration != 4 {
-				t.Errorf("observedGeneration %d", b.Status.ObservedGeneration)
-			}
 			for _, c := range b.Status.Conditions {
 				if c.ObservedGeneration != 4 || c.Type == featuresv1alpha1.ConditionDeletionBlocked {
 					t.Errorf("condition %s (observedGeneration %d)", c.Type, c.ObservedGeneration)
@@ -108,7 +107,7 @@ func TestDeletionBlockedMessage(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := &featuresv1alpha1.FeatureStoreBackend{}
-			computeDeletionStatus(b, tc.users)
+			computeDeletionStatus(t, b, tc.users)
 			c := conditions.Get(b, featuresv1alpha1.ConditionDeletionBlocked)
 			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != featuresv1alpha1.ReasonInUse {
 				t.Fatalf("DeletionBlocked: %+v", c)
@@ -139,20 +138,15 @@ func TestTransitionEvents(t *testing.T) {
 	ready := cond(commonv1alpha1.ConditionReady, metav1.ConditionTrue, "Connected", "connected")
 	refused := cond(commonv1alpha1.ConditionReady, metav1.ConditionFalse, featuresv1alpha1.ReasonAuthenticationFailed, "refused")
 	progressing := cond(commonv1alpha1.ConditionReady, metav1.ConditionFalse, commonv1alpha1.ReasonProgressing, "checking")
-	blocked := cond(featuresv1alpha1.ConditionDeletionBlocked, metav1.ConditionTrue, featuresv1alpha1.ReasonInUse, "used by a/b")
 	for name, tc := range map[string]struct {
 		before, after []metav1.Condition
 		want          []phase.Event
 	}{
-		"first Ready":                  {nil, []metav1.Condition{ready}, []phase.Event{{Type: "Normal", Reason: "Ready", Message: "connected"}}},
-		"Ready again":                  {[]metav1.Condition{ready}, []metav1.Condition{{Type: ready.Type, Status: ready.Status, Reason: ready.Reason, Message: "other words"}}, nil},
-		"Ready lost to a refusal":      {[]metav1.Condition{ready}, []metav1.Condition{refused}, []phase.Event{{Type: "Warning", Reason: featuresv1alpha1.ReasonAuthenticationFailed, Message: "refused"}}},
-		"refused again":                {[]metav1.Condition{refused}, []metav1.Condition{refused}, nil},
-		"a wait is Normal":             {nil, []metav1.Condition{progressing}, []phase.Event{{Type: "Normal", Reason: commonv1alpha1.ReasonProgressing, Message: "checking"}}},
-		"deletion blocked":             {[]metav1.Condition{ready}, []metav1.Condition{ready, blocked}, []phase.Event{{Type: "Warning", Reason: "DeletionBlocked", Message: "used by a/b"}}},
-		"blocked by the same users":    {[]metav1.Condition{blocked}, []metav1.Condition{blocked}, nil},
-		"blocked by other users":       {[]metav1.Condition{blocked}, []metav1.Condition{cond(blocked.Type, blocked.Status, blocked.Reason, "used by c/d")}, []phase.Event{{Type: "Warning", Reason: "DeletionBlocked", Message: "used by c/d"}}},
-		"blocked hides a Ready change": {[]metav1.Condition{ready, blocked}, []metav1.Condition{refused, blocked}, nil},
+		"first Ready":             {nil, []metav1.Condition{ready}, []phase.Event{{Type: "Normal", Reason: "Ready", Message: "connected"}}},
+		"Ready again":             {[]metav1.Condition{ready}, []metav1.Condition{{Type: ready.Type, Status: ready.Status, Reason: ready.Reason, Message: "other words"}}, nil},
+		"Ready lost to a refusal": {[]metav1.Condition{ready}, []metav1.Condition{refused}, []phase.Event{{Type: "Warning", Reason: featuresv1alpha1.ReasonAuthenticationFailed, Message: "refused"}}},
+		"refused again":           {[]metav1.Condition{refused}, []metav1.Condition{refused}, nil},
+		"a wait is Normal":        {nil, []metav1.Condition{progressing}, []phase.Event{{Type: "Normal", Reason: commonv1alpha1.ReasonProgressing, Message: "checking"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, transitionEvents(tc.before, tc.after)); diff != "" {
@@ -160,4 +154,14 @@ func TestTransitionEvents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// computeDeletionStatus records deletionBlocked on b as the finalizer does.
+func computeDeletionStatus(t *testing.T, b *featuresv1alpha1.FeatureStoreBackend, u users) {
+	t.Helper()
+	var blocked *finalizer.BlockedError
+	if err := deletionBlocked(b, u); !errors.As(err, &blocked) {
+		t.Fatalf("deletionBlocked = %v, want a BlockedError", err)
+	}
+	conditions.MarkTrue(b, blocked.Condition, blocked.Reason, blocked.Message)
 }

@@ -36,10 +36,11 @@ func TestHealthOfEveryState(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "shared-postgres", Generation: 1},
 			}
 			computeStatus(b, observations{server: serverCheck{tc.outcome, "m"}})
+			b.Status.ObservedGeneration = b.Generation // as the Runner stamps it
 			if tc.deleting {
 				now := metav1.Now()
 				b.DeletionTimestamp = &now
-				computeDeletionStatus(b, users{stores: []string{"team-a/sales"}})
+				computeDeletionStatus(t, b, users{stores: []string{"team-a/sales"}})
 			}
 			healthtest.Expect(t, b, tc.kstatus, tc.argo)
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/backends"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
+	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/tracing"
 )
 
@@ -42,7 +43,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		For(&corev1.ConfigMap{}, builder.WithPredicates(ours)).
 		WithOptions(opts).
 		Named("pendingcleanup").
-		Complete(tracing.Reconciler("pendingcleanup", r))
+		Complete(tracing.Reconciler("pendingcleanup", panics.Reconciler(mgr, "pendingcleanup", &corev1.ConfigMap{}, r)))
 }
 
 // Reconcile finishes one handed-off cleanup.

@@ -25,7 +25,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
-func chartDir() string { return filepath.Join(repoRoot(), "charts", "notebook-operator") }
+func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "notebook-operator") }
 
 func TestChartLints(t *testing.T) {
 	for name, values := range map[string]map[string]any{

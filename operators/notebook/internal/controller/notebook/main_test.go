@@ -42,25 +42,19 @@ func TestMain(m *testing.M) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = notebooksv1alpha1.AddToScheme(scheme)
 	testenv.Main(m, testenv.Options{
-		CRDDirectoryPaths: []string{filepath.Join(repoRoot(), "charts", "notebook-operator", "files", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "charts", "notebook-operator", "files", "crds")},
 		ControllerManager: true,
 	}, &env)
 }
 
-func repoRoot() string { return filepath.Join("..", "..", "..", "..", "..") }
-
 func adminClient(t *testing.T) client.Client {
 	t.Helper()
-	return newClient(t, env.Config)
+	return env.AdminClient(t, scheme)
 }
 
 func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testenv.NewClient(t, cfg, scheme)
 }
 
 // fakeProber answers with scripted observations per Notebook.
@@ -165,7 +159,7 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 				op.reconciler.Clock = op.clock
 				op.reconciler.Endpoint = fakeEndpoint
 				op.reconciler.Namespaces = mc.CacheNamespaces()
-				return op.reconciler.SetupWithManager(t.Context(), mgr, mc.ControllerOptions())
+				return op.reconciler.SetupWithManager(mgr, mc.ControllerOptions())
 			},
 		},
 	})

@@ -69,7 +69,7 @@ func TestChildRejectionStallsUntilTheSpecChanges(t *testing.T) {
 			if err := c.Create(t.Context(), nb); err != nil {
 				t.Fatalf("the Notebook itself was refused: %v", err)
 			}
-			got := waitNotebook(t, c, nb, "Stalled ChildRejected", stalledWith(notebooksv1alpha1.ReasonChildRejected))
+			got := waitNotebook(t, c, nb, "Stalled ChildRejected", stalledWith(commonv1alpha1.ReasonChildRejected))
 			msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message
 			if !strings.Contains(msg, "StatefulSet") || !strings.Contains(msg, tc.wantAPI) {
 				t.Errorf("Stalled message %q lacks the API server's message about %s", msg, tc.wantAPI)
@@ -77,7 +77,7 @@ func TestChildRejectionStallsUntilTheSpecChanges(t *testing.T) {
 			if got.Status.Phase != notebooksv1alpha1.PhaseFailed || kstatusOf(t, got) != "Failed" {
 				t.Errorf("phase %s, kstatus %s", got.Status.Phase, kstatusOf(t, got))
 			}
-			if e := testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonChildRejected); e.Type != corev1.EventTypeWarning || e.Message != msg {
+			if e := testenv.WaitForEvent(t, c, got, commonv1alpha1.ReasonChildRejected); e.Type != corev1.EventTypeWarning || e.Message != msg {
 				t.Errorf("event %s %q, want Warning %q", e.Type, e.Message, msg)
 			}
 			// No hot retry: the reconcile neither fails (which would
@@ -141,11 +141,11 @@ func TestForeignObjectsAreNeverAdopted(t *testing.T) {
 			if err := c.Create(t.Context(), nb); err != nil {
 				t.Fatal(err)
 			}
-			got := waitNotebook(t, c, nb, "Stalled NameTaken", stalledWith(notebooksv1alpha1.ReasonNameTaken))
+			got := waitNotebook(t, c, nb, "Stalled NameTaken", stalledWith(commonv1alpha1.ReasonNameTaken))
 			if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, obj.GetName()) {
 				t.Errorf("Stalled message %q does not name %s", msg, obj.GetName())
 			}
-			testenv.WaitForEvent(t, c, got, notebooksv1alpha1.ReasonNameTaken)
+			testenv.WaitForEvent(t, c, got, commonv1alpha1.ReasonNameTaken)
 			if err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), obj); err != nil {
 				t.Fatal(err)
 			}

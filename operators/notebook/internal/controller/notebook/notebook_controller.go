@@ -16,11 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
@@ -106,6 +106,7 @@ type Reconciler struct {
 	PhaseMetrics *phase.Metrics
 
 	metrics *notebookMetrics
+	runner  *phase.Runner[*notebooksv1alpha1.Notebook, *scope]
 }
 
 // NewReconciler wires a Reconciler to a manager.
@@ -114,7 +115,7 @@ func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Cata
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{
+	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("notebook-controller"),
@@ -125,7 +126,9 @@ func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Cata
 		metrics:   newNotebookMetrics(),
 
 		PhaseMetrics: phaseMetrics,
-	}, nil
+	}
+	r.runner = r.newRunner()
+	return r, nil
 }
 
 // OwnedObjects are the kinds the operator creates; the manager caches only
@@ -140,12 +143,15 @@ func OwnedObjects() []client.Object {
 // SetupWithManager registers the controller. The FeatureStore watch is
 // added only when the API server serves FeatureStores, so the operator
 // works in clusters without the FeatureStore operator.
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	// The context only reaches the informers the indexes are added to,
+	// which the manager starts and stops.
+	ctx := context.Background()
 	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &notebooksv1alpha1.Notebook{}, featureref.IndexKey, func(o client.Object) []string {
-		return featureref.IndexValues(o.(*notebooksv1alpha1.Notebook).Spec.FeatureStores)
+	if err := featureref.Index(ctx, mgr.GetFieldIndexer(), &notebooksv1alpha1.Notebook{}, func(nb *notebooksv1alpha1.Notebook) []commonv1alpha1.FeatureStoreReference {
+		return nb.Spec.FeatureStores
 	}); err != nil {
 		return err
 	}
@@ -183,9 +189,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if _, err := mgr.GetRESTMapper().RESTMapping(featureref.GVK.GroupKind(), featureref.GVK.Version); err == nil {
 		store := &unstructured.Unstructured{}
 		store.SetGroupVersionKind(featureref.GVK)
-		b = b.Watches(store, handler.EnqueueRequestsFromMapFunc(r.referrers))
+		b = b.Watches(store, handler.EnqueueRequestsFromMapFunc(featureref.Referrers(r.Client, func() *notebooksv1alpha1.NotebookList {
+			return &notebooksv1alpha1.NotebookList{}
+		})))
 	} else {
-		log.FromContext(ctx).Info("FeatureStore API not served; FeatureStore changes are picked up at the next reconcile", "reason", err.Error())
+		mgr.GetLogger().Info("FeatureStore API not served; FeatureStore changes are picked up at the next reconcile", "reason", err.Error())
 	}
 	return b.Complete(tracing.Reconciler("notebook", panics.Reconciler(mgr, "notebook", &notebooksv1alpha1.Notebook{}, r)))
 }
@@ -202,19 +210,6 @@ func (r *Reconciler) failedCreateOwner(ctx context.Context, e *corev1.Event) []r
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sts.Namespace, Name: name}}}
-}
-
-func (r *Reconciler) referrers(ctx context.Context, store client.Object) []reconcile.Request {
-	list := &notebooksv1alpha1.NotebookList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(store.GetNamespace()), client.MatchingFields{featureref.IndexKey: store.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "Listing Notebooks that reference a FeatureStore", "featureStore", store.GetName())
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, nb := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&nb)})
-	}
-	return out
 }
 
 // Reconcile converges one Notebook: phases that ensure each child, one
@@ -235,59 +230,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	s := &scope{nb: nb, before: nb.DeepCopy(), now: r.Clock.Now()}
-	return r.runner(s).RunPhases(ctx, nb, r.phases(s))
+	return r.runner.Run(ctx, nb, s)
 }
 
-// step adapts one of the reconcile's phases, which share the scope s, to
-// the skeleton's runner. The Notebook's phases build on each other: after
-// one failed or stalled the Notebook, the later ones are skipped and only
-// the status is computed (a Stop would skip that too).
-func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*notebooksv1alpha1.Notebook] {
-	return phase.Scoped[*notebooksv1alpha1.Notebook](name, func(ctx context.Context, s *scope) (ctrl.Result, error) {
-		if s.halted || s.stalled != "" {
-			return ctrl.Result{}, nil
-		}
-		res, err := run(ctx, s)
-		s.halted = err != nil
-		return res, err
-	}, s)
-}
-
-// phases are the steps of one reconcile, in order, ending with the status
-// they add up to.
-func (r *Reconciler) phases(s *scope) []phase.Phase[*notebooksv1alpha1.Notebook] {
-	return []phase.Phase[*notebooksv1alpha1.Notebook]{
-		step("resolveInputs", r.resolveInputs, s),
-		step("ensureTokenSecret", r.ensureTokenSecret, s),
-		step("ensureWorkspace", r.ensureWorkspace, s),
-		step("ensureService", r.ensureService, s),
-		step("ensureNetworkPolicy", r.ensureNetworkPolicy, s),
-		step("ensureIngress", r.ensureIngress, s),
-		step("observeServer", r.observeServer, s),
-		step("decideLifecycle", r.decideLifecycle, s),
-		step("ensureStatefulSet", r.ensureStatefulSet, s),
-		{Name: "status", Run: func(context.Context, *notebooksv1alpha1.Notebook) (phase.Result, error) {
-			computeStatus(s)
-			return phase.Result{}, nil
-		}},
-	}
-}
-
-// runner runs one reconcile's phases and writes the status once. The
-// Notebook records its own events (culls, warnings, restarts, refused
-// pods), which say more than condition transitions, so the runner's
-// transition events are off; they and the metrics follow the write.
-func (r *Reconciler) runner(s *scope) *phase.Runner[*notebooksv1alpha1.Notebook] {
-	return &phase.Runner[*notebooksv1alpha1.Notebook]{
-		Controller:         "notebook",
-		Client:             r.Client,
-		APIReader:          r.APIReader,
-		Recorder:           r.Recorder,
-		Clock:              r.Clock,
-		Metrics:            r.PhaseMetrics,
-		NoTransitionEvents: true,
-		AfterWrite: func(_, _ *notebooksv1alpha1.Notebook, _ bool) {
-			r.emitEvents(s)
+// newRunner builds the Runner of every reconcile: the steps, which share
+// one reconcile's scope, in order, ending with the status they add up to,
+// then one status write, the events and the metrics. The Notebook's steps
+// build on each other: after one failed or stalled the Notebook, the later
+// ones are skipped and only the status is computed. Its events (culls,
+// warnings, restarts, refused pods) say more than condition transitions.
+func (r *Reconciler) newRunner() *phase.Runner[*notebooksv1alpha1.Notebook, *scope] {
+	return &phase.Runner[*notebooksv1alpha1.Notebook, *scope]{
+		Controller: "notebook",
+		Client:     r.Client,
+		APIReader:  r.APIReader,
+		Recorder:   r.Recorder,
+		Clock:      r.Clock,
+		Metrics:    r.PhaseMetrics,
+		Phases: []phase.Phase[*scope]{
+			phase.Step("resolveInputs", r.resolveInputs),
+			phase.Step("ensureTokenSecret", r.ensureTokenSecret),
+			phase.Step("ensureWorkspace", r.ensureWorkspace),
+			phase.Step("ensureService", r.ensureService),
+			phase.Step("ensureNetworkPolicy", r.ensureNetworkPolicy),
+			phase.Step("ensureIngress", r.ensureIngress),
+			phase.Step("observeServer", r.observeServer),
+			phase.Step("decideLifecycle", r.decideLifecycle),
+			phase.Step("ensureStatefulSet", r.ensureStatefulSet),
+			{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (phase.Result, error) {
+				computeStatus(s)
+				return phase.Result{}, nil
+			}},
+		},
+		ObservedGeneration: func(s *scope) *int64 { return &s.nb.Status.ObservedGeneration },
+		Halt:               func(s *scope, err error) bool { return err != nil || s.stalled != "" },
+		Events: func(s *scope, _, _ *notebooksv1alpha1.Notebook) []phase.Event {
+			return events(s)
+		},
+		AfterWrite: func(s *scope, _, _ *notebooksv1alpha1.Notebook, _ bool) {
 			r.metrics.observe(s)
 		},
 	}

@@ -9,16 +9,18 @@ import (
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
-// emitEvents reports this reconcile's transitions, after the status write
-// that records them succeeded. Events in a terminating namespace are
-// refused by the API server; the recorder only logs that, so it never
-// blocks anything.
-func (r *Reconciler) emitEvents(s *scope) {
+// events are this reconcile's transitions, which the Runner records after
+// the status write that records them succeeded. Events in a terminating
+// namespace are refused by the API server; the recorder only logs that, so
+// it never blocks anything.
+func events(s *scope) []phase.Event {
 	nb, before := s.nb, s.before
-	if r.Recorder == nil {
-		return
+	var out []phase.Event
+	add := func(eventType, reason, message string) {
+		out = append(out, phase.Event{Type: eventType, Reason: reason, Message: message})
 	}
 	if d := s.decision; d != nil && d.Action == culling.Warn &&
 		(before.Status.CullDeadline == nil || !before.Status.CullDeadline.Time.Equal(d.Deadline)) {
@@ -26,32 +28,32 @@ func (r *Reconciler) emitEvents(s *scope) {
 		if d.Reason == culling.ReasonMaxLifetime {
 			why = "reaches its maximum lifetime"
 		}
-		r.Recorder.Eventf(nb, corev1.EventTypeWarning, notebooksv1alpha1.ReasonCullWarning,
-			"The Jupyter server %s and will be stopped at %s unless it is used; the workspace is kept", why, d.Deadline.UTC().Format("2006-01-02T15:04:05Z"))
+		add(corev1.EventTypeWarning, notebooksv1alpha1.ReasonCullWarning, fmt.Sprintf("The Jupyter server %s and will be stopped at %s unless it is used; the workspace is kept", why, d.Deadline.UTC().Format("2006-01-02T15:04:05Z")))
 	}
 	if s.justCulled {
-		r.Recorder.Eventf(nb, corev1.EventTypeNormal, notebooksv1alpha1.ConditionCulled, "%s", culledMessage(s.culled))
+		add(corev1.EventTypeNormal, notebooksv1alpha1.ConditionCulled, culledMessage(s.culled))
 	}
 	if s.restarted {
-		r.Recorder.Event(nb, corev1.EventTypeNormal, notebooksv1alpha1.ReasonRestarted, "Started again at the user's request after a cull")
+		add(corev1.EventTypeNormal, notebooksv1alpha1.ReasonRestarted, "Started again at the user's request after a cull")
 	}
 	wasPending := conditions.IsTrue(before, notebooksv1alpha1.ConditionUpdatePending)
 	if s.deferred && !wasPending {
-		r.Recorder.Event(nb, corev1.EventTypeNormal, "UpdateDeferred", "A spec change that restarts the Jupyter server waits until no kernel is busy")
+		add(corev1.EventTypeNormal, "UpdateDeferred", "A spec change that restarts the Jupyter server waits until no kernel is busy")
 	}
 	if wasPending && s.applied && s.stsWritten {
-		r.Recorder.Event(nb, corev1.EventTypeNormal, notebooksv1alpha1.ReasonUpdateApplied, "The deferred spec change was applied; the Jupyter server restarts")
+		add(corev1.EventTypeNormal, notebooksv1alpha1.ReasonUpdateApplied, "The deferred spec change was applied; the Jupyter server restarts")
 	}
 	if now := conditions.Get(nb, commonv1alpha1.ConditionReady); now != nil && (now.Reason == notebooksv1alpha1.ReasonPodStartFailed || now.Reason == commonv1alpha1.ReasonPodsRefused) {
 		old := conditions.Get(before, commonv1alpha1.ConditionReady)
 		if old == nil || old.Reason != now.Reason || old.Message != now.Message {
-			r.Recorder.Event(nb, corev1.EventTypeWarning, now.Reason, now.Message)
+			add(corev1.EventTypeWarning, now.Reason, now.Message)
 		}
 	}
 	if s.stalled != "" {
 		old := conditions.Get(before, commonv1alpha1.ConditionStalled)
 		if old == nil || old.Message != s.stalledMsg {
-			r.Recorder.Event(nb, corev1.EventTypeWarning, s.stalled, fmt.Sprint(s.stalledMsg))
+			add(corev1.EventTypeWarning, s.stalled, s.stalledMsg)
 		}
 	}
+	return out
 }

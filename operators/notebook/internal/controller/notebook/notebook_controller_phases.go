@@ -66,8 +66,6 @@ type scope struct {
 	deferred     bool
 	applied      bool // a deferred or pending template change was applied
 	stsWritten   bool
-	// halted: a phase failed; the later ones do not run.
-	halted bool
 }
 
 func (r *Reconciler) resolveInputs(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -164,12 +162,12 @@ func rejected(obj client.Object, err error) error {
 func handleApplyErr(s *scope, err error) (ctrl.Result, error) {
 	var taken *apply.ForeignError
 	if errors.As(err, &taken) {
-		s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonNameTaken, taken.Error()
+		s.stalled, s.stalledMsg = commonv1alpha1.ReasonNameTaken, taken.Error()
 		return ctrl.Result{}, nil
 	}
 	var refused errChildRejected
 	if errors.As(err, &refused) {
-		s.stalled, s.stalledMsg = notebooksv1alpha1.ReasonChildRejected, refused.Error()
+		s.stalled, s.stalledMsg = commonv1alpha1.ReasonChildRejected, refused.Error()
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, err
@@ -207,7 +205,7 @@ func (r *Reconciler) ensureTokenSecret(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	desired := render.TokenSecret(nb, token)
-	if err := r.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.applier().Create(ctx, desired, ours); err != nil && !apierrors.IsAlreadyExists(err) {
 		desired.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 		return handleApplyErr(s, rejected(desired, err))
 	}

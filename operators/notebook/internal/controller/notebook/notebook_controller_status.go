@@ -23,7 +23,6 @@ func computeStatus(s *scope) {
 	nb := s.nb
 	cfg := s.input.Config
 	st := &nb.Status
-	st.ObservedGeneration = nb.Generation
 	st.Image = render.Image(nb, cfg)
 	st.URL = render.URL(nb, cfg)
 	st.IngressURL = render.IngressURL(nb, cfg)

@@ -30,8 +30,8 @@ import (
 // the store's status.
 func TestFeatureStoreMountedOnceReady(t *testing.T) {
 	withStores, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{
-		filepath.Join(repoRoot(), "charts", "notebook-operator", "files", "crds"),
-		filepath.Join(repoRoot(), "charts", "featurestore-operator", "files", "crds", "features.mlplatform.dev_featurestores.yaml"),
+		filepath.Join(testenv.RepoRoot(), "charts", "notebook-operator", "files", "crds"),
+		filepath.Join(testenv.RepoRoot(), "charts", "featurestore-operator", "files", "crds", "features.mlplatform.dev_featurestores.yaml"),
 	}})
 	if err != nil {
 		t.Fatal(err)

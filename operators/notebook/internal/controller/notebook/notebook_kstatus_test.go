@@ -82,7 +82,7 @@ func TestKstatusOfEveryNotebookState(t *testing.T) {
 		"unschedulable":            {scope: scope{pods: []corev1.Pod{unschedulable}}, want: kstatus.InProgressStatus, wantPhase: notebooksv1alpha1.PhaseFailed, wantReady: metav1.ConditionFalse},
 		"quota full":               {scope: scope{createFailure: quota}, want: kstatus.InProgressStatus, wantPhase: notebooksv1alpha1.PhaseFailed, wantReady: metav1.ConditionFalse},
 		"invalid spec":             {scope: scope{stalled: commonv1alpha1.ReasonInvalidSpec, stalledMsg: "bad"}, want: kstatus.FailedStatus, wantPhase: notebooksv1alpha1.PhaseFailed, wantReady: metav1.ConditionFalse},
-		"child rejected":           {scope: scope{stalled: notebooksv1alpha1.ReasonChildRejected, stalledMsg: "422"}, want: kstatus.FailedStatus, wantPhase: notebooksv1alpha1.PhaseFailed, wantReady: metav1.ConditionFalse},
+		"child rejected":           {scope: scope{stalled: commonv1alpha1.ReasonChildRejected, stalledMsg: "422"}, want: kstatus.FailedStatus, wantPhase: notebooksv1alpha1.PhaseFailed, wantReady: metav1.ConditionFalse},
 		"suspended, spec unseen":   {suspend: true, generation: 3, want: kstatus.InProgressStatus, wantPhase: notebooksv1alpha1.PhaseSuspended},
 		"deleting while suspended": {suspend: true, deleting: true, want: kstatus.TerminatingStatus, wantPhase: notebooksv1alpha1.PhaseSuspended},
 	} {
@@ -97,6 +97,7 @@ func TestKstatusOfEveryNotebookState(t *testing.T) {
 			s.input = render.Input{Notebook: nb, Config: testConfig()}
 			s.now = t0.Add(time.Hour)
 			computeStatus(&s)
+			nb.Status.ObservedGeneration = nb.Generation // as the Runner stamps it
 			if tc.generation != 0 {
 				nb.Generation = tc.generation
 			}

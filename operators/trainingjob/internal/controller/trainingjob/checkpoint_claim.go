@@ -15,6 +15,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
@@ -29,11 +30,12 @@ import (
 // as created.
 const annotationCreatedFor = "training.mlplatform.dev/created-for"
 
-// claimCreationRecorded says whether the status write after this reconcile
-// recorded, for the first time, the claim created for this TrainingJob
-// (status.checkpointClaim is recorded with the run's child).
-func claimCreationRecorded(s *scope, before, after *trainingv1alpha1.TrainingJob, statusWritten bool) bool {
-	return statusWritten && s.createdClaim && s.claim != nil && before.Status.CheckpointClaim == "" && after.Status.CheckpointClaim != ""
+// claimCreationRecorded says whether this reconcile's status, which the
+// Runner wrote before it asks for events, recorded for the first time the
+// claim created for this TrainingJob (status.checkpointClaim is recorded
+// with the run's child).
+func claimCreationRecorded(s *scope, before, after *trainingv1alpha1.TrainingJob) bool {
+	return s.createdClaim && s.claim != nil && before.Status.CheckpointClaim == "" && after.Status.CheckpointClaim != ""
 }
 
 // checkpointClaim is the phase that makes sure the checkpoint claim exists
@@ -116,10 +118,9 @@ func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) error {
 	if err != nil || pvc == nil {
 		return err
 	}
-	if pvc.Labels[trainingv1alpha1.LabelJobName] != s.tj.Name {
-		obs.stalled, obs.reason = true, ReasonClaimConflict
-		obs.message = fmt.Sprintf("PersistentVolumeClaim %s already exists and was not created for this TrainingJob; delete or rename it, or name it in checkpoint.claimName", name)
-		return nil
+	if err := apply.Check(pvc, "PersistentVolumeClaim", claimOwner(s.tj)); err != nil {
+		obs.stalled, obs.reason, obs.message = true, commonv1alpha1.ReasonNameTaken, err.Error()
+		return nil //nolint:nilerr // a name taken is recorded in status (Stalled), for a person to fix; retrying cannot
 	}
 	s.createdClaim = pvc.Annotations[annotationCreatedFor] == string(s.tj.UID)
 	if err := r.adoptClaim(ctx, s.tj, pvc); err != nil {
@@ -208,5 +209,17 @@ func (r *Reconciler) desiredClaim(tj *trainingv1alpha1.TrainingJob, name string)
 			StorageClassName: cp.StorageClassName,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *cp.Size}},
 		},
+	}
+}
+
+// claimOwner owns the checkpoint claims created for tj: a retained claim
+// has no owner reference, so the job's name label, which the operator set
+// when it created the claim, is what ties it to tj (or to a TrainingJob of
+// the same name created later, which uses it again).
+func claimOwner(tj *trainingv1alpha1.TrainingJob) apply.Owner {
+	return apply.Owner{
+		Owns:   func(o client.Object) bool { return o.GetLabels()[trainingv1alpha1.LabelJobName] == tj.Name },
+		Name:   "TrainingJob " + tj.Name,
+		Remedy: "name an existing claim in checkpoint.claimName",
 	}
 }

@@ -79,12 +79,12 @@ func TestCheckpointClaimRetainOrDeleteOnDeletionAndTTL(t *testing.T) {
 		}
 	}
 	for name, tc := range cases {
-		waitGone(t, c, tjs[name])
+		testenv.WaitGone(t, c, tjs[name])
 		// The garbage collector has processed the TrainingJob once its
 		// Kubeflow job is gone; only then is a kept claim meaningful.
-		waitGone(t, c, &kubeflowv1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-r1"}})
+		testenv.WaitGone(t, c, &kubeflowv1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-r1"}})
 		if tc.policy == commonv1alpha1.DeletionPolicyDelete {
-			waitGone(t, c, claims[name])
+			testenv.WaitGone(t, c, claims[name])
 			continue
 		}
 		got := &corev1.PersistentVolumeClaim{}
@@ -201,8 +201,8 @@ func TestForeignClaimUnderTheCheckpointNameStalls(t *testing.T) {
 	got := waitTJ(t, c, tj, "Stalled", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, commonv1alpha1.ConditionStalled)
 	})
-	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != ReasonClaimConflict {
-		t.Errorf("Stalled reason %s, want %s", r, ReasonClaimConflict)
+	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != commonv1alpha1.ReasonNameTaken {
+		t.Errorf("Stalled reason %s, want %s", r, commonv1alpha1.ReasonNameTaken)
 	}
 	if names := jobsOf(t, c, tj); len(names) != 0 {
 		t.Errorf("jobs %v were created on a foreign claim", names)

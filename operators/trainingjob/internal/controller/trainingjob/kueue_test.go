@@ -214,7 +214,7 @@ func TestKueueAdmitsEvictsAndTheUserSuspends(t *testing.T) {
 	if got.Status.Run != 2 || got.Status.RestartCount != 0 || len(got.Status.Runs) != 1 || got.Status.Runs[0].Reason != ReasonSuspended {
 		t.Errorf("run %d restarts %d history %+v, want run 1 ended as Suspended", got.Status.Run, got.Status.RestartCount, got.Status.Runs)
 	}
-	waitGone(t, c, job)
+	testenv.WaitGone(t, c, job)
 	// No job may exist while a queued job is suspended.
 	consistentlyJobs(t, c, tj, nil)
 

@@ -41,9 +41,7 @@ var (
 	scheme = runtime.NewScheme()
 )
 
-func repoRoot() string { return filepath.Join("..", "..", "..", "..", "..") }
-
-func chartDir() string { return filepath.Join(repoRoot(), "charts", "trainingjob-operator") }
+func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator") }
 
 // TestMain starts one control plane with the Kubeflow CRDs and
 // kube-controller-manager (for owner reference cascades). The TrainingJob
@@ -113,11 +111,7 @@ func waitCRD(cfg *rest.Config) error {
 func adminClient(t *testing.T) client.Client {
 	t.Helper()
 	operatorConfig(t)
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return env.AdminClient(t, scheme)
 }
 
 func createNamespace(t *testing.T, c client.Client) string {
@@ -244,14 +238,6 @@ func waitTJ(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob, wha
 		return check(got), nil
 	})
 	return got
-}
-
-func waitGone(t *testing.T, c client.Client, obj client.Object) {
-	t.Helper()
-	testenv.Eventually(t, obj.GetName()+" is gone", func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
-		return apierrors.IsNotFound(err), nil
-	})
 }
 
 func waitPyTorchJob(t *testing.T, c client.Client, ns, name string) *kubeflowv1.PyTorchJob {

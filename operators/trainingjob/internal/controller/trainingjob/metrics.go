@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -164,6 +163,6 @@ func acceleratorsOf(tj *trainingv1alpha1.TrainingJob, catalog accelerator.Catalo
 	if err != nil || class == nil {
 		return "", 0, 0
 	}
-	pods := max(tj.Spec.Workers, 1) + ptr.Deref(tj.Spec.ParameterServers, 0)
+	pods := tj.Pods()
 	return class.Type, float64(pods), float64(tj.Spec.Resources.Accelerators.Count)
 }

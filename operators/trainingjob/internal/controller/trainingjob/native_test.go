@@ -212,7 +212,7 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 	// after the operator noticed.
 	clk.advance(600*time.Second - time.Since(end.Time) + time.Second)
 	poke(t, c, tj)
-	waitGone(t, c, tj)
+	testenv.WaitGone(t, c, tj)
 }
 
 func ownedBy(obj client.Object, owner client.Object) bool {
@@ -485,12 +485,12 @@ func TestNativeJobTheAPIRejectsStallsWithoutHotRetry(t *testing.T) {
 	}
 	got := waitTJ(t, c, tj, "Stalled with the API's message", func(tj *trainingv1alpha1.TrainingJob) bool {
 		c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonJobRejected
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == commonv1alpha1.ReasonChildRejected
 	})
 	if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, "must be equal to example.com/dongle limit") {
 		t.Errorf("Stalled message %q lacks the API's explanation", msg)
 	}
-	testenv.WaitForEvent(t, c, tj, ReasonJobRejected)
+	testenv.WaitForEvent(t, c, tj, commonv1alpha1.ReasonChildRejected)
 	creates := func() int {
 		n := 0
 		for _, w := range op.nsWrites.in(ns) {
@@ -572,6 +572,7 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
+	r.runner = r.newRunner()
 
 	tj := newTrainingJob(ns, "first", 2)
 	if err := c.Create(t.Context(), tj); err != nil {
@@ -772,7 +773,7 @@ func TestNativeCleanPodPolicy(t *testing.T) {
 						return c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 					})
 				} else {
-					waitGone(t, c, pod)
+					testenv.WaitGone(t, c, pod)
 				}
 			}
 		})

@@ -201,7 +201,7 @@ func TestPreemptedWorkerStartsTheNextRunOnTheSameClaim(t *testing.T) {
 		t.Errorf("Restarting event %s %q", ev.Type, ev.Message)
 	}
 	// The master of run 1 still ran: it is stopped before run 2 starts.
-	waitGone(t, c, pods[kubeflowv1.PyTorchJobReplicaTypeMaster])
+	testenv.WaitGone(t, c, pods[kubeflowv1.PyTorchJobReplicaTypeMaster])
 
 	job2 := waitPyTorchJob(t, c, ns, "preempt-r2")
 	master2 := job2.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeMaster].Template.Spec

@@ -10,7 +10,6 @@ import (
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
@@ -51,10 +51,6 @@ const OperatorName = "trainingjob-operator"
 
 // AddToScheme registers every kind the operator reads or writes.
 var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trainingv1alpha1.AddToScheme, kubeflowv1.AddToScheme}
-
-// featureStoreIndex indexes TrainingJobs by the FeatureStores they
-// reference.
-const featureStoreIndex = featureref.IndexKey
 
 // The operator's permissions; `make generate` turns them into the chart's
 // ClusterRole. The finalizers subresource is only for blockOwnerDeletion on
@@ -106,6 +102,8 @@ type Reconciler struct {
 	Metrics      *Metrics
 	PhaseMetrics *phase.Metrics
 
+	runner *phase.Runner[*trainingv1alpha1.TrainingJob, *scope]
+
 	// reported remembers the pod issues already re-emitted per
 	// TrainingJob, so a pod that stays unschedulable is reported once. It
 	// is deliberately in memory: after a restart an issue that persists is
@@ -144,6 +142,7 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 		Metrics:      NewMetrics(),
 		PhaseMetrics: phaseMetrics,
 	}
+	r.runner = r.newRunner()
 	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
 		return nil, err
 	}
@@ -210,14 +209,16 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		b = b.Owns(obj, builder.WithPredicates(r.childMatters()))
 	}
 	if r.WatchesFeatureStores {
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainingv1alpha1.TrainingJob{}, featureStoreIndex, func(o client.Object) []string {
-			return featureref.IndexValues(o.(*trainingv1alpha1.TrainingJob).Spec.FeatureStores)
+		if err := featureref.Index(context.Background(), mgr.GetFieldIndexer(), &trainingv1alpha1.TrainingJob{}, func(tj *trainingv1alpha1.TrainingJob) []commonv1alpha1.FeatureStoreReference {
+			return tj.Spec.FeatureStores
 		}); err != nil {
 			return err
 		}
 		fs := &unstructured.Unstructured{}
 		fs.SetGroupVersionKind(featureref.GVK)
-		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(r.featureStoreToTrainingJobs))
+		b = b.Watches(fs, handler.EnqueueRequestsFromMapFunc(featureref.Referrers(r.Client, func() *trainingv1alpha1.TrainingJobList {
+			return &trainingv1alpha1.TrainingJobList{}
+		})))
 	}
 	if r.WatchesWorkloads {
 		b = b.Watches(newWorkload(), handler.EnqueueRequestsFromMapFunc(workloadToTrainingJob))
@@ -240,82 +241,69 @@ func podToTrainingJob(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 }
 
-func (r *Reconciler) featureStoreToTrainingJobs(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &trainingv1alpha1.TrainingJobList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{featureStoreIndex: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing TrainingJobs that reference a FeatureStore", "featureStore", o.GetName())
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, tj := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&tj)})
-	}
-	return out
-}
-
-// step adapts one of the reconcile's phases, which share the scope s, to
-// the skeleton's runner.
-func step(name string, run func(context.Context, *scope) (ctrl.Result, error), s *scope) phase.Phase[*trainingv1alpha1.TrainingJob] {
-	return phase.Scoped[*trainingv1alpha1.TrainingJob](name, run, s)
-}
-
-// phases are the steps of one reconcile, in order, ending with the status
-// they add up to.
-func (r *Reconciler) phases(s *scope) []phase.Phase[*trainingv1alpha1.TrainingJob] {
-	return []phase.Phase[*trainingv1alpha1.TrainingJob]{
-		step("resolveBackend", r.resolveBackend, s),
-		step("observeJob", r.observeJob, s),
-		step("checkpointClaim", r.checkpointClaim, s),
-		step("createJob", r.createJob, s),
-		step("retirePreviousRun", r.retirePreviousRun, s),
-		step("observePods", r.observePods, s),
-		step("decideRunEnd", r.decideRunEnd, s),
-		step("convergeQueueLabel", r.convergeQueueLabel, s),
-		step("convergeSuspend", r.convergeSuspend, s),
-		step("observeWorkload", r.observeWorkload, s),
-		{Name: "status", Run: func(_ context.Context, tj *trainingv1alpha1.TrainingJob) (phase.Result, error) {
-			// A stale scope lags a decision already recorded: the
-			// reconcile that sees it computes the status.
-			if !s.stale {
-				setStatus(tj, s.observation())
-			}
-			return phase.Result{}, nil
-		}},
-	}
-}
-
-// runner runs one reconcile's phases: one status write, then the events
-// and metrics of what it persisted.
-func (r *Reconciler) runner(s *scope) *phase.Runner[*trainingv1alpha1.TrainingJob] {
-	return &phase.Runner[*trainingv1alpha1.TrainingJob]{
+// newRunner builds the Runner of every reconcile: the steps, which share
+// one reconcile's scope, in order, ending with the status they add up to;
+// one status write, then the events and metrics of what it persisted. A
+// stale scope lags a decision already recorded: the reconcile that sees it
+// computes the status, and this one reports nothing.
+func (r *Reconciler) newRunner() *phase.Runner[*trainingv1alpha1.TrainingJob, *scope] {
+	return &phase.Runner[*trainingv1alpha1.TrainingJob, *scope]{
 		Controller: Name,
 		Client:     r.Client,
 		APIReader:  r.APIReader,
 		Recorder:   r.Recorder,
 		Clock:      r.Clock,
 		Metrics:    r.PhaseMetrics,
-		Events: func(before, after []metav1.Condition) []phase.Event {
+		Phases: []phase.Phase[*scope]{
+			phase.Step("resolveBackend", r.resolveBackend),
+			phase.Step("observeJob", r.observeJob),
+			phase.Step("checkpointClaim", r.checkpointClaim),
+			phase.Step("createJob", r.createJob),
+			phase.Step("retirePreviousRun", r.retirePreviousRun),
+			phase.Step("observePods", r.observePods),
+			phase.Step("decideRunEnd", r.decideRunEnd),
+			phase.Step("convergeQueueLabel", r.convergeQueueLabel),
+			phase.Step("convergeSuspend", r.convergeSuspend),
+			phase.Step("observeWorkload", r.observeWorkload),
+			{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (phase.Result, error) {
+				if !s.stale {
+					setStatus(s.tj, s.observation())
+				}
+				return phase.Result{}, nil
+			}},
+		},
+		ObservedGeneration: func(s *scope) *int64 {
 			if s.stale {
 				return nil
 			}
-			return transitionEvents(before, after)
+			return &s.tj.Status.ObservedGeneration
 		},
-		AfterWrite: func(before, tj *trainingv1alpha1.TrainingJob, statusWritten bool) {
+		Events: r.events,
+		AfterWrite: func(s *scope, before, tj *trainingv1alpha1.TrainingJob, statusWritten bool) {
 			if s.stale {
 				return
 			}
 			if statusWritten {
 				r.Metrics.observeTransitions(before, tj, r.Settings.Catalog, r.Clock.Now())
 			}
-			if claimCreationRecorded(s, before, tj, statusWritten) {
-				r.Recorder.Event(tj, corev1.EventTypeNormal, "CheckpointClaimCreated", s.claim.message)
-			}
 			if s.created {
 				r.Metrics.Created.WithLabelValues(tj.Namespace, string(tj.Spec.Framework)).Inc()
 			}
-			r.reportPodIssues(tj, s.pods)
 		},
 	}
+}
+
+// events are one reconcile's events: the transitions of the conditions,
+// the checkpoint claim it created and the pod issues not reported yet.
+func (r *Reconciler) events(s *scope, before, tj *trainingv1alpha1.TrainingJob) []phase.Event {
+	if s.stale {
+		return nil
+	}
+	out := transitionEvents(before.Status.Conditions, tj.Status.Conditions)
+	if claimCreationRecorded(s, before, tj) {
+		out = append(out, phase.Event{Type: corev1.EventTypeNormal, Reason: "CheckpointClaimCreated", Message: s.claim.message})
+	}
+	return append(out, r.podIssueEvents(tj, s.pods)...)
 }
 
 // Reconcile converges one TrainingJob: get, phases, one status write, then
@@ -332,7 +320,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	s := newScope(tj, r.Clock.Now())
-	result, err := r.runner(s).RunPhases(ctx, tj, r.phases(s))
+	result, err := r.runner.Run(ctx, tj, s)
 	if err != nil || s.stale {
 		return result, err
 	}
@@ -355,17 +343,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return requeue.Shortest(result, ttl), nil
 }
 
-// reportPodIssues re-emits pod problems on the TrainingJob, each once. A
+// podIssueEvents re-emits pod problems on the TrainingJob, each once. A
 // finished job reports nothing: its pods are history and re-reporting them
 // after a restart would be noise and writes.
-func (r *Reconciler) reportPodIssues(tj *trainingv1alpha1.TrainingJob, pods []corev1.Pod) {
+func (r *Reconciler) podIssueEvents(tj *trainingv1alpha1.TrainingJob, pods []corev1.Pod) []phase.Event {
 	if finished(tj) {
 		r.forget(tj.UID)
-		return
+		return nil
 	}
 	issues := podIssues(pods)
 	if len(issues) == 0 {
-		return
+		return nil
 	}
 	r.reportedMu.Lock()
 	defer r.reportedMu.Unlock()
@@ -377,13 +365,15 @@ func (r *Reconciler) reportPodIssues(tj *trainingv1alpha1.TrainingJob, pods []co
 		seen = map[string]bool{}
 		r.reported[tj.UID] = seen
 	}
+	var out []phase.Event
 	for _, is := range issues {
 		if seen[is.key] {
 			continue
 		}
 		seen[is.key] = true
-		r.Recorder.Event(tj, is.Type, is.Reason, is.Message)
+		out = append(out, is.event)
 	}
+	return out
 }
 
 func (r *Reconciler) forget(uid types.UID) {

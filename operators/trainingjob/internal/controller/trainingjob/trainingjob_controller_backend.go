@@ -2,10 +2,7 @@ package trainingjob
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,9 +22,6 @@ const (
 	// ReasonBackendUnavailable: the job's backend cannot run in this
 	// cluster, such as kubeflow without the Kubeflow CRDs.
 	ReasonBackendUnavailable = "BackendUnavailable"
-	// ReasonJobRejected: the API server refused the run's child, a
-	// problem of the spec that only a person can fix.
-	ReasonJobRejected = "JobRejected"
 )
 
 // staleRequeue is how soon a reconcile that found its cache behind a
@@ -99,32 +93,10 @@ func (r *Reconciler) ensureCompanions(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// isRejection tells the API server's refusals of an object itself (invalid,
-// malformed, too large once stored) from failures worth retrying.
-func isRejection(err error) bool {
-	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) {
-		return true
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity {
-		return true
-	}
-	return strings.Contains(err.Error(), "request is too large")
-}
-
-// apiMessage is the API server's own explanation of an error.
-func apiMessage(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && status.Status().Message != "" {
-		return status.Status().Message
-	}
-	return err.Error()
-}
-
 // rejected is true when the API server refused the child of the job's
 // current generation: the Stalled condition recorded it, for this
 // generation.
 func rejected(tj *trainingv1alpha1.TrainingJob) bool {
 	c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonJobRejected && c.ObservedGeneration == tj.GetGeneration()
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == commonv1alpha1.ReasonChildRejected && c.ObservedGeneration == tj.GetGeneration()
 }

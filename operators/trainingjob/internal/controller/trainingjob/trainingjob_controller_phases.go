@@ -20,6 +20,8 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
+	"github.com/ml-platform/ml-platform/shared/apireject"
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
@@ -38,11 +40,6 @@ const claimPollInterval = 10 * time.Second
 // previousRunPollInterval is how often a job whose next run waits for the
 // previous run's pods to stop looks again, besides the pod watch.
 const previousRunPollInterval = 5 * time.Second
-
-// Condition reasons for jobs that cannot be created.
-const (
-	ReasonJobNameConflict = "JobNameConflict"
-)
 
 // scope carries what the phases of one reconcile learn.
 type scope struct {
@@ -169,7 +166,7 @@ func (r *Reconciler) observeJob(ctx context.Context, s *scope) (ctrl.Result, err
 	if rejected(s.tj) {
 		// The API refused this generation's child; only a change of the
 		// spec (a new generation) tries again.
-		s.invalid, s.reason = errors.New(conditions.Get(s.tj, commonv1alpha1.ConditionStalled).Message), ReasonJobRejected
+		s.invalid, s.reason = errors.New(conditions.Get(s.tj, commonv1alpha1.ConditionStalled).Message), commonv1alpha1.ReasonChildRejected
 		return ctrl.Result{}, nil
 	}
 	wait, ok, err := r.mayCreateRun(ctx, s)
@@ -227,9 +224,9 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 		return r.adopt(ctx, s, live)
 	case finalizer.IsNamespaceTerminatingError(err):
 		return nil
-	case isRejection(err):
-		s.invalid = fmt.Errorf("the API server rejected %s %s: %s", s.be.Reference(s.tj, s.run).Kind, s.jobName, apiMessage(err))
-		s.reason = ReasonJobRejected
+	case apireject.Is(err):
+		s.invalid = fmt.Errorf("the API server rejected %s %s: %s", s.be.Reference(s.tj, s.run).Kind, s.jobName, apireject.Message(err))
+		s.reason = commonv1alpha1.ReasonChildRejected
 		return nil
 	default:
 		return fmt.Errorf("creating %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
@@ -413,10 +410,9 @@ func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Res
 // adopt accepts an existing job as the run's job when this TrainingJob
 // controls it, and restores the labels the operator's cache selects on.
 func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) error {
-	if !metav1.IsControlledBy(job, s.tj) {
-		s.invalid = fmt.Errorf("%s %s already exists and does not belong to this TrainingJob; delete or rename it", s.be.Reference(s.tj, s.run).Kind, s.jobName)
-		s.reason = ReasonJobNameConflict
-		return nil
+	if err := apply.Check(job, s.be.Reference(s.tj, s.run).Kind, apply.ControlledBy(s.tj, "TrainingJob")); err != nil {
+		s.invalid, s.reason = err, commonv1alpha1.ReasonNameTaken
+		return nil //nolint:nilerr // a name taken is recorded in status (Stalled), for a person to fix; retrying cannot
 	}
 	s.job, s.state = job, s.be.Observe(job)
 	if !s.state.Finished() {

@@ -46,7 +46,6 @@ const (
 	ReasonRunStarted = "RunStarted"
 	// Checkpoint claim reasons.
 	ReasonClaimReady        = "ClaimReady"
-	ReasonClaimConflict     = "ClaimConflict"
 	ReasonAccessModeMissing = "AccessModeNotOffered"
 )
 
@@ -124,7 +123,6 @@ type runEnd struct {
 // conditions a job shows is decided by the first rule of a named chain that
 // applies: waitingRules while the run has no child, runRules once it has.
 func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
-	tj.Status.ObservedGeneration = tj.Generation
 	if tj.Status.Backend == "" && o.backend != "" {
 		// Recorded once, so a later change of the operator's default never
 		// moves the job.

@@ -297,7 +297,7 @@ func TestFailureSurfacesTerminationMessageThenCleansPods(t *testing.T) {
 	// Only once the outcome is recorded does cleanPodPolicy All delete the
 	// pods.
 	for _, p := range pods {
-		waitGone(t, c, p)
+		testenv.WaitGone(t, c, p)
 	}
 	// The recorded failure outlives the pods.
 	got, err := getTJ(t.Context(), c, tj)
@@ -339,7 +339,7 @@ func TestCleanPodPolicyRunningKeepsFinishedPods(t *testing.T) {
 	waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return condStatus(tj, commonv1alpha1.ConditionSucceeded) == metav1.ConditionTrue
 	})
-	waitGone(t, c, straggler)
+	testenv.WaitGone(t, c, straggler)
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(done), &corev1.Pod{}); err != nil {
 		t.Errorf("the succeeded pod must stay for its logs: %v", err)
 	}
@@ -464,9 +464,9 @@ func TestTTLDeletesFinishedJobAndCascades(t *testing.T) {
 	// The TTL passes without the test racing a real one-second TTL.
 	clk.advance(2 * time.Minute)
 	poke(t, c, tj)
-	waitGone(t, c, tj)
+	testenv.WaitGone(t, c, tj)
 	// kube-controller-manager's garbage collector deletes the owned job.
-	waitGone(t, c, &kubeflowv1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ttl-r1"}})
+	testenv.WaitGone(t, c, &kubeflowv1.PyTorchJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ttl-r1"}})
 }
 
 func TestTTLCountsFromTheRecordedConditionAfterARestart(t *testing.T) {
@@ -497,7 +497,7 @@ func TestTTLCountsFromTheRecordedConditionAfterARestart(t *testing.T) {
 	startOperator(t, func(r *Reconciler) {
 		r.Clock = clocktesting.NewFakePassiveClock(finishedAt.Add(time.Hour + time.Second))
 	})
-	waitGone(t, c, tj)
+	testenv.WaitGone(t, c, tj)
 	// The event is emitted after the delete, asynchronously.
 	testenv.WaitForEvent(t, c, done, "Expired")
 }
@@ -515,8 +515,8 @@ func TestDeletionCascadesToTheKubeflowJob(t *testing.T) {
 	if err := c.Delete(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, c, tj)
-	waitGone(t, c, job)
+	testenv.WaitGone(t, c, tj)
+	testenv.WaitGone(t, c, job)
 }
 
 func TestUnknownAcceleratorTypeStalls(t *testing.T) {
@@ -589,8 +589,8 @@ func TestExistingJobIsAdoptedOrRefused(t *testing.T) {
 	got := waitTJ(t, c, theirs, "Stalled on a name conflict", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return condStatus(tj, commonv1alpha1.ConditionStalled) == metav1.ConditionTrue
 	})
-	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != ReasonJobNameConflict {
-		t.Errorf("Stalled reason %s, want %s", r, ReasonJobNameConflict)
+	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != commonv1alpha1.ReasonNameTaken {
+		t.Errorf("Stalled reason %s, want %s", r, commonv1alpha1.ReasonNameTaken)
 	}
 }
 

@@ -59,6 +59,7 @@ func TestHealthOfEveryState(t *testing.T) {
 			tj.Spec.Suspend, tj.Spec.QueueName = tc.suspend, tc.queue
 			tc.o.kind, tc.o.jobName, tc.o.run, tc.o.backend, tc.o.now = "PyTorchJob", "mnist-r1", 1, "kubeflow", t0.Add(time.Hour)
 			setStatus(tj, tc.o)
+			tj.Status.ObservedGeneration = tj.Generation // as the Runner stamps it
 			tj.Generation += tc.specChangedBy
 			healthtest.Expect(t, tj, tc.kstatus, tc.argo)
 			table.Add(t, tc.state, tj)

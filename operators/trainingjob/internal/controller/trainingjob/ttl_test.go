@@ -43,7 +43,7 @@ func TestTTLCountsFromTheChildsCompletionTime(t *testing.T) {
 		completeJob(t, c, job, nil, end)
 	}
 
-	waitGone(t, c, tjs["expired"])
+	testenv.WaitGone(t, c, tjs["expired"])
 	kept := waitTJ(t, c, tjs["kept"], "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, commonv1alpha1.ConditionSucceeded)
 	})
