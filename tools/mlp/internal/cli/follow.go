@@ -83,10 +83,7 @@ func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (job
 		st.Warning = warningText(latestWarning(ctx, s, tj))
 	}
 	if tj.Status.Run > 0 {
-		st.Pods = int(tj.Spec.Workers)
-		if tj.Spec.ParameterServers != nil {
-			st.Pods += int(*tj.Spec.ParameterServers)
-		}
+		st.Pods = int(tj.Pods())
 		pods, err := runPods(ctx, s, tj.Name, tj.Status.Run)
 		if apierrors.IsForbidden(err) {
 			// A user who may read the job but not its pods still gets
