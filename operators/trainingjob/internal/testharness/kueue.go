@@ -122,9 +122,6 @@ func StartKueue(ctx context.Context, admin *rest.Config, opts KueueOptions) (*Ku
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	if err := writeMetricsCert(k.hooks.LocalServingCertDir); err != nil {
-		return nil, err
-	}
 	kubeconfig := filepath.Join(opts.WorkDir, "kueue.kubeconfig")
 	if err := testenv.WriteKubeconfig(admin, kubeconfig); err != nil {
 		return nil, err
@@ -175,26 +172,28 @@ func (k *Kueue) writeConfig(path string, probePort int, frameworks []string) err
 	return os.WriteFile(path, b, 0o600)
 }
 
-// writeMetricsCert puts a serving certificate where Kueue reads its
-// metrics certificate. That folder is outside the test's temp dir, the
-// one place Kueue looks; an existing certificate is left as it is, so
-// that parallel test processes never rewrite a file another Kueue reads.
-func writeMetricsCert(certDir string) error {
-	if _, err := os.Stat(filepath.Join(kueueMetricsCertDir, "tls.key")); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(kueueMetricsCertDir, 0o700); err != nil {
-		return fmt.Errorf("Kueue needs a metrics certificate in %s: %w", kueueMetricsCertDir, err)
-	}
-	for _, name := range []string{"tls.crt", "tls.key"} {
-		b, err := os.ReadFile(filepath.Join(certDir, name))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(kueueMetricsCertDir, name), b, 0o600); err != nil {
+// privateMetricsCert wraps Kueue's command so that it runs in a mount
+// namespace of its own, where /etc is an overlay whose writes land in
+// workDir, and where the serving certificate of certDir is copied to the
+// fixed folder Kueue reads its metrics certificate from. Nothing outside
+// the test's temp dir is written, and parallel Kueues never share the
+// file. It needs root, as mounting does; so did writing to /etc.
+func privateMetricsCert(cmd *exec.Cmd, certDir, workDir string) error {
+	upper, work := filepath.Join(workDir, "etc-upper"), filepath.Join(workDir, "etc-work")
+	for _, dir := range []string{upper, work} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 	}
+	const script = `mount -t overlay overlay -o "lowerdir=/etc,upperdir=$MLP_UPPER,workdir=$MLP_WORK" /etc &&
+mkdir -p "$MLP_CERTS" && cp "$MLP_SERVING/tls.crt" "$MLP_SERVING/tls.key" "$MLP_CERTS/" && exec "$@"`
+	cmd.Env = append(cmd.Env, "MLP_UPPER="+upper, "MLP_WORK="+work, "MLP_CERTS="+kueueMetricsCertDir, "MLP_SERVING="+certDir)
+	cmd.Args = append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "kueue"}, cmd.Args...)
+	path, err := exec.LookPath("unshare")
+	if err != nil {
+		return fmt.Errorf("Kueue reads its metrics certificate from %s; running it in a private mount namespace needs unshare: %w", kueueMetricsCertDir, err)
+	}
+	cmd.Path = path
 	return nil
 }
 
@@ -214,7 +213,7 @@ func (k *Kueue) start(binary, kubeconfig, configPath string, probePort int) erro
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 			// Nothing it writes lands in the caller's directory.
 			cmd.Dir = filepath.Dir(configPath)
-			return cmd, nil
+			return cmd, privateMetricsCert(cmd, k.hooks.LocalServingCertDir, cmd.Dir)
 		},
 		Ready: func(ctx context.Context) error { return probeReady(ctx, probePort) },
 		Log:   logFile,
