@@ -293,19 +293,6 @@ func (r *Reconciler) newRunner() *phase.Runner[*trainingv1alpha1.TrainingJob, *s
 	}
 }
 
-// events are one reconcile's events: the transitions of the conditions,
-// the checkpoint claim it created and the pod issues not reported yet.
-func (r *Reconciler) events(s *scope, before, tj *trainingv1alpha1.TrainingJob) []phase.Event {
-	if s.stale {
-		return nil
-	}
-	out := transitionEvents(before.Status.Conditions, tj.Status.Conditions)
-	if claimCreationRecorded(s, before, tj) {
-		out = append(out, phase.Event{Type: corev1.EventTypeNormal, Reason: "CheckpointClaimCreated", Message: s.claim.message})
-	}
-	return append(out, r.podIssueEvents(tj, s.pods)...)
-}
-
 // Reconcile converges one TrainingJob: get, phases, one status write, then
 // events; no finalizer, because everything it creates is owned and
 // cascades with it. What needs the outcome persisted (cleaning the pods of
@@ -341,39 +328,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	return requeue.Shortest(result, ttl), nil
-}
-
-// podIssueEvents re-emits pod problems on the TrainingJob, each once. A
-// finished job reports nothing: its pods are history and re-reporting them
-// after a restart would be noise and writes.
-func (r *Reconciler) podIssueEvents(tj *trainingv1alpha1.TrainingJob, pods []corev1.Pod) []phase.Event {
-	if finished(tj) {
-		r.forget(tj.UID)
-		return nil
-	}
-	issues := podIssues(pods)
-	if len(issues) == 0 {
-		return nil
-	}
-	r.reportedMu.Lock()
-	defer r.reportedMu.Unlock()
-	if r.reported == nil {
-		r.reported = map[types.UID]map[string]bool{}
-	}
-	seen := r.reported[tj.UID]
-	if seen == nil {
-		seen = map[string]bool{}
-		r.reported[tj.UID] = seen
-	}
-	var out []phase.Event
-	for _, is := range issues {
-		if seen[is.key] {
-			continue
-		}
-		seen[is.key] = true
-		out = append(out, is.event)
-	}
-	return out
 }
 
 func (r *Reconciler) forget(uid types.UID) {

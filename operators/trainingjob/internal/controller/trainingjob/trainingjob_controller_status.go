@@ -2,7 +2,6 @@ package trainingjob
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
-	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
 // Condition reasons of a TrainingJob, each one CamelCase word.
@@ -571,128 +569,4 @@ func timeOr(t metav1.Time, now time.Time) *metav1.Time {
 		return &metav1.Time{Time: now.Truncate(time.Second)}
 	}
 	return &metav1.Time{Time: t.Time}
-}
-
-// event is a Kubernetes event to emit once the status write succeeded.
-type event = phase.Event
-
-// ev makes an event.
-func ev(eventType, reason, message string) phase.Event {
-	return phase.Event{Type: eventType, Reason: reason, Message: message}
-}
-
-// transitionEvents returns an event for each transition people act on
-// between the persisted status and the new one.
-func transitionEvents(before, after []metav1.Condition) []phase.Event {
-	var out []event
-	became := func(t string, s metav1.ConditionStatus) *metav1.Condition {
-		b, a := find(before, t), find(after, t)
-		if a == nil || a.Status != s || (b != nil && b.Status == s) {
-			return nil
-		}
-		return a
-	}
-	if c := became(trainingv1alpha1.ConditionFeatureStoresReady, metav1.ConditionFalse); c != nil {
-		out = append(out, ev(conditions.EventType(c.Reason), "WaitingForFeatureStores", c.Message))
-	}
-	// A failed job is Stalled too; its Failed event says it once.
-	if c := became(commonv1alpha1.ConditionStalled, metav1.ConditionTrue); c != nil && became(commonv1alpha1.ConditionFailed, metav1.ConditionTrue) == nil {
-		out = append(out, ev(corev1.EventTypeWarning, c.Reason, c.Message))
-	}
-	if c := became(trainingv1alpha1.ConditionCheckpointReady, metav1.ConditionFalse); c != nil {
-		out = append(out, ev(corev1.EventTypeWarning, "WaitingForCheckpointClaim", c.Message))
-	}
-	if e := refusalEvent(before, after); e != nil {
-		out = append(out, *e)
-	}
-	if c := became(trainingv1alpha1.ConditionRestarting, metav1.ConditionTrue); c != nil {
-		out = append(out, ev(corev1.EventTypeWarning, "Restarting", c.Message))
-	}
-	if c := became(trainingv1alpha1.ConditionQueued, metav1.ConditionTrue); c != nil {
-		if c.Reason == ReasonEvicted {
-			out = append(out, ev(corev1.EventTypeWarning, "Evicted", c.Message))
-		} else {
-			out = append(out, ev(corev1.EventTypeNormal, "Queued", c.Message))
-		}
-	}
-	if c := became(trainingv1alpha1.ConditionQueued, metav1.ConditionFalse); c != nil && c.Reason == ReasonAdmitted {
-		out = append(out, ev(corev1.EventTypeNormal, "Admitted", c.Message))
-	}
-	if c := became(commonv1alpha1.ConditionSuspended, metav1.ConditionTrue); c != nil {
-		out = append(out, ev(corev1.EventTypeNormal, "Suspended", c.Message))
-	}
-	if b := find(before, commonv1alpha1.ConditionSuspended); b != nil && b.Status == metav1.ConditionTrue {
-		if a := find(after, commonv1alpha1.ConditionSuspended); a != nil && a.Status == metav1.ConditionFalse {
-			out = append(out, ev(corev1.EventTypeNormal, "Resumed", "The job was resumed"))
-		}
-	}
-	// Created and Running get no event of their own: the conditions show
-	// them, and the child records its own events (the Job controller's
-	// SuccessfulCreate, Kubeflow's JobRunning). Leaving them out keeps a
-	// whole lifecycle within six writes on both backends (child create, the
-	// native backend's Service, three status patches, the terminal event),
-	// which matters when hundreds of jobs start at once, while every event
-	// people act on stays.
-	if c := became(commonv1alpha1.ConditionSucceeded, metav1.ConditionTrue); c != nil {
-		out = append(out, ev(corev1.EventTypeNormal, "Succeeded", c.Message))
-	}
-	if c := became(commonv1alpha1.ConditionFailed, metav1.ConditionTrue); c != nil {
-		out = append(out, ev(corev1.EventTypeWarning, "Failed", c.Message))
-	}
-	return out
-}
-
-func find(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-// podIssue is a pod problem worth repeating on the TrainingJob, so that
-// `kubectl describe trainingjob` explains a job that does not start or
-// keeps failing.
-type podIssue struct {
-	// key identifies the occurrence, so it is reported once.
-	key string
-	event
-}
-
-// waitingReasons are the container waiting reasons that need a person:
-// the image cannot be pulled or the container cannot be configured.
-var waitingReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "CrashLoopBackOff"}
-
-// podIssues lists the problems of pods: unschedulable, image pull and
-// configuration failures, and containers killed for running out of memory.
-func podIssues(pods []corev1.Pod) []podIssue {
-	var out []podIssue
-	for _, p := range pods {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				out = append(out, podIssue{
-					key:   fmt.Sprintf("%s/Unschedulable", p.UID),
-					event: ev(corev1.EventTypeWarning, "PodUnschedulable", fmt.Sprintf("Pod %s cannot be scheduled: %s", p.Name, c.Message)),
-				})
-			}
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if w := cs.State.Waiting; w != nil && slices.Contains(waitingReasons, w.Reason) {
-				out = append(out, podIssue{
-					key:   fmt.Sprintf("%s/%s/%s/%d", p.UID, cs.Name, w.Reason, cs.RestartCount),
-					event: ev(corev1.EventTypeWarning, "Pod"+w.Reason, fmt.Sprintf("Pod %s container %s: %s %s", p.Name, cs.Name, w.Reason, w.Message)),
-				})
-			}
-			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t != nil && t.Reason == "OOMKilled" {
-					out = append(out, podIssue{
-						key:   fmt.Sprintf("%s/%s/OOMKilled/%s", p.UID, cs.Name, t.FinishedAt.UTC().Format(time.RFC3339)),
-						event: ev(corev1.EventTypeWarning, "PodOOMKilled", fmt.Sprintf("Pod %s container %s was killed for exceeding its memory limit", p.Name, cs.Name)),
-					})
-				}
-			}
-		}
-	}
-	return out
 }

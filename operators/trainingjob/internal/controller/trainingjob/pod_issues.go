@@ -1,0 +1,92 @@
+package trainingjob
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/phase"
+)
+
+// podIssue is a pod problem worth repeating on the TrainingJob, so that
+// `kubectl describe trainingjob` explains a job that does not start or
+// keeps failing.
+type podIssue struct {
+	// key identifies the occurrence, so it is reported once.
+	key string
+	event
+}
+
+// waitingReasons are the container waiting reasons that need a person:
+// the image cannot be pulled or the container cannot be configured.
+var waitingReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "CrashLoopBackOff"}
+
+// podIssues lists the problems of pods: unschedulable, image pull and
+// configuration failures, and containers killed for running out of memory.
+func podIssues(pods []corev1.Pod) []podIssue {
+	var out []podIssue
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				out = append(out, podIssue{
+					key:   fmt.Sprintf("%s/Unschedulable", p.UID),
+					event: ev(corev1.EventTypeWarning, "PodUnschedulable", fmt.Sprintf("Pod %s cannot be scheduled: %s", p.Name, c.Message)),
+				})
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && slices.Contains(waitingReasons, w.Reason) {
+				out = append(out, podIssue{
+					key:   fmt.Sprintf("%s/%s/%s/%d", p.UID, cs.Name, w.Reason, cs.RestartCount),
+					event: ev(corev1.EventTypeWarning, "Pod"+w.Reason, fmt.Sprintf("Pod %s container %s: %s %s", p.Name, cs.Name, w.Reason, w.Message)),
+				})
+			}
+			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+				if t != nil && t.Reason == "OOMKilled" {
+					out = append(out, podIssue{
+						key:   fmt.Sprintf("%s/%s/OOMKilled/%s", p.UID, cs.Name, t.FinishedAt.UTC().Format(time.RFC3339)),
+						event: ev(corev1.EventTypeWarning, "PodOOMKilled", fmt.Sprintf("Pod %s container %s was killed for exceeding its memory limit", p.Name, cs.Name)),
+					})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// podIssueEvents re-emits pod problems on the TrainingJob, each once. A
+// finished job reports nothing: its pods are history and re-reporting them
+// after a restart would be noise and writes.
+func (r *Reconciler) podIssueEvents(tj *trainingv1alpha1.TrainingJob, pods []corev1.Pod) []phase.Event {
+	if finished(tj) {
+		r.forget(tj.UID)
+		return nil
+	}
+	issues := podIssues(pods)
+	if len(issues) == 0 {
+		return nil
+	}
+	r.reportedMu.Lock()
+	defer r.reportedMu.Unlock()
+	if r.reported == nil {
+		r.reported = map[types.UID]map[string]bool{}
+	}
+	seen := r.reported[tj.UID]
+	if seen == nil {
+		seen = map[string]bool{}
+		r.reported[tj.UID] = seen
+	}
+	var out []phase.Event
+	for _, is := range issues {
+		if seen[is.key] {
+			continue
+		}
+		seen[is.key] = true
+		out = append(out, is.event)
+	}
+	return out
+}
