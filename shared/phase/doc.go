@@ -7,7 +7,8 @@
 //
 // A controller keeps its own Reconcile(ctx, req): reading the object,
 // deleting it, ensuring its finalizer, and then Runner.Run with a new
-// scope. It builds its Runner once, in NewReconciler (or SetupWithManager),
+// scope. It builds its Runner once, in SetupWithManager (after NewReconciler,
+// so that what a caller tuned on the Reconciler is what the Runner uses),
 // from steps adapted by Step, and registers itself with
 //
 //	func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error

@@ -61,7 +61,7 @@ func Step[S any](name string, run func(context.Context, S) (ctrl.Result, error))
 }
 
 // Runner runs a controller's phases and writes the result. A reconciler
-// builds its Runner once, in its constructor; what one reconcile learns
+// builds its Runner once, in SetupWithManager; what one reconcile learns
 // lives in the scope passed to Run, so Run may be called concurrently.
 type Runner[T Object, S any] struct {
 	// Controller names the controller in metrics.

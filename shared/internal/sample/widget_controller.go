@@ -41,6 +41,7 @@ type Reconciler struct {
 	External  *External
 	Finalizer *finalizer.Finalizer
 	Runner    *phase.Runner[*samplev1alpha1.Widget, *scope]
+	metrics   *phase.Metrics
 }
 
 // scope is what one reconcile's steps share: the Widget and what they
@@ -59,6 +60,7 @@ func NewReconciler(mgr ctrl.Manager, ext *External) (*Reconciler, error) {
 		return nil, err
 	}
 	r := &Reconciler{
+		metrics:   m,
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("widget-controller"),
@@ -71,13 +73,19 @@ func NewReconciler(mgr ctrl.Manager, ext *External) (*Reconciler, error) {
 		APIReader: r.APIReader,
 		Recorder:  r.Recorder,
 	}
-	r.Runner = &phase.Runner[*samplev1alpha1.Widget, *scope]{
+	return r, nil
+}
+
+// newRunner builds the Runner of every reconcile: the steps, which share
+// one reconcile's scope, and the status they add up to.
+func (r *Reconciler) newRunner() *phase.Runner[*samplev1alpha1.Widget, *scope] {
+	return &phase.Runner[*samplev1alpha1.Widget, *scope]{
 		Controller: "widget",
 		Client:     r.Client,
 		APIReader:  r.APIReader,
 		Recorder:   r.Recorder,
 		Clock:      clock.RealClock{},
-		Metrics:    m,
+		Metrics:    r.metrics,
 		Phases: []phase.Phase[*scope]{
 			phase.Step("provision", r.provision),
 			phase.Step("echo", r.echo),
@@ -85,11 +93,12 @@ func NewReconciler(mgr ctrl.Manager, ext *External) (*Reconciler, error) {
 		},
 		ObservedGeneration: func(s *scope) *int64 { return &s.w.Status.ObservedGeneration },
 	}
-	return r, nil
 }
 
-// SetupWithManager registers the controller.
+// SetupWithManager builds the Runner, once, from the fields as the caller
+// left them after NewReconciler, and registers the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	r.Runner = r.newRunner()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&samplev1alpha1.Widget{}).
 		WithOptions(opts).

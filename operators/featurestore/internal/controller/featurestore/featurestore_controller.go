@@ -127,7 +127,6 @@ func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) (*R
 		metrics:         NewStoreMetrics(),
 		PhaseMetrics:    phaseMetrics,
 	}
-	r.runner = r.newRunner()
 	r.Backends = &backends.Resolver{Client: r.Client, Secrets: adminSecrets, Namespace: opts.Namespace}
 	r.Finalizer = &finalizer.Finalizer{
 		Name:      FinalizerName,
@@ -171,6 +170,9 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // SetupWithManager registers the controller and its watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	// The Runner is built here, once, from the fields as the caller left
+	// them after NewReconciler (tests swap the client or the clock).
+	r.runner = r.newRunner()
 	if err := claims.IndexStoresByBackend(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}

@@ -127,7 +127,6 @@ func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Cata
 
 		PhaseMetrics: phaseMetrics,
 	}
-	r.runner = r.newRunner()
 	return r, nil
 }
 
@@ -144,6 +143,9 @@ func OwnedObjects() []client.Object {
 // added only when the API server serves FeatureStores, so the operator
 // works in clusters without the FeatureStore operator.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	// The Runner is built here, once, from the fields as the caller left
+	// them after NewReconciler (tests swap the client or the clock).
+	r.runner = r.newRunner()
 	// The context only reaches the informers the indexes are added to,
 	// which the manager starts and stops.
 	ctx := context.Background()

@@ -142,7 +142,6 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 		Metrics:      NewMetrics(),
 		PhaseMetrics: phaseMetrics,
 	}
-	r.runner = r.newRunner()
 	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
 		return nil, err
 	}
@@ -189,6 +188,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 // that the workqueue calls, such as r wrapped by a benchmark that times
 // each reconcile.
 func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Options, do reconcile.Reconciler) error {
+	// The Runner is built here, once, from the fields as the caller left
+	// them after NewReconciler (tests swap the client or the clock).
+	r.runner = r.newRunner()
 	// Our own status writes change neither generation, labels nor
 	// annotations, so they start no reconcile; what a status write decided
 	// is acted on in the same reconcile or by its requeue.
