@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/operators/featurestore/test/dbtest"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 )
 

@@ -1,4 +1,4 @@
-package testharness
+package harness
 
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
