@@ -43,6 +43,25 @@ func (r *marker) SetupWithManager(mgr ctrl.Manager, opts controller.Options) err
 	return ctrl.NewControllerManagedBy(mgr).Named("marker").For(&corev1.ConfigMap{}).WithOptions(opts).Complete(r)
 }
 
+// expectOneMark creates a ConfigMap in a new namespace and expects op to
+// mark it with the label key, with one patch.
+func expectOneMark(t *testing.T, scheme *runtime.Scheme, op *Operator, key string) {
+	t.Helper()
+	c := testenv.NewClient(t, env.Config, scheme)
+	ns := testenv.CreateNamespace(t, c, "optest")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marked"}}
+	if err := c.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the ConfigMap is marked "+key, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm)
+		return err == nil && cm.Labels[key] == "true", err
+	})
+	if got := op.Writes.Namespace(ns).Count("patch", "configmaps"); got != 1 {
+		t.Errorf("the operator's ConfigMap patches in %s = %d, want 1: %s", ns, got, op.Writes.Namespace(ns))
+	}
+}
+
 func markerOperator(scheme *runtime.Scheme) Options {
 	return Options{RESTConfig: env.Config, Manager: manager.Options{Name: "marker-operator", Scheme: scheme}}
 }
@@ -62,19 +81,7 @@ func TestStartControllerTunesTheBuiltReconcilerBeforeRegisteringIt(t *testing.T)
 		t.Fatalf("the returned reconciler is %+v, want the built one, tuned before SetupWithManager", r)
 	}
 
-	c := testenv.NewClient(t, env.Config, scheme)
-	ns := testenv.CreateNamespace(t, c, "ctrltest")
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marked"}}
-	if err := c.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "the ConfigMap is marked by the tuned reconciler", func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm)
-		return err == nil && cm.Labels["tuned"] == "true", err
-	})
-	if got := op.Writes.Namespace(ns).Count("patch", "configmaps"); got != 1 {
-		t.Errorf("the operator's ConfigMap patches in %s = %d, want 1: %s", ns, got, op.Writes.Namespace(ns))
-	}
+	expectOneMark(t, scheme, op, "tuned")
 }
 
 func TestRunControllerRegistersThroughRegister(t *testing.T) {
