@@ -52,7 +52,7 @@ func (c Collector) platformResources() ([]schema.GroupVersionResource, error) {
 	var out []schema.GroupVersionResource
 	for _, list := range lists {
 		gv, perr := schema.ParseGroupVersion(list.GroupVersion)
-		if perr != nil || !(strings.HasSuffix(gv.Group, "mlplatform.dev") || strings.HasSuffix(gv.Group, "kubeflow.org")) {
+		if perr != nil || !platformGroup(gv.Group) {
 			continue
 		}
 		for _, r := range list.APIResources {
@@ -70,6 +70,12 @@ func (c Collector) platformResources() ([]schema.GroupVersionResource, error) {
 		return out, nil
 	}
 	return out, err
+}
+
+// platformGroup says whether group is one of the platform's API groups or
+// Kubeflow's.
+func platformGroup(group string) bool {
+	return strings.HasSuffix(group, "mlplatform.dev") || strings.HasSuffix(group, "kubeflow.org")
 }
 
 // Namespace writes ns's objects of the workload and platform kinds
