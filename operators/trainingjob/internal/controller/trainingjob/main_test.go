@@ -167,7 +167,14 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 		Build: func(mgr ctrl.Manager, _ manager.Config) (*Reconciler, error) {
 			return NewReconciler(mgr, testSettings, defaultBackend)
 		},
-		Tune: tune,
+		// The Runner holds the client, clock and recorder the reconciler had
+		// when NewReconciler built it: a tuned reconciler gets a new one.
+		Tune: func(r *Reconciler) {
+			if tune != nil {
+				tune(r)
+				r.runner = r.newRunner()
+			}
+		},
 	})
 	op.writes = op.Writes
 	op.nsWrites = namespaceWrites{op.Writes}
