@@ -35,7 +35,7 @@ e2e-ha: quickstart ## Delete the operators' leaders (two replicas each) during a
 
 .PHONY: e2e-collect
 e2e-collect: ## Save the kind cluster's state (logs, events, object YAML; never Secret data) under $(E2E_ARTIFACTS)/cluster.
-	$(E2E_HACK)/collect.sh "$(E2E_ARTIFACTS)/cluster"
+	cd e2e && KUBECONFIG=$(KIND_KUBECONFIG) go run ./cmd/collect "$(E2E_ARTIFACTS)/cluster"
 
 .PHONY: nightly
 nightly: ## What the nightly pipeline does: build offline, create the cluster, install, run every suite, collect artifacts, delete the cluster.

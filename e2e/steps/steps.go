@@ -22,10 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
@@ -45,6 +45,8 @@ const ArtifactsEnv = "ML_PLATFORM_E2E_ARTIFACTS"
 type Env struct {
 	CS kubernetes.Interface
 	C  client.Client
+	// Dynamic lists any kind, for the artifacts of a failed test.
+	Dynamic dynamic.Interface
 }
 
 // Scheme knows the built-in kinds and every kind of the platform.
@@ -78,7 +80,11 @@ func Connect(t testing.TB) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{CS: cs, C: c}
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{CS: cs, C: c, Dynamic: d}
 }
 
 // Image is the reference hack/images/build.sh gives the Debian image NAME
@@ -123,7 +129,8 @@ func (e *Env) Namespace(t *testing.T, prefix string) string {
 
 // SaveNamespace logs a namespace's pods and events (the test output is in
 // the JUnit report) and writes them, with the platform's objects as YAML,
-// to $ML_PLATFORM_E2E_ARTIFACTS/TEST/NAMESPACE. Secrets are never saved.
+// to $ML_PLATFORM_E2E_ARTIFACTS/TEST/NAMESPACE (Collector.Namespace).
+// Secrets are never saved.
 func (e *Env) SaveNamespace(t *testing.T, ns string) {
 	t.Helper()
 	cluster.DumpNamespace(t, e.CS, ns)
@@ -132,34 +139,8 @@ func (e *Env) SaveNamespace(t *testing.T, ns string) {
 		return
 	}
 	dir := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"), ns)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := (Collector{CS: e.CS, Dynamic: e.Dynamic}).Namespace(context.Background(), ns, dir); err != nil {
 		t.Logf("artifacts: %v", err)
-		return
-	}
-	ctx := context.Background()
-	lists := map[string]client.ObjectList{
-		"notebooks": &notebooksv1alpha1.NotebookList{}, "featurestores": &featuresv1alpha1.FeatureStoreList{},
-		"trainingjobs": &trainingv1alpha1.TrainingJobList{}, "pods": &corev1.PodList{},
-		"events": &corev1.EventList{}, "pvcs": &corev1.PersistentVolumeClaimList{},
-	}
-	for name, list := range lists {
-		if err := e.C.List(ctx, list, client.InNamespace(ns)); err != nil {
-			t.Logf("artifacts: list %s: %v", name, err)
-			continue
-		}
-		b, err := yaml.Marshal(list)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, name+".yaml"), b, 0o644)
-		}
-		if err != nil {
-			t.Logf("artifacts: %s: %v", name, err)
-		}
-	}
-	var pods corev1.PodList
-	if err := e.C.List(ctx, &pods, client.InNamespace(ns)); err == nil {
-		for _, p := range pods.Items {
-			_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), []byte(cluster.PodLogs(e.CS, ns, p.Name)), 0o644)
-		}
 	}
 	t.Logf("artifacts of namespace %s saved in %s", ns, dir)
 }

@@ -26,7 +26,7 @@ step() {
 finish() {
   local rc=$?
   # A run that failed before make e2e still leaves the cluster's state.
-  if [[ ! -d $artifacts/cluster ]]; then hack/e2e/collect.sh "$artifacts/cluster" || true; fi
+  if [[ ! -d $artifacts/cluster ]]; then make --no-print-directory e2e-collect || true; fi
   if [[ ${NIGHTLY_KEEP_CLUSTER:-0} != 1 ]]; then step kind-down make --no-print-directory kind-down || true; fi
   printf '%-12s %5d s  %s\n' total "$SECONDS" "$([[ $rc == 0 ]] && echo ok || echo FAILED)" | tee -a "$times"
   exit $rc

@@ -53,7 +53,7 @@ rm -f "$artifacts/.suite.xml"
 "$artifacts/.junit" "$artifacts/junit.xml" <"$artifacts/test.json" >/dev/null || true
 rm -f "$artifacts/.junit"
 
-"$root/hack/e2e/collect.sh" "$artifacts/cluster" || echo "collecting the cluster's state failed" >&2
+go run ./cmd/collect "$artifacts/cluster" || echo "collecting the cluster's state failed" >&2
 echo "e2e: report $artifacts/junit.xml, artifacts $artifacts"
 cat "$artifacts/suite-times.txt"
 exit $status

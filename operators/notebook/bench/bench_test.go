@@ -23,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
@@ -105,23 +106,21 @@ func BenchmarkCullingChecks(b *testing.B) {
 	cfg.NetworkPolicy.OperatorNamespace = "mlp-system"
 	prober := jupyter.NewProber(cfg.Probe.Timeout.Duration, cfg.Probe.Concurrency, nil)
 
-	var r *notebook.Reconciler
-	op := operatortest.Start(b, operatortest.Options{
+	op, r := operatortest.StartController(b, operatortest.Options{
 		RESTConfig: env.Config,
 		Tune:       func(mc *manager.Config) { mc.KubeAPIQPS, mc.KubeAPIBurst = 500, 1000 },
-		Manager: manager.Options{
-			Name: render.OperatorName, Scheme: scheme, OwnedObjects: notebook.OwnedObjects(),
-			Setup: func(mgr ctrl.Manager, mc manager.Config) error {
-				var err error
-				if r, err = notebook.NewReconciler(mgr, cfg, accelerator.Default()); err != nil {
-					return err
-				}
-				r.Prober, r.Clock = prober, clk
-				r.Endpoint = func(nb *notebooksv1alpha1.Notebook) string { return srv.URL + render.BasePath(nb) }
-				opts := mc.ControllerOptions()
-				opts.MaxConcurrentReconciles = 8
-				return r.SetupWithManager(mgr, opts)
-			},
+		Manager:    manager.Options{Name: render.OperatorName, Scheme: scheme, OwnedObjects: notebook.OwnedObjects()},
+	}, operatortest.Controller[*notebook.Reconciler]{
+		Build: func(mgr ctrl.Manager, _ manager.Config) (*notebook.Reconciler, error) {
+			return notebook.NewReconciler(mgr, cfg, accelerator.Default())
+		},
+		Tune: func(r *notebook.Reconciler) {
+			r.Prober, r.Clock = prober, clk
+			r.Endpoint = func(nb *notebooksv1alpha1.Notebook) string { return srv.URL + render.BasePath(nb) }
+		},
+		Register: func(mgr ctrl.Manager, r *notebook.Reconciler, opts controller.Options) error {
+			opts.MaxConcurrentReconciles = 8
+			return r.SetupWithManager(mgr, opts)
 		},
 	})
 	writes := op.Writes

@@ -31,7 +31,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -122,7 +122,7 @@ func BenchmarkLifecycle(b *testing.B) {
 
 func runLifecycle(b *testing.B) {
 	ctx := context.Background()
-	scheme := testharness.Scheme()
+	scheme := harness.Scheme()
 	harnessCfg := rest.CopyConfig(env.Config)
 	harnessCfg.QPS, harnessCfg.Burst = 500, 1000
 	c, err := client.New(harnessCfg, client.Options{Scheme: scheme})
@@ -133,7 +133,7 @@ func runLifecycle(b *testing.B) {
 	lat := &latencies{}
 	requests := &requestCounter{}
 	qps, burst := manager.DefaultConfig().KubeAPIQPS, manager.DefaultConfig().KubeAPIBurst
-	op, err := testharness.StartOperator(requests.wrap(env.Config), scheme, testharness.Options{Wrap: lat.wrap, DefaultBackend: trainingv1alpha1.BackendKubeflow})
+	op, err := harness.StartOperator(requests.wrap(env.Config), scheme, harness.Options{Wrap: lat.wrap, DefaultBackend: trainingv1alpha1.BackendKubeflow})
 	if err != nil {
 		b.Fatal(err)
 	}

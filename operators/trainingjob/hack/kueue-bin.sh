@@ -2,7 +2,7 @@
 # Builds the Kueue controller manager pinned in tools/kueue into
 # ~/.cache/ml-platform/kueue/<version>/kueue (once) and prints its path. The
 # trainingjob operator's integration tests with the real Kueue call this
-# script (through testharness.KueueBinary); the first build takes a few
+# script (through harness.KueueBinary); the first build takes a few
 # minutes on 2 cores.
 # Usage: operators/trainingjob/hack/kueue-bin.sh [DIR]
 set -euo pipefail

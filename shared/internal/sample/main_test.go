@@ -57,22 +57,12 @@ type operator struct {
 func startOperator(t *testing.T, ext *External, tune func(*Reconciler)) *operator {
 	t.Helper()
 	op := &operator{}
-	op.Operator = operatortest.Start(t, operatortest.Options{
+	op.Operator, op.reconciler = operatortest.StartController(t, operatortest.Options{
 		RESTConfig: env.Config,
-		Manager: manager.Options{
-			Name:   "sample-operator",
-			Scheme: scheme,
-			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-				var err error
-				if op.reconciler, err = NewReconciler(mgr, ext); err != nil {
-					return err
-				}
-				if tune != nil {
-					tune(op.reconciler)
-				}
-				return op.reconciler.SetupWithManager(mgr, cfg.ControllerOptions())
-			},
-		},
+		Manager:    manager.Options{Name: "sample-operator", Scheme: scheme},
+	}, operatortest.Controller[*Reconciler]{
+		Build: func(mgr ctrl.Manager, _ manager.Config) (*Reconciler, error) { return NewReconciler(mgr, ext) },
+		Tune:  tune,
 	})
 	return op
 }

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter/jupytertest"
+	"github.com/ml-platform/ml-platform/operators/notebook/test/jupytertest"
 )
 
 // server is one real Jupyter server shared by the tests of this package,

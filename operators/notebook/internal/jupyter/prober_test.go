@@ -15,7 +15,7 @@ import (
 
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/culling"
-	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter/jupytertest"
+	"github.com/ml-platform/ml-platform/operators/notebook/test/jupytertest"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 

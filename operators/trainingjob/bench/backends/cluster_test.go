@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
@@ -46,7 +46,7 @@ type cluster struct {
 	bench    client.Client
 	benchCfg *rest.Config
 	procs    []*process
-	kubeflow *testharness.Kubeflow
+	kubeflow *harness.Kubeflow
 
 	// operatorMetrics and kubeflowMetrics are the operators' /metrics URLs.
 	operatorMetrics, kubeflowMetrics string
@@ -94,7 +94,7 @@ func (c *cluster) start(ctx context.Context, s settings) error {
 	}
 	// The benchmark's own client must never be what limits a run.
 	c.benchCfg.QPS, c.benchCfg.Burst = 5000, 10000
-	if c.bench, err = client.New(c.benchCfg, client.Options{Scheme: testharness.Scheme()}); err != nil {
+	if c.bench, err = client.New(c.benchCfg, client.Options{Scheme: harness.Scheme()}); err != nil {
 		return err
 	}
 	steps := []func(context.Context, settings) error{
@@ -276,7 +276,7 @@ func (c *cluster) createNodes(ctx context.Context, s settings) error {
 }
 
 func (c *cluster) startKubeflow(ctx context.Context, _ settings) error {
-	bin, err := testharness.KubeflowBinary(testenv.RepoRoot())
+	bin, err := harness.KubeflowBinary(testenv.RepoRoot())
 	if err != nil {
 		return err
 	}
@@ -290,7 +290,7 @@ func (c *cluster) startKubeflow(ctx context.Context, _ settings) error {
 	}
 	// Kubeflow runs with its defaults (one worker, controller-runtime's
 	// client limits of 20 QPS and burst 30), as its chart deploys it.
-	c.kubeflow, err = testharness.StartKubeflow(ctx, cfg, c.bench, bin, c.workDir, "--metrics-bind-address="+addr)
+	c.kubeflow, err = harness.StartKubeflow(ctx, cfg, c.bench, bin, c.workDir, "--metrics-bind-address="+addr)
 	c.kubeflowMetrics = "http://" + addr + "/metrics"
 	return err
 }

@@ -21,7 +21,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 )
 
@@ -48,7 +48,7 @@ func newTracker(podsPerJob int) *tracker {
 
 // start runs informers on pods and TrainingJobs until ctx ends.
 func (t *tracker) start(ctx context.Context, cfg *rest.Config) error {
-	c, err := cache.New(cfg, cache.Options{Scheme: testharness.Scheme(), DefaultTransform: cache.TransformStripManagedFields()})
+	c, err := cache.New(cfg, cache.Options{Scheme: harness.Scheme(), DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return err
 	}

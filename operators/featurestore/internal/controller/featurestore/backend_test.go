@@ -28,7 +28,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/operators/featurestore/test/dbtest"
 )
 
 // pgBackendFor registers a PostgreSQL backend on the test server with its

@@ -23,7 +23,7 @@ import (
 	fscontroller "github.com/ml-platform/ml-platform/operators/featurestore/internal/controller"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestorebackend"
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/operators/featurestore/test/dbtest"
 	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
@@ -150,6 +150,7 @@ func startScopedOperator(t *testing.T, restConfig *rest.Config, namespace string
 			r.Finalizer.Deadline = 20 * time.Second
 			if tune != nil {
 				tune(r)
+				r.RebuildRunner()
 			}
 		},
 		TuneBackend: func(r *featurestorebackend.Reconciler) { op.backends = r },

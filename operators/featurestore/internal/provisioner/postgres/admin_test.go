@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
+	"github.com/ml-platform/ml-platform/operators/featurestore/test/dbtest"
 )
 
 func TestCheckAdminTellsUnreachableRefusedAndUnprivilegedApart(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/operators/featurestore/test/dbtest"
 )
 
 var pg *dbtest.Postgres

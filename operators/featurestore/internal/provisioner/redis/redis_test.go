@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/ml-platform/ml-platform/operators/featurestore/internal/dbtest"
+	"github.com/ml-platform/ml-platform/operators/featurestore/test/dbtest"
 )
 
 var rs *dbtest.Redis

@@ -140,27 +140,23 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 	if o.config != nil {
 		cfg = *o.config
 	}
-	op.Operator = operatortest.Start(t, operatortest.Options{
+	prober := Prober(op.prober)
+	if o.prober != nil {
+		prober = o.prober
+	}
+	op.Operator, op.reconciler = operatortest.StartController(t, operatortest.Options{
 		RESTConfig: base,
 		Tune:       func(c *manager.Config) { c.WatchNamespaces = o.namespaces },
-		Manager: manager.Options{
-			Name:         render.OperatorName,
-			Scheme:       scheme,
-			OwnedObjects: OwnedObjects(),
-			Setup: func(mgr ctrl.Manager, mc manager.Config) error {
-				var err error
-				if op.reconciler, err = NewReconciler(mgr, cfg, accelerator.Default()); err != nil {
-					return err
-				}
-				op.reconciler.Prober = op.prober
-				if o.prober != nil {
-					op.reconciler.Prober = o.prober
-				}
-				op.reconciler.Clock = op.clock
-				op.reconciler.Endpoint = fakeEndpoint
-				op.reconciler.Namespaces = mc.CacheNamespaces()
-				return op.reconciler.SetupWithManager(mgr, mc.ControllerOptions())
-			},
+		Manager:    manager.Options{Name: render.OperatorName, Scheme: scheme, OwnedObjects: OwnedObjects()},
+	}, operatortest.Controller[*Reconciler]{
+		Build: func(mgr ctrl.Manager, mc manager.Config) (*Reconciler, error) {
+			r, err := NewReconciler(mgr, cfg, accelerator.Default())
+			if err != nil {
+				return nil, err
+			}
+			r.Prober, r.Clock, r.Endpoint = prober, op.clock, fakeEndpoint
+			r.Namespaces = mc.CacheNamespaces()
+			return r, nil
 		},
 	})
 	return op

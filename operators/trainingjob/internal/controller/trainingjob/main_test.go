@@ -155,24 +155,25 @@ const defaultBackend = trainingv1alpha1.BackendKubeflow
 func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 	t.Helper()
 	op := &operator{}
-	op.Operator = operatortest.Start(t, operatortest.Options{
+	op.Operator, op.reconciler = operatortest.StartController(t, operatortest.Options{
 		RESTConfig: operatorConfig(t),
 		Manager: manager.Options{
 			Name:                 operatorName,
 			Scheme:               scheme,
 			OwnedObjects:         OwnedObjects(),
 			OptionalOwnedObjects: OptionalOwnedObjects(),
-			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-				r, err := NewReconciler(mgr, testSettings, defaultBackend)
-				if err != nil {
-					return err
-				}
-				op.reconciler = r
-				if tune != nil {
-					tune(op.reconciler)
-				}
-				return op.reconciler.SetupWithManager(mgr, cfg.ControllerOptions())
-			},
+		},
+	}, operatortest.Controller[*Reconciler]{
+		Build: func(mgr ctrl.Manager, _ manager.Config) (*Reconciler, error) {
+			return NewReconciler(mgr, testSettings, defaultBackend)
+		},
+		// The Runner holds the client, clock and recorder the reconciler had
+		// when NewReconciler built it: a tuned reconciler gets a new one.
+		Tune: func(r *Reconciler) {
+			if tune != nil {
+				tune(r)
+				r.runner = r.newRunner()
+			}
 		},
 	})
 	op.writes = op.Writes

@@ -16,7 +16,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -24,13 +24,13 @@ import (
 // startStack runs the real Kubeflow training-operator and our operator
 // (Kubeflow as its default backend) and returns an admin client and a new
 // namespace for the test's objects, and the training-operator.
-func startStack(t *testing.T) (client.Client, string, *testharness.Kubeflow) {
+func startStack(t *testing.T) (client.Client, string, *harness.Kubeflow) {
 	t.Helper()
-	binary, err := testharness.KubeflowBinary(testenv.RepoRoot())
+	binary, err := harness.KubeflowBinary(testenv.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := testharness.Scheme()
+	scheme := harness.Scheme()
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -39,12 +39,12 @@ func startStack(t *testing.T) (client.Client, string, *testharness.Kubeflow) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kf, err := testharness.StartKubeflow(t.Context(), admin, c, binary, t.TempDir(), chartInitContainerArgs(t)...)
+	kf, err := harness.StartKubeflow(t.Context(), admin, c, binary, t.TempDir(), chartInitContainerArgs(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kf.Stop() })
-	op, err := testharness.StartOperator(env.Config, scheme, testharness.Options{DefaultBackend: trainingv1alpha1.BackendKubeflow})
+	op, err := harness.StartOperator(env.Config, scheme, harness.Options{DefaultBackend: trainingv1alpha1.BackendKubeflow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = trainingv1alpha1.AddToScheme(scheme)
 	testenv.Main(m, testenv.Options{
-		CRDDirectoryPaths: []string{filepath.Join("..", "..", "..", "..", "charts", "trainingjob-operator", "files", "crds")},
+		CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator", "files", "crds")},
 	}, &env)
 }
 

@@ -18,7 +18,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -26,7 +26,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	crds := filepath.Join("..", "..", "..", "..", "charts", "trainingjob-operator", "files", "crds")
+	crds := filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator", "files", "crds")
 	testenv.Main(m, testenv.Options{
 		CRDDirectoryPaths: []string{crds},
 		ControllerManager: true,
@@ -38,12 +38,12 @@ func TestMain(m *testing.M) {
 // fresh namespace.
 func setup(t *testing.T) (client.Client, string) {
 	t.Helper()
-	scheme := testharness.Scheme()
+	scheme := harness.Scheme()
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := testharness.StartOperator(env.Config, scheme, testharness.Options{})
+	op, err := harness.StartOperator(env.Config, scheme, harness.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

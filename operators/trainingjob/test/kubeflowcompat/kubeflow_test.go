@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
@@ -58,7 +58,7 @@ func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
 	})
 	for _, p := range pods.Items {
 		// The labels the operator's cache selects on reach the pods.
-		if p.Labels["app.kubernetes.io/managed-by"] != testharness.OperatorName || p.Labels[trainingv1alpha1.LabelJobName] != "mnist" || p.Labels["team"] != "vision" {
+		if p.Labels["app.kubernetes.io/managed-by"] != harness.OperatorName || p.Labels[trainingv1alpha1.LabelJobName] != "mnist" || p.Labels["team"] != "vision" {
 			t.Errorf("pod %s labels %v", p.Name, p.Labels)
 		}
 		if !metav1.IsControlledBy(&p, &metav1.ObjectMeta{UID: jobUID(t, c, ns)}) {

@@ -43,7 +43,7 @@ func TestKubeflowCRDsInstalledLaterArePickedUp(t *testing.T) {
 	}
 	waitPods(t, c, ns, "fresh-r1", 1)
 
-	crds := filepath.Join("..", "..", "..", "..", "charts", "trainingjob-operator", "files", "kubeflow-crds")
+	crds := filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator", "files", "kubeflow-crds")
 	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{crds}}); err != nil {
 		t.Fatal(err)
 	}

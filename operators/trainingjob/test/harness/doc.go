@@ -1,4 +1,4 @@
-// Package testharness runs the TrainingJob operator in-process against a
+// Package harness runs the TrainingJob operator in-process against a
 // test API server, and the real Kubeflow training-operator binary next to
 // it, for tests and benchmarks outside the controller package.
-package testharness
+package harness

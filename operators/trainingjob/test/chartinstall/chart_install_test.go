@@ -34,7 +34,7 @@ const (
 )
 
 func TestChartInstallsTheKubeflowTrainingOperator(t *testing.T) {
-	chart := filepath.Join("..", "..", "..", "..", "charts", "trainingjob-operator")
+	chart := filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator")
 	values := map[string]any{"kubeflow": map[string]any{"enabled": true, "image": map[string]any{"repository": "registry.example.com/training-operator", "tag": "v1.8.1-local"}}}
 	if _, err := charttest.Install(env.Config, chart, release, namespace, values, t.Logf); err != nil {
 		t.Fatal(err)

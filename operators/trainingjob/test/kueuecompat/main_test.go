@@ -24,7 +24,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	trainingtesting "github.com/ml-platform/ml-platform/apis/training/v1alpha1/testing"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/testharness"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -34,14 +34,12 @@ var (
 	scheme *runtime.Scheme
 )
 
-func repoRoot() string { return filepath.Join("..", "..", "..", "..") }
-
 // TestMain starts one control plane with the real Job controller (it
 // creates a Job's pods once Kueue unsuspends it; no scheduler or kubelet
 // runs, so they stay Pending) and an audit log of every write, from which
 // the tests count what the operator and Kueue each wrote.
 func TestMain(m *testing.M) {
-	scheme = testharness.Scheme()
+	scheme = harness.Scheme()
 	testenv.Main(m, testenv.Options{ControllerManager: true, Controllers: []string{"job-controller"}, AuditWrites: true}, &env)
 }
 
@@ -63,7 +61,7 @@ var (
 )
 
 // operatorUser is the operator's identity in the audit log.
-var operatorUser = fmt.Sprintf("system:serviceaccount:%s:%s", chartNamespace, testharness.OperatorName)
+var operatorUser = fmt.Sprintf("system:serviceaccount:%s:%s", chartNamespace, harness.OperatorName)
 
 // kueueUser is Kueue's identity in the audit log.
 const kueueUser = "kueue"
@@ -72,8 +70,8 @@ const kueueUser = "kueue"
 type stack struct {
 	c     client.Client
 	ns    string
-	kueue *testharness.Kueue
-	op    *testharness.Operator
+	kueue *harness.Kueue
+	op    *harness.Operator
 }
 
 // startStack installs the chart (once), starts a fresh Kueue and the
@@ -82,10 +80,10 @@ type stack struct {
 func startStack(t *testing.T) *stack {
 	t.Helper()
 	chartOnce.Do(func() {
-		if kueueBin, kueueErr = testharness.KueueBinary(repoRoot()); kueueErr == nil {
-			kueueMod, kueueErr = testharness.KueueModuleDir(repoRoot())
+		if kueueBin, kueueErr = harness.KueueBinary(testenv.RepoRoot()); kueueErr == nil {
+			kueueMod, kueueErr = harness.KueueModuleDir(testenv.RepoRoot())
 		}
-		if _, chartErr = charttest.Install(env.Config, filepath.Join(repoRoot(), "charts", "trainingjob-operator"), chartRelease, chartNamespace, map[string]any{}, t.Logf); chartErr != nil {
+		if _, chartErr = charttest.Install(env.Config, filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator"), chartRelease, chartNamespace, map[string]any{}, t.Logf); chartErr != nil {
 			return
 		}
 		if chartErr = waitServed(env.Config); chartErr != nil {
@@ -95,7 +93,7 @@ func startStack(t *testing.T) *stack {
 		if chartErr = env.RestartControllerManager(); chartErr != nil {
 			return
 		}
-		operatorCfg = charttest.ImpersonateServiceAccount(env.Config, chartNamespace, testharness.OperatorName)
+		operatorCfg = charttest.ImpersonateServiceAccount(env.Config, chartNamespace, harness.OperatorName)
 	})
 	if kueueErr != nil {
 		t.Skipf("the Kueue controller manager cannot be built (operators/trainingjob/hack/kueue-bin.sh): %v", kueueErr)
@@ -109,7 +107,7 @@ func startStack(t *testing.T) *stack {
 	}
 	s := &stack{c: c}
 	s.kueue = startKueue(t)
-	s.op, err = testharness.StartOperator(operatorCfg, scheme, testharness.Options{})
+	s.op, err = harness.StartOperator(operatorCfg, scheme, harness.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +121,14 @@ func startStack(t *testing.T) *stack {
 
 // startKueue runs Kueue for one test, with the batch/Job integration the
 // native backend needs, and prints its log when the test fails.
-func startKueue(t *testing.T) *testharness.Kueue {
+func startKueue(t *testing.T) *harness.Kueue {
 	t.Helper()
 	admin, err := env.AddUser(kueueUser, "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	k, err := testharness.StartKueue(t.Context(), admin, testharness.KueueOptions{
+	k, err := harness.StartKueue(t.Context(), admin, harness.KueueOptions{
 		Binary: kueueBin, ModuleDir: kueueMod, WorkDir: dir, Frameworks: []string{"batch/job"},
 	})
 	if err != nil {

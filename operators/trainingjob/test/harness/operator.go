@@ -1,10 +1,11 @@
-package testharness
+package harness
 
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -63,12 +64,11 @@ type Options struct {
 
 // StartOperator starts the operator against cfg, counting its writes.
 func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Operator, error) {
-	op := &Operator{}
 	def := opts.DefaultBackend
 	if def == "" {
 		def = trainingv1alpha1.BackendNative
 	}
-	started, err := operatortest.Run(operatortest.Options{
+	started, r, err := operatortest.RunController(operatortest.Options{
 		RESTConfig: cfg,
 		Tune: func(mc *manager.Config) {
 			if opts.QPS > 0 {
@@ -80,27 +80,24 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 			Scheme:               scheme,
 			OwnedObjects:         trainingjob.OwnedObjects(),
 			OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
-			Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
-				r, err := trainingjob.NewReconciler(mgr, Settings(), def)
-				if err != nil {
-					return err
-				}
-				op.Reconciler = r
-				co := cfg.ControllerOptions()
-				co.MaxConcurrentReconciles = max(opts.Concurrency, 1)
-				var do reconcile.Reconciler = op.Reconciler
-				if opts.Wrap != nil {
-					do = opts.Wrap(do)
-				}
-				return op.Reconciler.SetupWithManagerAs(mgr, co, do)
-			},
+		},
+	}, operatortest.Controller[*trainingjob.Reconciler]{
+		Build: func(mgr ctrl.Manager, _ manager.Config) (*trainingjob.Reconciler, error) {
+			return trainingjob.NewReconciler(mgr, Settings(), def)
+		},
+		Register: func(mgr ctrl.Manager, r *trainingjob.Reconciler, co controller.Options) error {
+			co.MaxConcurrentReconciles = max(opts.Concurrency, 1)
+			var do reconcile.Reconciler = r
+			if opts.Wrap != nil {
+				do = opts.Wrap(do)
+			}
+			return r.SetupWithManagerAs(mgr, co, do)
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	op.op, op.Writes = started, started.Writes
-	return op, nil
+	return &Operator{Reconciler: r, Writes: started.Writes, op: started}, nil
 }
 
 // Stop stops the operator and waits for it.
