@@ -150,7 +150,6 @@ func startScopedOperator(t *testing.T, restConfig *rest.Config, namespace string
 			r.Finalizer.Deadline = 20 * time.Second
 			if tune != nil {
 				tune(r)
-				r.RebuildRunner()
 			}
 		},
 		TuneBackend: func(r *featurestorebackend.Reconciler) { op.backends = r },

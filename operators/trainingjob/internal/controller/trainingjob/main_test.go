@@ -167,14 +167,7 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 		Build: func(mgr ctrl.Manager, _ manager.Config) (*Reconciler, error) {
 			return NewReconciler(mgr, testSettings, defaultBackend)
 		},
-		// The Runner holds the client, clock and recorder the reconciler had
-		// when NewReconciler built it: a tuned reconciler gets a new one.
-		Tune: func(r *Reconciler) {
-			if tune != nil {
-				tune(r)
-				r.runner = r.newRunner()
-			}
-		},
+		Tune: tune,
 	})
 	op.writes = op.Writes
 	op.nsWrites = namespaceWrites{op.Writes}
