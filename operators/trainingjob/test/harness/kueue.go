@@ -177,7 +177,7 @@ func (k *Kueue) writeConfig(path string, probePort int, frameworks []string) err
 // workDir, and where the serving certificate of certDir is copied to the
 // fixed folder Kueue reads its metrics certificate from. Nothing outside
 // the test's temp dir is written, and parallel Kueues never share the
-// file. It needs root, as mounting does; so did writing to /etc.
+// file. A caller who is not root gets a user namespace to mount in.
 func privateMetricsCert(cmd *exec.Cmd, certDir, workDir string) error {
 	upper, work := filepath.Join(workDir, "etc-upper"), filepath.Join(workDir, "etc-work")
 	for _, dir := range []string{upper, work} {
@@ -188,7 +188,13 @@ func privateMetricsCert(cmd *exec.Cmd, certDir, workDir string) error {
 	const script = `mount -t overlay overlay -o "lowerdir=/etc,upperdir=$MLP_UPPER,workdir=$MLP_WORK" /etc &&
 mkdir -p "$MLP_CERTS" && cp "$MLP_SERVING/tls.crt" "$MLP_SERVING/tls.key" "$MLP_CERTS/" && exec "$@"`
 	cmd.Env = append(cmd.Env, "MLP_UPPER="+upper, "MLP_WORK="+work, "MLP_CERTS="+kueueMetricsCertDir, "MLP_SERVING="+certDir)
-	cmd.Args = append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "kueue"}, cmd.Args...)
+	unshare := []string{"unshare", "--mount", "--propagation", "private"}
+	if os.Geteuid() != 0 {
+		// A user namespace in which the caller is root may mount too
+		// (overlay since Linux 5.11); Kueue keeps the caller's network.
+		unshare = append(unshare, "--user", "--map-root-user")
+	}
+	cmd.Args = append(append(unshare, "--", "/bin/sh", "-c", script, "kueue"), cmd.Args...)
 	path, err := exec.LookPath("unshare")
 	if err != nil {
 		return fmt.Errorf("Kueue reads its metrics certificate from %s; running it in a private mount namespace needs unshare: %w", kueueMetricsCertDir, err)
