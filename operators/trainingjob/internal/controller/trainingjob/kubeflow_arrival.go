@@ -42,8 +42,10 @@ type kubeflowArrival struct {
 	backend *kubeflowjob.Backend
 	// wake carries the TrainingJobs to reconcile once the backend runs.
 	wake chan ctrlevent.GenericEvent
-	// once starts the watches exactly once, whatever reconcile gets there.
-	once sync.Once
+	// mu guards started: the watches start exactly once, whatever
+	// reconcile gets there, and a failed start is tried again.
+	mu      sync.Mutex
+	started bool
 }
 
 // kubeflowPollWhileUnserved is how soon a CRD that exists but whose kind is
@@ -99,14 +101,26 @@ func (a *kubeflowArrival) reconcile(ctx context.Context, _ reconcile.Request) (c
 			return ctrl.Result{RequeueAfter: kubeflowPollWhileUnserved}, nil
 		}
 	}
-	var err error
-	a.once.Do(func() { err = a.startWatches() })
-	if err != nil {
+	if err := a.startWatchesOnce(); err != nil {
 		return ctrl.Result{}, err
 	}
 	a.backend.MarkInstalled()
 	ctrl.LoggerFrom(ctx).Info("The Kubeflow CRDs appeared: the kubeflow backend runs now")
 	return ctrl.Result{}, a.wakeKubeflowJobs(ctx)
+}
+
+// startWatchesOnce starts the watches unless an earlier reconcile did.
+func (a *kubeflowArrival) startWatchesOnce() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return nil
+	}
+	if err := a.startWatches(); err != nil {
+		return err
+	}
+	a.started = true
+	return nil
 }
 
 // startWatches watches the Kubeflow kinds as the builder's Owns would.
