@@ -115,6 +115,18 @@ func waitCondition(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureSt
 	return got
 }
 
+// waitCleanupBlocked waits until the deletion of fs waits for a missing
+// dependency of its cleanup (CleanupFailed, CleanupDependencyMissing) and
+// fails the test, saying why, if the finalizer was released instead.
+func waitCleanupBlocked(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStore, why string) *featuresv1alpha1.FeatureStore {
+	t.Helper()
+	got := waitCondition(t, c, fs, commonv1alpha1.ConditionCleanupFailed, metav1.ConditionTrue, commonv1alpha1.ReasonCleanupDependencyMissing)
+	if !controllerutil.ContainsFinalizer(got, featurestore.FinalizerName) {
+		t.Fatalf("the finalizer was released %s", why)
+	}
+	return got
+}
+
 // clientConfig reads and strictly decodes the published feature_store.yaml.
 func clientConfig(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStore) feastconfig.RepoConfig {
 	t.Helper()

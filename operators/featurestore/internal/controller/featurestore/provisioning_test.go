@@ -145,10 +145,7 @@ func TestCleanupWaitsForTheBackendOfWhatWasProvisioned(t *testing.T) {
 			if err := c.Delete(t.Context(), fs); err != nil {
 				t.Fatal(err)
 			}
-			got := waitCondition(t, c, fs, commonv1alpha1.ConditionCleanupFailed, metav1.ConditionTrue, commonv1alpha1.ReasonCleanupDependencyMissing)
-			if !controllerutil.ContainsFinalizer(got, featurestore.FinalizerName) {
-				t.Fatal("the finalizer was released while the Redis user is on the server")
-			}
+			got := waitCleanupBlocked(t, c, fs, "while the Redis user is on the server")
 			if msg := condMessage(got, commonv1alpha1.ConditionCleanupFailed); !strings.Contains(msg, "FeatureStoreBackend "+redisName) {
 				t.Errorf("CleanupFailed does not name the backend: %q", msg)
 			}
@@ -414,10 +411,7 @@ func TestStoresOfAnOlderOperatorAreCleanedUpByTheirStatus(t *testing.T) {
 	startOperator(t, nil)
 
 	testenv.WaitGone(t, c, never)
-	got := waitCondition(t, c, provisioned, commonv1alpha1.ConditionCleanupFailed, metav1.ConditionTrue, commonv1alpha1.ReasonCleanupDependencyMissing)
-	if !controllerutil.ContainsFinalizer(got, featurestore.FinalizerName) {
-		t.Fatal("the finalizer was released while the provisioned online store's backend is missing")
-	}
+	got := waitCleanupBlocked(t, c, provisioned, "while the provisioned online store's backend is missing")
 	patched := got.DeepCopy()
 	metav1.SetMetaDataAnnotation(&patched.ObjectMeta, abandonAnnotation, "true")
 	if err := c.Patch(t.Context(), patched, client.MergeFrom(got)); err != nil {
