@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,6 +37,22 @@ const (
 // binary pinned in tools/kubeflow.
 func KubeflowBinary(repoRoot string) (string, error) {
 	return runScript(filepath.Join(repoRoot, "operators", "trainingjob", "hack", "kubeflow-bin.sh"), "building the Kubeflow training-operator")
+}
+
+func runScript(path, what string) (string, error) {
+	out, err := exec.Command(path).Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: %s", what, err, stderrOf(err))
+	}
+	return string(trimNewline(out)), nil
+}
+
+func stderrOf(err error) []byte {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.Stderr
+	}
+	return nil
 }
 
 func trimNewline(b []byte) []byte {
