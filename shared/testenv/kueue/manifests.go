@@ -27,10 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
-)
 
-// QueueLabel is the label that puts a job in a LocalQueue.
-const QueueLabel = "kueue.x-k8s.io/queue-name"
+	workload "github.com/ml-platform/ml-platform/shared/kueue"
+)
 
 // installCRDs installs the module's CRDs, with the conversion webhook its
 // kustomization patches in for the kinds that have one.
@@ -237,7 +236,7 @@ func (k *Kueue) waitWebhooks(ctx context.Context) error {
 	return nil
 }
 
-var probeMeta = metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "webhook-probe-", Labels: map[string]string{QueueLabel: "probe"}}
+var probeMeta = metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "webhook-probe-", Labels: map[string]string{workload.QueueLabel: "probe"}}
 
 var probePod = corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 	RestartPolicy: corev1.RestartPolicyNever,

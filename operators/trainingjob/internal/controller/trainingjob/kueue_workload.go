@@ -2,16 +2,15 @@ package trainingjob
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/kueue"
 )
 
 // Kueue tracks each queued job in a Workload of its own; what Kueue says
@@ -23,11 +22,11 @@ import (
 
 // workloadGVK is the Workload in the version Kueue v0.17 stores and serves
 // first.
-var workloadGVK = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}
+var workloadGVK = kueue.WorkloadGVK
 
 // workloadJobUIDLabel is the label Kueue puts on a Workload with the UID of
 // the job it tracks (Kueue's pkg/controller/constants JobUIDLabel).
-const workloadJobUIDLabel = "kueue.x-k8s.io/job-uid"
+const workloadJobUIDLabel = kueue.JobUIDLabel
 
 // queueObservation is what Kueue's Workload says about the current run's
 // child while it waits.
@@ -62,26 +61,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result
 
 // waitMessage is why Kueue keeps a Workload waiting: an eviction (its
 // reason says which, e.g. Preempted) or the reason quota is not reserved.
-func waitMessage(wl *unstructured.Unstructured) string {
-	conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
-	byType := map[string]map[string]any{}
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok {
-			if t, ok := m["type"].(string); ok {
-				byType[t] = m
-			}
-		}
-	}
-	if c := byType["Evicted"]; c["status"] == "True" {
-		return fmt.Sprintf("%s: %s", c["reason"], c["message"])
-	}
-	if c := byType["QuotaReserved"]; c["status"] == "False" {
-		if msg, _ := c["message"].(string); msg != "" {
-			return msg
-		}
-	}
-	return ""
-}
+func waitMessage(wl *unstructured.Unstructured) string { return kueue.WaitMessage(wl) }
 
 // workloadToTrainingJob maps a Workload to the TrainingJob of the job it
 // tracks, through the label every generated pod template carries: Kueue
