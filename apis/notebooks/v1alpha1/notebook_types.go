@@ -36,6 +36,11 @@ const (
 	// ConditionFeatureStoresReady is True when every referenced
 	// FeatureStore is Ready and its client configuration is mounted.
 	ConditionFeatureStoresReady = "FeatureStoresReady"
+	// ConditionQueued is True while Kueue holds the Jupyter server's pod in
+	// the Notebook's queue, with Kueue's own reason (Pending, Preempted
+	// ...) and message; False with reason Admitted once Kueue admitted it.
+	// It is absent for a Notebook without a queue or while it is stopped.
+	ConditionQueued = "Queued"
 )
 
 // Condition and event reasons of a Notebook.
@@ -52,16 +57,21 @@ const (
 	ReasonJupyterNotReady    = "JupyterNotAnswering"
 	ReasonPodStartFailed     = "PodStartFailed"
 	ReasonInvalidAccelerator = "InvalidAccelerator"
+	ReasonAdmitted           = "Admitted"
+	ReasonQueued             = "Queued"
 )
 
 // Phase is a one-word summary of a Notebook for people and printer columns.
 // Conditions are the API; Phase is derived from them.
-// +kubebuilder:validation:Enum=Pending;Running;Suspended;Culled;Failed
+// +kubebuilder:validation:Enum=Pending;Queued;Running;Suspended;Culled;Failed
 type Phase string
 
 // Phases of a Notebook.
 const (
-	PhasePending   Phase = "Pending"
+	PhasePending Phase = "Pending"
+	// PhaseQueued: Kueue holds the Jupyter server's pod until its queue
+	// has quota for it.
+	PhaseQueued    Phase = "Queued"
 	PhaseRunning   Phase = "Running"
 	PhaseSuspended Phase = "Suspended"
 	PhaseCulled    Phase = "Culled"

@@ -27,6 +27,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/kueue"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
@@ -101,6 +102,10 @@ type Reconciler struct {
 	// the manager's, to a namespace-scoped install's namespaces
 	// (manager.Config.CacheNamespaces); nil means every namespace.
 	Namespaces map[string]cache.Config
+
+	// WatchesWorkloads is false when Kueue's Workload CRD was not
+	// installed at start; queued Notebooks then show no wait of Kueue's.
+	WatchesWorkloads bool
 
 	// PhaseMetrics times the reconcile's phases.
 	PhaseMetrics *phase.Metrics
@@ -185,6 +190,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Watches(&corev1.Pod{}, byLabel).
 		WithOptions(opts).
 		Named("notebook")
+	if _, err := mgr.GetRESTMapper().RESTMapping(kueue.WorkloadGVK.GroupKind(), kueue.WorkloadGVK.Version); err == nil {
+		r.WatchesWorkloads = true
+		b = b.Watches(kueue.NewWorkload(), handler.EnqueueRequestsFromMapFunc(workloadToNotebook))
+	} else {
+		mgr.GetLogger().Info("Kueue's Workload API not served; queued Notebooks show no reason of Kueue's", "reason", err.Error())
+	}
 	for _, src := range events.Sources(r.failedCreateOwner) {
 		b = b.WatchesRawSource(src)
 	}
@@ -257,6 +268,7 @@ func (r *Reconciler) newRunner() *phase.Runner[*notebooksv1alpha1.Notebook, *sco
 			phase.Step("ensureNetworkPolicy", r.ensureNetworkPolicy),
 			phase.Step("ensureIngress", r.ensureIngress),
 			phase.Step("observeServer", r.observeServer),
+			phase.Step("observeQueue", r.observeQueue),
 			phase.Step("decideLifecycle", r.decideLifecycle),
 			phase.Step("ensureStatefulSet", r.ensureStatefulSet),
 			{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (phase.Result, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
@@ -33,8 +34,11 @@ func events(s *scope) []phase.Event {
 	if s.justCulled {
 		add(corev1.EventTypeNormal, notebooksv1alpha1.ConditionCulled, culledMessage(s.culled))
 	}
-	if s.restarted {
+	if s.restarted && !s.held {
 		add(corev1.EventTypeNormal, notebooksv1alpha1.ReasonRestarted, "Started again at the user's request after a cull")
+	}
+	if q := conditions.Get(nb, notebooksv1alpha1.ConditionQueued); q != nil && q.Status == metav1.ConditionTrue && !conditions.IsTrue(before, notebooksv1alpha1.ConditionQueued) {
+		add(corev1.EventTypeNormal, notebooksv1alpha1.ConditionQueued, q.Message)
 	}
 	wasPending := conditions.IsTrue(before, notebooksv1alpha1.ConditionUpdatePending)
 	if s.deferred && !wasPending {

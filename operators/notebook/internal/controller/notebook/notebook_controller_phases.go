@@ -51,6 +51,12 @@ type scope struct {
 	// event for this start while the StatefulSet has no pod; nil otherwise.
 	createFailure *corev1.Event
 
+	// queue is what Kueue's Workload for the StatefulSet says, nil when
+	// there is none (or no queue, or no Kueue).
+	queue *queueObservation
+	// held: a start waits for Kueue to release the previous run.
+	held bool
+
 	// running: the StatefulSet asks for a pod and it is ready.
 	running bool
 	probe   *jupyter.Observation
@@ -394,6 +400,13 @@ func (r *Reconciler) ensureStatefulSet(ctx context.Context, s *scope) (ctrl.Resu
 	if s.deferred {
 		// Keep the running pod; nothing else on the StatefulSet changes
 		// while it runs.
+		return ctrl.Result{}, nil
+	}
+	if heldByKueue(s) {
+		// Nothing is written, so the next reconcile decides the start
+		// again from the same records.
+		s.held = true
+		s.waiting = "Waiting for Kueue to release the previous run of the Jupyter server before starting it again"
 		return ctrl.Result{}, nil
 	}
 	desired := render.StatefulSet(s.input, render.StatefulSetState{Replicas: s.replicas, Annotations: maps.Clone(s.annotations)})

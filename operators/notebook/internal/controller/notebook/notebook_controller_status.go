@@ -34,6 +34,7 @@ func computeStatus(s *scope) {
 	reportActivity(s, cfg.ReportInterval.Duration)
 
 	if s.stalled != "" {
+		conditions.Remove(nb, notebooksv1alpha1.ConditionQueued)
 		conditions.MarkStalled(nb, s.stalled, s.stalledMsg)
 		st.Phase = notebooksv1alpha1.PhaseFailed
 		return
@@ -41,6 +42,7 @@ func computeStatus(s *scope) {
 
 	markDecisions(s)
 	markStores(s)
+	markQueue(s)
 	st.Phase = markServing(s)
 }
 
@@ -122,6 +124,9 @@ func markServing(s *scope) notebooksv1alpha1.Phase {
 	case s.waiting != "":
 		conditions.MarkReconciling(nb, commonv1alpha1.ReasonProgressing, s.waiting)
 		return notebooksv1alpha1.PhasePending
+	case waitingInQueue(s) != nil:
+		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonQueued, queuedMessage(nb, s.queue))
+		return notebooksv1alpha1.PhaseQueued
 	case s.running && s.probe != nil && s.probe.OK():
 		conditions.MarkReady(nb, notebooksv1alpha1.ReasonRunning, "The Jupyter server is ready and answers")
 		return notebooksv1alpha1.PhaseRunning

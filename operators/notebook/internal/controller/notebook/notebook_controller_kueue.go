@@ -1,0 +1,123 @@
+package notebook
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/kueue"
+)
+
+// A Notebook with a queue runs through Kueue's StatefulSet integration:
+// Kueue tracks the StatefulSet in a Workload of its own, gates the pod
+// until it admits the Workload, and releases the quota when the
+// StatefulSet is scaled to zero (a stop or a cull). What Kueue says there
+// about the wait is shown on the Notebook. The operator only reads
+// Workloads: they are Kueue's.
+
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
+
+// statefulSetGVK is how Kueue names the kind of the job a Workload tracks
+// (its JobOwnerGVKAnnotation).
+var statefulSetGVK = appsv1.SchemeGroupVersion.WithKind("StatefulSet").String()
+
+// queueObservation is what the StatefulSet's Workload says.
+type queueObservation struct {
+	kueue.State
+	// exists is true while Kueue still has a Workload for the
+	// StatefulSet, admitted or not.
+	exists bool
+}
+
+// observeQueue reads the Workload Kueue keeps for a queued Notebook's
+// StatefulSet; without Kueue's CRD there is nothing to read.
+func (r *Reconciler) observeQueue(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !r.WatchesWorkloads || s.nb.Spec.QueueName == "" || s.sts == nil {
+		return ctrl.Result{}, nil
+	}
+	wls, err := kueue.WorkloadsOf(ctx, r.Client, s.nb.Namespace, s.sts.UID)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range wls {
+		st := kueue.Observe(&wls[i])
+		if !st.Finished {
+			s.queue = &queueObservation{State: st, exists: true}
+			break
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// heldByKueue is true when a stopped queued Notebook is to start again
+// while Kueue still releases its previous run: its pod is still going, or
+// its Workload is still there. Kueue's StatefulSet webhook refuses the
+// scale-up until both are gone, so the operator waits for them (the
+// StatefulSet and Workload watches bring it back) instead of being
+// refused.
+func heldByKueue(s *scope) bool {
+	if s.nb.Spec.QueueName == "" || s.sts == nil || s.replicas == 0 || ptrValue(s.sts.Spec.Replicas) != 0 {
+		return false
+	}
+	return s.sts.Status.Replicas > 0 || (s.queue != nil && s.queue.exists)
+}
+
+// waitingInQueue is the Notebook's queued state, nil unless Kueue holds
+// the pod of a Notebook that is to run.
+func waitingInQueue(s *scope) *queueObservation {
+	if s.queue == nil || s.replicas == 0 || s.queue.Admitted {
+		return nil
+	}
+	return s.queue
+}
+
+// markQueue sets the Queued condition from the Workload of a Notebook
+// that is to run.
+func markQueue(s *scope) {
+	nb := s.nb
+	switch q := waitingInQueue(s); {
+	case q != nil:
+		conditions.MarkTrue(nb, notebooksv1alpha1.ConditionQueued, queuedReason(q), queuedMessage(nb, q))
+	case s.queue != nil && s.replicas > 0:
+		conditions.MarkFalse(nb, notebooksv1alpha1.ConditionQueued, notebooksv1alpha1.ReasonAdmitted,
+			fmt.Sprintf("Kueue admitted the Jupyter server from queue %s", nb.Spec.QueueName))
+	default:
+		conditions.Remove(nb, notebooksv1alpha1.ConditionQueued)
+	}
+}
+
+// queuedReason is Kueue's own reason for the wait (Pending, Preempted
+// ...), or Queued while Kueue has not said yet.
+func queuedReason(q *queueObservation) string {
+	if q.Reason != "" {
+		return q.Reason
+	}
+	return notebooksv1alpha1.ReasonQueued
+}
+
+func queuedMessage(nb *notebooksv1alpha1.Notebook, q *queueObservation) string {
+	msg := fmt.Sprintf("The Jupyter server waits for Kueue to admit it from queue %s", nb.Spec.QueueName)
+	if q.Message != "" {
+		msg += ". Kueue: " + q.Message
+	}
+	return msg
+}
+
+// workloadToNotebook maps a Workload to the Notebook of the StatefulSet it
+// tracks: the StatefulSet has the Notebook's name. A Workload of another
+// StatefulSet maps to a Notebook that does not exist, which costs one
+// cache read.
+func workloadToNotebook(_ context.Context, o client.Object) []reconcile.Request {
+	a := o.GetAnnotations()
+	if a[kueue.JobOwnerGVKAnnotation] != statefulSetGVK || a[kueue.JobOwnerNameAnnotation] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: a[kueue.JobOwnerNameAnnotation]}}}
+}
