@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,9 +197,9 @@ func TestKueueIdleCullOfAGPUNotebookFreesTheGPU(t *testing.T) {
 }
 
 // TestKueueNotebookStoppedAndStartedAtOnce: a Notebook started again
-// while Kueue still releases its previous run is not refused by Kueue's
-// StatefulSet webhook (which forbids the scale-up until the old Workload
-// is gone): the operator waits for the release, then the Notebook is
+// while its previous pod is still terminating is not refused by Kueue's
+// StatefulSet webhook (which forbids that scale-up): the operator waits,
+// saying so, until Kueue released the previous run, then the Notebook is
 // admitted and runs again.
 func TestKueueNotebookStoppedAndStartedAtOnce(t *testing.T) {
 	s := startStack(t)
@@ -209,16 +209,54 @@ func TestKueueNotebookStoppedAndStartedAtOnce(t *testing.T) {
 	s.actOutAdmittedPod(t, nb)
 	s.waitNotebook(t, nb, "Running, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
 
+	// The pod stays terminating (a kubelet slow to stop it) until the
+	// test's finalizer goes.
+	const hold = "test.mlplatform.dev/hold"
+	s.patchPodFinalizers(t, nb, []string{hold})
 	s.updateNotebook(t, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspend = true })
-	testenv.Eventually(t, "the StatefulSet is scaled to zero", func(ctx context.Context) (bool, error) {
-		sts := &appsv1.StatefulSet{}
-		err := s.c.Get(ctx, client.ObjectKeyFromObject(nb), sts)
-		return err == nil && ptr.Deref(sts.Spec.Replicas, 1) == 0, err
+	testenv.Eventually(t, "the pod is terminating", func(ctx context.Context) (bool, error) {
+		pod, err := s.pod(ctx, nb)
+		return pod != nil && !pod.DeletionTimestamp.IsZero(), err
 	})
 	s.updateNotebook(t, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspend = false })
+	s.waitNotebook(t, nb, "waiting for Kueue's release", func(nb *notebooksv1alpha1.Notebook) bool {
+		c := conditions.Get(nb, commonv1alpha1.ConditionReconciling)
+		return !nb.Spec.Suspend && c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "Kueue to release")
+	})
+	testenv.Consistently(t, "no scale-up is refused", 3*time.Second, func(context.Context) error {
+		if refused := s.refusedWritesOn(t, "statefulsets", nb.Name); len(refused) > 0 {
+			return fmt.Errorf("refused writes on the StatefulSet: %v", refused)
+		}
+		return nil
+	})
+
+	s.patchPodFinalizers(t, nb, nil)
 	s.actOutAdmittedPod(t, nb)
 	s.waitNotebook(t, nb, "Running again, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
 	s.noFight(t, nb, 3)
+}
+
+// patchPodFinalizers sets the test's finalizers on the Notebook's pod,
+// keeping Kueue's.
+func (s *stack) patchPodFinalizers(t *testing.T, nb *notebooksv1alpha1.Notebook, finalizers []string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := s.pod(t.Context(), nb)
+		if err != nil || pod == nil {
+			return fmt.Errorf("the pod of %s: %v", nb.Name, err)
+		}
+		keep := finalizers
+		for _, f := range pod.Finalizers {
+			if strings.HasPrefix(f, "kueue.x-k8s.io/") {
+				keep = append(keep, f)
+			}
+		}
+		pod.Finalizers = keep
+		return s.c.Update(t.Context(), pod)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitReleased waits until the Workload of the stopped Notebook is gone,
