@@ -236,6 +236,30 @@ func TestKueueNotebookStoppedAndStartedAtOnce(t *testing.T) {
 	s.noFight(t, nb, 3)
 }
 
+// TestKueueRefusedTemplateChangeIsVisible: Kueue's StatefulSet webhook
+// refuses a change of the pod's requests while it manages the StatefulSet;
+// the Notebook says so (Stalled with the webhook's message) instead of
+// retrying in silence.
+func TestKueueRefusedTemplateChangeIsVisible(t *testing.T) {
+	s := startStack(t)
+	s.createQueues(t, "team", "4", "0")
+	nb := s.notebookIn("resize", "team", "1", 0)
+	s.create(t, nb)
+	s.actOutAdmittedPod(t, nb)
+	s.waitNotebook(t, nb, "Running, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
+
+	s.updateNotebook(t, nb, func(nb *notebooksv1alpha1.Notebook) {
+		nb.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
+	})
+	got := s.waitNotebook(t, nb, "Stalled with Kueue's refusal", func(nb *notebooksv1alpha1.Notebook) bool {
+		c := conditions.Get(nb, commonv1alpha1.ConditionStalled)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == commonv1alpha1.ReasonChildRejected &&
+			strings.Contains(c.Message, "vstatefulset.kb.io")
+	})
+	t.Logf("Stalled: %s", conditions.Get(got, commonv1alpha1.ConditionStalled).Message)
+	testenv.WaitForEvent(t, s.c, got, commonv1alpha1.ReasonChildRejected)
+}
+
 // patchPodFinalizers sets the test's finalizers on the Notebook's pod,
 // keeping Kueue's.
 func (s *stack) patchPodFinalizers(t *testing.T, nb *notebooksv1alpha1.Notebook, finalizers []string) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -154,12 +155,22 @@ func (e errChildRejected) Error() string {
 
 func (e errChildRejected) Unwrap() error { return e.err }
 
-// rejected wraps err when it is the API server refusing obj itself.
+// rejected wraps err when it is the API server refusing obj itself, or an
+// admission webhook denying it (Kueue's StatefulSet webhook refuses a
+// change of the pod template's resources while it manages the
+// StatefulSet). A webhook's refusal of a transient state shows as Stalled
+// only until the watches bring the Notebook back and the write passes.
 func rejected(obj client.Object, err error) error {
-	if !apireject.Is(err) {
+	if !apireject.Is(err) && !webhookDenied(err) {
 		return err
 	}
 	return errChildRejected{kind: obj.GetObjectKind().GroupVersionKind().Kind, name: obj.GetName(), err: err}
+}
+
+// webhookDenied reports whether err is an admission webhook's refusal,
+// which the API server reports as Forbidden with the webhook's name.
+func webhookDenied(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "admission webhook") && strings.Contains(err.Error(), "denied the request")
 }
 
 // handleApplyErr turns a name conflict or a refused child into a Stalled
