@@ -21,10 +21,12 @@ const (
 	// JobUIDLabel is the label Kueue puts on a Workload with the UID of
 	// the job it tracks (Kueue's pkg/controller/constants JobUIDLabel).
 	JobUIDLabel = "kueue.x-k8s.io/job-uid"
-	// JobOwnerNameAnnotation and JobOwnerGVKAnnotation name the job a
-	// Workload tracks (Kueue's pkg/controller/constants).
+	// JobOwnerNameAnnotation names the job a Workload tracks (Kueue's
+	// pkg/controller/constants).
 	JobOwnerNameAnnotation = "kueue.x-k8s.io/job-owner-name"
-	JobOwnerGVKAnnotation  = "kueue.x-k8s.io/job-owner-gvk"
+	// JobOwnerGVKAnnotation is the kind of that job, as
+	// schema.GroupVersionKind.String() writes it.
+	JobOwnerGVKAnnotation = "kueue.x-k8s.io/job-owner-gvk"
 )
 
 // Condition types of a Workload that say where it stands.

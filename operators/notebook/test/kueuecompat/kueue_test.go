@@ -266,8 +266,11 @@ func (s *stack) patchPodFinalizers(t *testing.T, nb *notebooksv1alpha1.Notebook,
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		pod, err := s.pod(t.Context(), nb)
-		if err != nil || pod == nil {
-			return fmt.Errorf("the pod of %s: %v", nb.Name, err)
+		if err != nil {
+			return err
+		}
+		if pod == nil {
+			return fmt.Errorf("%s has no pod", nb.Name)
 		}
 		keep := finalizers
 		for _, f := range pod.Finalizers {
