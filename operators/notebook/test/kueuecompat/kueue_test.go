@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +32,17 @@ func running(nb *notebooksv1alpha1.Notebook) bool {
 func admitted(nb *notebooksv1alpha1.Notebook) bool {
 	c := conditions.Get(nb, notebooksv1alpha1.ConditionQueued)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == notebooksv1alpha1.ReasonAdmitted
+}
+
+// runningNotebook creates a Notebook (notebookIn), acts out its admitted
+// pod and waits until it runs, admitted by Kueue.
+func (s *stack) runningNotebook(t *testing.T, name, queue, cpu string, gpus int32) *notebooksv1alpha1.Notebook {
+	t.Helper()
+	nb := s.notebookIn(name, queue, cpu, gpus)
+	s.create(t, nb)
+	s.actOutAdmittedPod(t, nb)
+	s.waitNotebook(t, nb, "Running, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
+	return nb
 }
 
 // queued accepts a Notebook that waits Queued with Kueue's own reason and
@@ -102,10 +112,7 @@ func TestKueueQueuesANotebookBeyondQuotaAndStopReleasesIt(t *testing.T) {
 	s := startStack(t)
 	s.createQueues(t, "team", "1", "0")
 
-	first := s.notebookIn("first", "team", "1", 0)
-	s.create(t, first)
-	s.actOutAdmittedPod(t, first)
-	s.waitNotebook(t, first, "Running, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
+	first := s.runningNotebook(t, "first", "team", "1", 0)
 
 	second := s.notebookIn("second", "team", "1", 0)
 	s.create(t, second)
@@ -119,6 +126,7 @@ func TestKueueQueuesANotebookBeyondQuotaAndStopReleasesIt(t *testing.T) {
 	if c := conditions.Get(got, notebooksv1alpha1.ConditionQueued); c != nil {
 		t.Errorf("a stopped Notebook keeps %+v", c)
 	}
+	s.actOutTermination(t, first)
 	s.waitReleased(t, got)
 	s.actOutAdmittedPod(t, second)
 	s.waitNotebook(t, second, "Running once the first stopped", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
@@ -150,10 +158,7 @@ func TestKueueIdleCullOfAGPUNotebookFreesTheGPU(t *testing.T) {
 	s := startStack(t)
 	s.createQueues(t, "gpu", "4", "1")
 
-	nb := s.notebookIn("gpu-nb", "gpu", "1", 1)
-	s.create(t, nb)
-	s.actOutAdmittedPod(t, nb)
-	s.waitNotebook(t, nb, "Running, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
+	nb := s.runningNotebook(t, "gpu-nb", "gpu", "1", 1)
 
 	job := gpuJob(s.ns, "trainer", "gpu")
 	s.create(t, job)
@@ -182,6 +187,7 @@ func TestKueueIdleCullOfAGPUNotebookFreesTheGPU(t *testing.T) {
 	if c := conditions.Get(got, notebooksv1alpha1.ConditionQueued); c != nil {
 		t.Errorf("a culled Notebook keeps %+v", c)
 	}
+	s.actOutTermination(t, nb)
 	s.waitReleased(t, got)
 	testenv.Eventually(t, "Kueue admits the Job with the freed GPU", func(ctx context.Context) (bool, error) {
 		err := s.c.Get(ctx, client.ObjectKeyFromObject(job), job)
@@ -204,15 +210,9 @@ func TestKueueIdleCullOfAGPUNotebookFreesTheGPU(t *testing.T) {
 func TestKueueNotebookStoppedAndStartedAtOnce(t *testing.T) {
 	s := startStack(t)
 	s.createQueues(t, "team", "2", "0")
-	nb := s.notebookIn("again", "team", "1", 0)
-	s.create(t, nb)
-	s.actOutAdmittedPod(t, nb)
-	s.waitNotebook(t, nb, "Running, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
+	nb := s.runningNotebook(t, "again", "team", "1", 0)
 
-	// The pod stays terminating (a kubelet slow to stop it) until the
-	// test's finalizer goes.
-	const hold = "test.mlplatform.dev/hold"
-	s.patchPodFinalizers(t, nb, []string{hold})
+	// The pod stays terminating until the test plays the kubelet.
 	s.updateNotebook(t, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Suspend = true })
 	testenv.Eventually(t, "the pod is terminating", func(ctx context.Context) (bool, error) {
 		pod, err := s.pod(ctx, nb)
@@ -230,7 +230,7 @@ func TestKueueNotebookStoppedAndStartedAtOnce(t *testing.T) {
 		return nil
 	})
 
-	s.patchPodFinalizers(t, nb, nil)
+	s.actOutTermination(t, nb)
 	s.actOutAdmittedPod(t, nb)
 	s.waitNotebook(t, nb, "Running again, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
 	s.noFight(t, nb, 3)
@@ -243,10 +243,7 @@ func TestKueueNotebookStoppedAndStartedAtOnce(t *testing.T) {
 func TestKueueRefusedTemplateChangeIsVisible(t *testing.T) {
 	s := startStack(t)
 	s.createQueues(t, "team", "4", "0")
-	nb := s.notebookIn("resize", "team", "1", 0)
-	s.create(t, nb)
-	s.actOutAdmittedPod(t, nb)
-	s.waitNotebook(t, nb, "Running, admitted", func(nb *notebooksv1alpha1.Notebook) bool { return running(nb) && admitted(nb) })
+	nb := s.runningNotebook(t, "resize", "team", "1", 0)
 
 	s.updateNotebook(t, nb, func(nb *notebooksv1alpha1.Notebook) {
 		nb.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
@@ -258,32 +255,6 @@ func TestKueueRefusedTemplateChangeIsVisible(t *testing.T) {
 	})
 	t.Logf("Stalled: %s", conditions.Get(got, commonv1alpha1.ConditionStalled).Message)
 	testenv.WaitForEvent(t, s.c, got, commonv1alpha1.ReasonChildRejected)
-}
-
-// patchPodFinalizers sets the test's finalizers on the Notebook's pod,
-// keeping Kueue's.
-func (s *stack) patchPodFinalizers(t *testing.T, nb *notebooksv1alpha1.Notebook, finalizers []string) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pod, err := s.pod(t.Context(), nb)
-		if err != nil {
-			return err
-		}
-		if pod == nil {
-			return fmt.Errorf("%s has no pod", nb.Name)
-		}
-		keep := finalizers
-		for _, f := range pod.Finalizers {
-			if strings.HasPrefix(f, "kueue.x-k8s.io/") {
-				keep = append(keep, f)
-			}
-		}
-		pod.Finalizers = keep
-		return s.c.Update(t.Context(), pod)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitReleased waits until the Workload of the stopped Notebook is gone,

@@ -2,7 +2,6 @@ package kueuecompat
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -65,12 +64,8 @@ const (
 )
 
 var (
-	kueueOnce sync.Once
-	kueueBin  string
-	kueueMod  string
-	kueueErr  error
-	gcOnce    sync.Once
-	gcErr     error
+	gcOnce sync.Once
+	gcErr  error
 )
 
 // frameworks are the integrations the tests switch on: statefulset for
@@ -94,16 +89,8 @@ type stack struct {
 // It skips the test only when the Kueue binary cannot be built.
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	kueueOnce.Do(func() {
-		if kueueBin, kueueErr = kueue.Binary(testenv.RepoRoot()); kueueErr == nil {
-			kueueMod, kueueErr = kueue.ModuleDir(testenv.RepoRoot())
-		}
-	})
-	if kueueErr != nil {
-		t.Skipf("the Kueue controller manager cannot be built (make kueue-bin): %v", kueueErr)
-	}
 	s := &stack{c: env.AdminClient(t, scheme), clock: clocktesting.NewFakeClock(t0), prober: &prober{obs: map[string]jupyter.Observation{}}}
-	s.kueue = startKueue(t)
+	s.kueue = kueue.ForTest(t, env, kueueUser, frameworks...)
 	// Kueue deletes nothing when a StatefulSet scales to zero: the
 	// garbage collector deletes the Workload once its owners (the pods)
 	// are gone. The collector learns of Kueue's CRDs, installed after it
@@ -141,33 +128,6 @@ func startStack(t *testing.T) *stack {
 	return s
 }
 
-// startKueue runs Kueue for one test and prints its log when the test
-// fails.
-func startKueue(t *testing.T) *kueue.Kueue {
-	t.Helper()
-	admin, err := env.AddUser(kueueUser, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	k, err := kueue.Start(t.Context(), admin, kueue.Options{Binary: kueueBin, ModuleDir: kueueMod, WorkDir: dir, Frameworks: frameworks})
-	if err != nil {
-		if b, rerr := os.ReadFile(filepath.Join(dir, "kueue.log")); rerr == nil {
-			t.Logf("Kueue's log:\n%s", b)
-		}
-		t.Fatalf("starting Kueue: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("Kueue's log:\n%s", k.Log())
-		}
-		if err := k.Stop(); err != nil {
-			t.Errorf("stopping Kueue: %v", err)
-		}
-	})
-	return k
-}
-
 // prober answers for every Notebook that Jupyter runs, idle since t0.
 type prober struct {
 	mu  sync.Mutex
@@ -187,17 +147,6 @@ func (p *prober) Probe(_ context.Context, t jupyter.Target) jupyter.Observation 
 
 var _ notebook.Prober = (*prober)(nil)
 
-// kueueGV is the version Kueue v0.17 stores its objects in.
-var kueueGV = sharedkueue.WorkloadGVK.GroupVersion()
-
-func kueueObject(kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: fields}
-	u.SetGroupVersionKind(kueueGV.WithKind(kind))
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
-}
-
 // gpuResource is the GPU of the default accelerator catalog.
 const gpuResource = "nvidia.com/gpu"
 
@@ -208,8 +157,8 @@ func (s *stack) createQueues(t *testing.T, queue, cpu, gpu string) {
 	t.Helper()
 	name := s.ns + "-" + queue
 	objs := []*unstructured.Unstructured{
-		kueueObject("ResourceFlavor", "", name, map[string]any{"spec": map[string]any{}}),
-		kueueObject("ClusterQueue", "", name, map[string]any{"spec": map[string]any{
+		kueue.Object("ResourceFlavor", "", name, map[string]any{"spec": map[string]any{}}),
+		kueue.Object("ClusterQueue", "", name, map[string]any{"spec": map[string]any{
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{corev1.LabelMetadataName: s.ns}},
 			"resourceGroups": []any{map[string]any{
 				"coveredResources": []any{"cpu", "memory", gpuResource},
@@ -220,7 +169,7 @@ func (s *stack) createQueues(t *testing.T, queue, cpu, gpu string) {
 				}}},
 			}},
 		}}),
-		kueueObject("LocalQueue", s.ns, queue, map[string]any{"spec": map[string]any{"clusterQueue": name}}),
+		kueue.Object("LocalQueue", s.ns, queue, map[string]any{"spec": map[string]any{"clusterQueue": name}}),
 	}
 	for _, o := range objs {
 		if err := s.c.Create(t.Context(), o); err != nil {
@@ -228,19 +177,7 @@ func (s *stack) createQueues(t *testing.T, queue, cpu, gpu string) {
 		}
 		t.Cleanup(func() { _ = s.c.Delete(context.Background(), o) })
 	}
-	cq := objs[1]
-	testenv.Eventually(t, "ClusterQueue "+cq.GetName()+" is Active", func(ctx context.Context) (bool, error) {
-		if err := s.c.Get(ctx, client.ObjectKeyFromObject(cq), cq); err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(cq.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Active" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	kueue.WaitActive(t, s.c, objs[1])
 }
 
 // notebookIn is a Notebook in queue whose Jupyter container requests cpu
@@ -303,8 +240,10 @@ func (s *stack) pod(ctx context.Context, nb *notebooksv1alpha1.Notebook) (*corev
 func gated(pod *corev1.Pod) bool { return len(pod.Spec.SchedulingGates) > 0 }
 
 // actOutAdmittedPod waits until Kueue ungated the Notebook's pod and plays
-// the scheduler and the kubelet: the pod runs and is ready. The real
-// StatefulSet controller then counts it ready.
+// the scheduler and the kubelet: the pod is bound to a node, runs and is
+// ready. The real StatefulSet controller then counts it ready. Bound to a
+// node, the pod is deleted gracefully, as in a cluster: it stays
+// terminating until actOutTermination plays the kubelet's part.
 func (s *stack) actOutAdmittedPod(t *testing.T, nb *notebooksv1alpha1.Notebook) {
 	t.Helper()
 	var pod *corev1.Pod
@@ -313,6 +252,16 @@ func (s *stack) actOutAdmittedPod(t *testing.T, nb *notebooksv1alpha1.Notebook) 
 		pod, err = s.pod(ctx, nb)
 		return pod != nil && !gated(pod) && pod.DeletionTimestamp.IsZero(), err
 	})
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: "node-1"},
+	}
+	if err := s.c.SubResource("binding").Create(t.Context(), pod, binding); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.Get(t.Context(), client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
 	now := metav1.Now()
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.Conditions = []corev1.PodCondition{
@@ -321,6 +270,40 @@ func (s *stack) actOutAdmittedPod(t *testing.T, nb *notebooksv1alpha1.Notebook) 
 		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 	}
 	if err := s.c.Status().Update(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// actOutTermination plays the kubelet stopping the Notebook's terminating
+// pod: it removes the pod once Kueue has reacted to the scale-down (the
+// StatefulSet no longer owns its Workload), which a real kubelet's grace
+// period leaves Kueue time for. Kueue v0.17 then leaves the Workload owned
+// by the pods alone, and the garbage collector deletes it with them; a pod
+// gone before that can leave the Workload without any owner, holding its
+// quota (a race in Kueue that instant deletion in a test would provoke).
+func (s *stack) actOutTermination(t *testing.T, nb *notebooksv1alpha1.Notebook) {
+	t.Helper()
+	testenv.Eventually(t, nb.Name+"'s pod is terminating", func(ctx context.Context) (bool, error) {
+		pod, err := s.pod(ctx, nb)
+		return pod != nil && !pod.DeletionTimestamp.IsZero(), err
+	})
+	testenv.Eventually(t, "Kueue released "+nb.Name+"'s Workload from its StatefulSet", func(ctx context.Context) (bool, error) {
+		wl, err := s.workloadOf(ctx, nb)
+		if err != nil || wl == nil {
+			return wl == nil, err
+		}
+		for _, ref := range wl.GetOwnerReferences() {
+			if ref.Kind == "StatefulSet" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	pod, err := s.pod(t.Context(), nb)
+	if err != nil || pod == nil {
+		t.Fatalf("the pod of %s: %v", nb.Name, err)
+	}
+	if err := s.c.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,88 @@
+package kueue
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-platform/ml-platform/shared/testenv"
+	workload "github.com/ml-platform/ml-platform/shared/kueue"
+)
+
+var (
+	buildOnce sync.Once
+	binary    string
+	moduleDir string
+	buildErr  error
+)
+
+// ForTest runs a fresh Kueue for one test, as user (a cluster
+// administrator of env, whose name the audit log shows), with frameworks
+// switched on. The binary is built once per process; a test is skipped
+// when it cannot be built. Kueue's log is printed when the test fails, and
+// Kueue is stopped when it ends.
+func ForTest(t testing.TB, env *testenv.Env, user string, frameworks ...string) *Kueue {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binary, buildErr = Binary(testenv.RepoRoot()); buildErr == nil {
+			moduleDir, buildErr = ModuleDir(testenv.RepoRoot())
+		}
+	})
+	if buildErr != nil {
+		t.Skipf("the Kueue controller manager cannot be built (make kueue-bin): %v", buildErr)
+	}
+	admin, err := env.AddUser(user, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	k, err := Start(t.Context(), admin, Options{Binary: binary, ModuleDir: moduleDir, WorkDir: dir, Frameworks: frameworks})
+	if err != nil {
+		if b, rerr := os.ReadFile(filepath.Join(dir, "kueue.log")); rerr == nil {
+			t.Logf("Kueue's log:\n%s", b)
+		}
+		t.Fatalf("starting Kueue: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Kueue's log:\n%s", k.Log())
+		}
+		if err := k.Stop(); err != nil {
+			t.Errorf("stopping Kueue: %v", err)
+		}
+	})
+	return k
+}
+
+// Object is a Kueue object of kind (ClusterQueue, LocalQueue ...) in the
+// version Kueue v0.17 stores, with fields besides its name.
+func Object(kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: fields}
+	u.SetGroupVersionKind(workload.WorkloadGVK.GroupVersion().WithKind(kind))
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// WaitActive waits until Kueue marks a ClusterQueue Active (flavors found,
+// quota valid): it admits nothing into it before.
+func WaitActive(t testing.TB, c client.Client, cq *unstructured.Unstructured) {
+	t.Helper()
+	testenv.Eventually(t, "ClusterQueue "+cq.GetName()+" is Active", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cq), cq); err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(cq.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Active" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
