@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ml-platform/ml-platform/shared/testenv"
 	workload "github.com/ml-platform/ml-platform/shared/kueue"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 var (
