@@ -3,9 +3,16 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +27,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
@@ -88,6 +96,12 @@ type KueueOptions struct {
 	WorkDir string
 	// Frameworks are the job integrations to switch on, e.g. "batch/job".
 	Frameworks []string
+	// Visibility switches on Kueue's visibility server (the
+	// pendingworkloads API) and registers it with the API server as
+	// Kueue's manifests do. The API server must run with FrontProxyArgs:
+	// the aggregator authenticates to Kueue with its front-proxy
+	// certificate.
+	Visibility bool
 }
 
 // Kueue is Kueue's controller manager running as a process outside any
@@ -98,6 +112,10 @@ type Kueue struct {
 	logFile *os.File
 	hooks   envtest.WebhookInstallOptions
 	c       client.Client
+	// visibilityPort is the visibility server's port, zero when it is off;
+	// registered are the APIServices and Service that expose it.
+	visibilityPort int
+	registered     []client.Object
 }
 
 // StartKueue installs Kueue's CRDs and webhook configurations from its
@@ -131,6 +149,11 @@ func StartKueue(ctx context.Context, admin *rest.Config, opts KueueOptions) (*Ku
 	if err != nil {
 		return nil, err
 	}
+	if opts.Visibility {
+		if k.visibilityPort, err = testenv.FreePort(); err != nil {
+			return nil, err
+		}
+	}
 	if err := k.writeConfig(configPath, probePort, opts.Frameworks); err != nil {
 		return nil, err
 	}
@@ -139,6 +162,11 @@ func StartKueue(ctx context.Context, admin *rest.Config, opts KueueOptions) (*Ku
 	}
 	if err := k.installWebhooks(ctx, opts.ModuleDir); err != nil {
 		return nil, errors.Join(err, k.Stop())
+	}
+	if opts.Visibility {
+		if err := k.registerVisibility(ctx, opts.ModuleDir); err != nil {
+			return nil, errors.Join(err, k.Stop())
+		}
 	}
 	return k, nil
 }
@@ -165,6 +193,9 @@ func (k *Kueue) writeConfig(path string, probePort int, frameworks []string) err
 		},
 		"integrations": map[string]any{"frameworks": frameworks},
 	}
+	if k.visibilityPort != 0 {
+		cfg["visibilityServer"] = map[string]any{"bindAddress": "127.0.0.1", "bindPort": k.visibilityPort}
+	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		return err
@@ -172,32 +203,45 @@ func (k *Kueue) writeConfig(path string, probePort int, frameworks []string) err
 	return os.WriteFile(path, b, 0o600)
 }
 
-// privateMetricsCert wraps Kueue's command so that it runs in a mount
-// namespace of its own, where /etc is an overlay whose writes land in
-// workDir, and where the serving certificate of certDir is copied to the
-// fixed folder Kueue reads its metrics certificate from. Nothing outside
-// the test's temp dir is written, and parallel Kueues never share the
-// file. A caller who is not root gets a user namespace to mount in.
-func privateMetricsCert(cmd *exec.Cmd, certDir, workDir string) error {
-	upper, work := filepath.Join(workDir, "etc-upper"), filepath.Join(workDir, "etc-work")
-	for _, dir := range []string{upper, work} {
+// privateCerts wraps Kueue's command so that it runs in a mount namespace
+// of its own, where the serving certificate of certDir is found in the
+// fixed folders Kueue reads its metrics certificate (under /etc) and its
+// visibility server's certificate (/visibility) from. /etc is an overlay
+// whose writes land in workDir; the root is a tmpfs that binds every
+// entry of the real root and adds /visibility. Nothing outside the test's
+// temp dir is written, and parallel Kueues never share the files. A caller
+// who is not root gets a user namespace to mount in.
+func privateCerts(cmd *exec.Cmd, certDir, workDir string) error {
+	upper, work, root := filepath.Join(workDir, "etc-upper"), filepath.Join(workDir, "etc-work"), filepath.Join(workDir, "root")
+	for _, dir := range []string{upper, work, root} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 	}
-	const script = `mount -t overlay overlay -o "lowerdir=/etc,upperdir=$MLP_UPPER,workdir=$MLP_WORK" /etc &&
-mkdir -p "$MLP_CERTS" && cp "$MLP_SERVING/tls.crt" "$MLP_SERVING/tls.key" "$MLP_CERTS/" && exec "$@"`
-	cmd.Env = append(cmd.Env, "MLP_UPPER="+upper, "MLP_WORK="+work, "MLP_CERTS="+kueueMetricsCertDir, "MLP_SERVING="+certDir)
+	const script = `set -e
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$MLP_UPPER,workdir=$MLP_WORK" /etc
+mkdir -p "$MLP_CERTS" && cp "$MLP_SERVING/tls.crt" "$MLP_SERVING/tls.key" "$MLP_CERTS/"
+mount -t tmpfs tmpfs "$MLP_ROOT"
+for entry in /*; do
+	name=${entry#/}
+	if [ -L "$entry" ]; then ln -s "$(readlink "$entry")" "$MLP_ROOT/$name"
+	elif [ -d "$entry" ]; then mkdir "$MLP_ROOT/$name" && mount --rbind "$entry" "$MLP_ROOT/$name"
+	fi
+done
+mkdir "$MLP_ROOT/visibility" && cp "$MLP_SERVING/tls.crt" "$MLP_SERVING/tls.key" "$MLP_ROOT/visibility/"
+exec chroot "$MLP_ROOT" /bin/sh -c 'cd "$0" && exec "$@"' "$PWD" "$@"`
+	cmd.Env = append(cmd.Env, "MLP_UPPER="+upper, "MLP_WORK="+work, "MLP_CERTS="+kueueMetricsCertDir, "MLP_SERVING="+certDir, "MLP_ROOT="+root)
 	unshare := []string{"unshare", "--mount", "--propagation", "private"}
 	if os.Geteuid() != 0 {
 		// A user namespace in which the caller is root may mount too
-		// (overlay since Linux 5.11); Kueue keeps the caller's network.
+		// (overlay since Linux 5.11) and chroot; Kueue keeps the caller's
+		// network.
 		unshare = append(unshare, "--user", "--map-root-user")
 	}
 	cmd.Args = append(append(unshare, "--", "/bin/sh", "-c", script, "kueue"), cmd.Args...)
 	path, err := exec.LookPath("unshare")
 	if err != nil {
-		return fmt.Errorf("Kueue reads its metrics certificate from %s; running it in a private mount namespace needs unshare: %w", kueueMetricsCertDir, err)
+		return fmt.Errorf("Kueue reads its certificates from %s and /visibility; running it in a private mount namespace needs unshare: %w", kueueMetricsCertDir, err)
 	}
 	cmd.Path = path
 	return nil
@@ -212,14 +256,17 @@ func (k *Kueue) start(binary, kubeconfig, configPath string, probePort int) erro
 		Name: "Kueue",
 		Port: k.hooks.LocalServingPort,
 		Command: func(int) (*exec.Cmd, error) {
-			// The visibility server (the pending-workloads API) reads its
-			// certificate from a fixed /visibility folder and is reached
-			// through an aggregated APIService; it is off here.
-			cmd := exec.Command(binary, "--config="+configPath, "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2")
+			// The visibility server (the pending-workloads API) is reached
+			// through an aggregated APIService; it is off unless asked
+			// for. It authenticates requests through the API server given
+			// by --kubeconfig (the environment variable alone leaves it
+			// looking for an in-cluster configuration).
+			gate := "--feature-gates=VisibilityOnDemand=" + strconv.FormatBool(k.visibilityPort != 0)
+			cmd := exec.Command(binary, "--config="+configPath, "--kubeconfig="+kubeconfig, gate, "--zap-log-level=2")
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 			// Nothing it writes lands in the caller's directory.
 			cmd.Dir = filepath.Dir(configPath)
-			return cmd, privateMetricsCert(cmd, k.hooks.LocalServingCertDir, cmd.Dir)
+			return cmd, privateCerts(cmd, k.hooks.LocalServingCertDir, cmd.Dir)
 		},
 		Ready: func(ctx context.Context) error { return probeReady(ctx, probePort) },
 		Log:   logFile,
@@ -423,6 +470,9 @@ func (k *Kueue) Stop() error {
 	for _, obj := range k.hooks.ValidatingWebhooks {
 		errs = append(errs, client.IgnoreNotFound(k.c.Delete(context.Background(), obj)))
 	}
+	for _, obj := range k.registered {
+		errs = append(errs, client.IgnoreNotFound(k.c.Delete(context.Background(), obj)))
+	}
 	if k.process != nil {
 		errs = append(errs, k.process.Stop())
 		_ = k.logFile.Close()
@@ -442,4 +492,137 @@ func (k *Kueue) Log() string {
 		return string(b)
 	}
 	return k.process.Log()
+}
+
+// visibilityService is the Service that Kueue's APIServices name.
+const visibilityService = "visibility-server"
+
+// registerVisibility creates the module's APIServices of the visibility
+// API and the Service they name, and waits until the aggregator finds the
+// API available. The Service is an ExternalName of localhost: without
+// --enable-aggregator-routing the aggregator dials an ExternalName
+// Service's host on the APIService's port, which is the process's port
+// here, while Endpoints may not hold a loopback address. Kueue's manifests
+// skip TLS verification (insecureSkipTLSVerify), so the webhook
+// certificate serves.
+func (k *Kueue) registerVisibility(ctx context.Context, moduleDir string) error {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: KueueNamespace, Name: visibilityService},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost"},
+	}
+	if err := k.c.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	k.registered = append(k.registered, svc)
+	var services []*unstructured.Unstructured
+	for _, version := range []string{"v1beta1", "v1beta2"} {
+		b, err := os.ReadFile(filepath.Join(moduleDir, "config", "components", "visibility", "apiservice_"+version+".yaml"))
+		if err != nil {
+			return err
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(b, &obj.Object); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(obj.Object, int64(k.visibilityPort), "spec", "service", "port"); err != nil {
+			return err
+		}
+		if err := k.c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		k.registered = append(k.registered, obj)
+		services = append(services, obj)
+	}
+	for _, obj := range services {
+		if err := k.waitAvailable(ctx, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitAvailable waits until the aggregator reports the APIService
+// Available, which it does once its discovery call reached Kueue.
+func (k *Kueue) waitAvailable(ctx context.Context, obj *unstructured.Unstructured) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Available" {
+				last = fmt.Sprintf("%v: %v", m["reason"], m["message"])
+				return m["status"] == "True", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for APIService %s to be Available: %w (last: %s)", obj.GetName(), err, last)
+	}
+	return nil
+}
+
+// FrontProxyArgs makes, in dir, a front-proxy CA and the client
+// certificate it signs, and returns the kube-apiserver flags that make its
+// aggregator present that certificate to aggregated API servers (Kueue's
+// visibility server) and publish the CA for them to trust the user it
+// forwards in X-Remote-* headers.
+func FrontProxyArgs(dir string) (map[string][]string, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "front-proxy-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "front-proxy-client"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{
+		"front-proxy-ca.crt":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		"front-proxy-client.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"front-proxy-client.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return map[string][]string{
+		"requestheader-client-ca-file":       {filepath.Join(dir, "front-proxy-ca.crt")},
+		"requestheader-allowed-names":        {"front-proxy-client"},
+		"requestheader-username-headers":     {"X-Remote-User"},
+		"requestheader-group-headers":        {"X-Remote-Group"},
+		"requestheader-extra-headers-prefix": {"X-Remote-Extra-"},
+		"proxy-client-cert-file":             {filepath.Join(dir, "front-proxy-client.crt")},
+		"proxy-client-key-file":              {filepath.Join(dir, "front-proxy-client.key")},
+	}, nil
 }
