@@ -547,8 +547,7 @@ func (k *Kueue) waitAvailable(ctx context.Context, obj *unstructured.Unstructure
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := k.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			last = err.Error()
-			return false, nil
+			return false, err
 		}
 		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 		for _, c := range conds {

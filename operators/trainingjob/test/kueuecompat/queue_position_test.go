@@ -74,6 +74,7 @@ func TestQueuePositionFromKueuesVisibilityAPI(t *testing.T) {
 	s.waitPosition(t, first, 1)
 	got := s.waitPosition(t, second, 2)
 	t.Logf("Queued condition: %s", conditions.Get(got, trainingv1alpha1.ConditionQueued).Message)
+	s.logVisibilityCall(t)
 	if col := s.printerColumn(t, second, "Position"); col != float64(2) {
 		t.Errorf("printer column Position of %s: %v, want 2", second.Name, col)
 	}
@@ -87,6 +88,23 @@ func TestQueuePositionFromKueuesVisibilityAPI(t *testing.T) {
 		t.Errorf("an admitted job keeps a place in the queue: %+v", got.Status.Queue)
 	}
 	s.waitPosition(t, second, 1)
+}
+
+// logVisibilityCall logs what one read of the LocalQueue's pending
+// workloads costs through the aggregator: the operator's refresh makes
+// this call once per LocalQueue per refresh, whatever its number of jobs.
+func (s *stack) logVisibilityCall(t *testing.T) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	b, err := cs.RESTClient().Get().AbsPath("/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces", s.ns, "localqueues", "team-queue", "pendingworkloads").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("one pendingworkloads call for 2 waiting jobs: %s, %d bytes", time.Since(start), len(b))
 }
 
 // printerColumn reads one cell of the TrainingJob's row as kubectl get
