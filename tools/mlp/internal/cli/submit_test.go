@@ -151,8 +151,8 @@ func submitWithOperator(t *testing.T, ns string, tweak func(*Options), out io.Wr
 
 // TestSubmitFollowsTheJobToSuccess submits from flags and follows the job
 // through Queued (with its place in the queue once known), admission, pods
-// becoming ready, training progress and
-// success, one plain line per change (no terminal), and exits 0.
+// becoming ready, training progress and success, one plain line per change
+// (no terminal), and exits 0.
 func TestSubmitFollowsTheJobToSuccess(t *testing.T) {
 	ns := newNamespace(t)
 	out := &syncBuffer{}
