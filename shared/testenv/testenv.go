@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -49,6 +50,11 @@ type Options struct {
 	// user, for Env.AuditedWrites: tests count what each controller,
 	// including processes outside the test, wrote.
 	AuditWrites bool
+
+	// FrontProxy gives kube-apiserver front-proxy certificates (made in
+	// the environment's own folder), so that its aggregator can forward
+	// callers to an aggregated API server such as Kueue's visibility API.
+	FrontProxy bool
 
 	// KeepLogger leaves controller-runtime's logger as the TestMain set it
 	// (a benchmark discards the logs); by default Main captures them, see
@@ -115,6 +121,17 @@ func Start(opts Options) (*Env, error) {
 		if auditLog, apiServerArgs, err = auditArgs(workDir, apiServerArgs); err != nil {
 			return nil, err
 		}
+	}
+	if opts.FrontProxy {
+		proxyArgs, err := frontProxyArgs(workDir)
+		if err != nil {
+			return nil, err
+		}
+		apiServerArgs = maps.Clone(apiServerArgs)
+		if apiServerArgs == nil {
+			apiServerArgs = map[string][]string{}
+		}
+		maps.Copy(apiServerArgs, proxyArgs)
 	}
 	for name, values := range apiServerArgs {
 		apiServer.Configure().Set(name, values...)

@@ -549,6 +549,24 @@ type TrainingJobStatus struct {
 	// metrics, when the training reports them.
 	// +optional
 	Progress *TrainingProgress `json:"progress,omitempty"`
+	// Queue is where the job waits while Kueue has not admitted its
+	// current run; absent otherwise.
+	// +optional
+	Queue *QueueStatus `json:"queue,omitempty"`
+}
+
+// QueueStatus is a queued job's place in its Kueue LocalQueue.
+type QueueStatus struct {
+	// LocalQueue is the Kueue LocalQueue the job waits in.
+	LocalQueue string `json:"localQueue"`
+	// Position is the job's place among the LocalQueue's pending
+	// workloads, starting at 1, as Kueue's visibility API
+	// (visibility.kueue.x-k8s.io) reported it at the last refresh; absent
+	// when it is not known (the Queued condition says why). It is
+	// refreshed periodically, not on every change of the queue.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Position *int32 `json:"position,omitempty"`
 }
 
 // TrainingJobPhase is a one-word summary of the conditions.
@@ -676,6 +694,7 @@ type Failure struct {
 // +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.status.backend`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`
+// +kubebuilder:printcolumn:name="Position",type=integer,JSONPath=`.status.queue.position`,description="Place in the Kueue LocalQueue while queued"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
 // +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress.percent`,description="Percent of the reported total steps done"

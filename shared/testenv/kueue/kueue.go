@@ -80,6 +80,13 @@ type Options struct {
 	// Frameworks are the job integrations to switch on, e.g. "batch/job",
 	// or "statefulset", which also switches on "pod" in Kueue v0.17.
 	Frameworks []string
+	// Visibility switches on Kueue's visibility server (the
+	// pendingworkloads API) and registers it with the API server as
+	// Kueue's manifests do. The API server must run with
+	// testenv.Options.FrontProxy:
+	// the aggregator authenticates to Kueue with its front-proxy
+	// certificate.
+	Visibility bool
 }
 
 // Kueue is Kueue's controller manager running as a process outside any
@@ -91,6 +98,10 @@ type Kueue struct {
 	logFile    *os.File
 	hooks      envtest.WebhookInstallOptions
 	c          client.Client
+	// visibilityPort is the visibility server's port, zero when it is off;
+	// registered are the APIServices and Service that expose it.
+	visibilityPort int
+	registered     []client.Object
 }
 
 // Start installs Kueue's CRDs and webhook configurations from its module's
@@ -127,6 +138,11 @@ func Start(ctx context.Context, admin *rest.Config, opts Options) (*Kueue, error
 	if err != nil {
 		return nil, err
 	}
+	if opts.Visibility {
+		if k.visibilityPort, err = testenv.FreePort(); err != nil {
+			return nil, err
+		}
+	}
 	if err := k.writeConfig(configPath, probePort, opts.Frameworks); err != nil {
 		return nil, err
 	}
@@ -135,6 +151,11 @@ func Start(ctx context.Context, admin *rest.Config, opts Options) (*Kueue, error
 	}
 	if err := k.installWebhooks(ctx, opts.ModuleDir); err != nil {
 		return nil, errors.Join(err, k.Stop())
+	}
+	if opts.Visibility {
+		if err := k.registerVisibility(ctx, opts.ModuleDir); err != nil {
+			return nil, errors.Join(err, k.Stop())
+		}
 	}
 	return k, nil
 }
@@ -170,6 +191,9 @@ func (k *Kueue) writeConfig(path string, probePort int, frameworks []string) err
 		},
 		"integrations": map[string]any{"frameworks": frameworks},
 	}
+	if k.visibilityPort != 0 {
+		cfg["visibilityServer"] = map[string]any{"bindAddress": "127.0.0.1", "bindPort": k.visibilityPort}
+	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		return err
@@ -177,32 +201,45 @@ func (k *Kueue) writeConfig(path string, probePort int, frameworks []string) err
 	return os.WriteFile(path, b, 0o600)
 }
 
-// privateMetricsCert wraps Kueue's command so that it runs in a mount
-// namespace of its own, where /etc is an overlay whose writes land in
-// workDir, and where the serving certificate of certDir is copied to the
-// fixed folder Kueue reads its metrics certificate from. Nothing outside
-// the test's temp dir is written, and parallel Kueues never share the
-// file. A caller who is not root gets a user namespace to mount in.
-func privateMetricsCert(cmd *exec.Cmd, certDir, workDir string) error {
-	upper, work := filepath.Join(workDir, "etc-upper"), filepath.Join(workDir, "etc-work")
-	for _, dir := range []string{upper, work} {
+// privateCerts wraps Kueue's command so that it runs in a mount namespace
+// of its own, where the serving certificate of certDir is found in the
+// fixed folders Kueue reads its metrics certificate (under /etc) and its
+// visibility server's certificate (/visibility) from. /etc is an overlay
+// whose writes land in workDir; the root is a tmpfs that binds every
+// entry of the real root and adds /visibility. Nothing outside the test's
+// temp dir is written, and parallel Kueues never share the files. A caller
+// who is not root gets a user namespace to mount in.
+func privateCerts(cmd *exec.Cmd, certDir, workDir string) error {
+	upper, work, root := filepath.Join(workDir, "etc-upper"), filepath.Join(workDir, "etc-work"), filepath.Join(workDir, "root")
+	for _, dir := range []string{upper, work, root} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 	}
-	const script = `mount -t overlay overlay -o "lowerdir=/etc,upperdir=$MLP_UPPER,workdir=$MLP_WORK" /etc &&
-mkdir -p "$MLP_CERTS" && cp "$MLP_SERVING/tls.crt" "$MLP_SERVING/tls.key" "$MLP_CERTS/" && exec "$@"`
-	cmd.Env = append(cmd.Env, "MLP_UPPER="+upper, "MLP_WORK="+work, "MLP_CERTS="+metricsCertDir, "MLP_SERVING="+certDir)
+	const script = `set -e
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$MLP_UPPER,workdir=$MLP_WORK" /etc
+mkdir -p "$MLP_CERTS" && cp "$MLP_SERVING/tls.crt" "$MLP_SERVING/tls.key" "$MLP_CERTS/"
+mount -t tmpfs tmpfs "$MLP_ROOT"
+for entry in /*; do
+	name=${entry#/}
+	if [ -L "$entry" ]; then ln -s "$(readlink "$entry")" "$MLP_ROOT/$name"
+	elif [ -d "$entry" ]; then mkdir "$MLP_ROOT/$name" && mount --rbind "$entry" "$MLP_ROOT/$name"
+	fi
+done
+mkdir "$MLP_ROOT/visibility" && cp "$MLP_SERVING/tls.crt" "$MLP_SERVING/tls.key" "$MLP_ROOT/visibility/"
+exec chroot "$MLP_ROOT" /bin/sh -c 'cd "$0" && exec "$@"' "$PWD" "$@"`
+	cmd.Env = append(cmd.Env, "MLP_UPPER="+upper, "MLP_WORK="+work, "MLP_CERTS="+metricsCertDir, "MLP_SERVING="+certDir, "MLP_ROOT="+root)
 	unshare := []string{"unshare", "--mount", "--propagation", "private"}
 	if os.Geteuid() != 0 {
 		// A user namespace in which the caller is root may mount too
-		// (overlay since Linux 5.11); Kueue keeps the caller's network.
+		// (overlay since Linux 5.11) and chroot; Kueue keeps the caller's
+		// network.
 		unshare = append(unshare, "--user", "--map-root-user")
 	}
 	cmd.Args = append(append(unshare, "--", "/bin/sh", "-c", script, "kueue"), cmd.Args...)
 	path, err := exec.LookPath("unshare")
 	if err != nil {
-		return fmt.Errorf("Kueue reads its metrics certificate from %s; running it in a private mount namespace needs unshare: %w", metricsCertDir, err)
+		return fmt.Errorf("Kueue reads its certificates from %s and /visibility; running it in a private mount namespace needs unshare: %w", metricsCertDir, err)
 	}
 	cmd.Path = path
 	return nil
@@ -217,14 +254,17 @@ func (k *Kueue) start(binary, kubeconfig, configPath string, probePort int) erro
 		Name: "Kueue",
 		Port: k.hooks.LocalServingPort,
 		Command: func(int) (*exec.Cmd, error) {
-			// The visibility server (the pending-workloads API) reads its
-			// certificate from a fixed /visibility folder and is reached
-			// through an aggregated APIService; it is off here.
-			cmd := exec.Command(binary, "--config="+configPath, "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=2")
+			// The visibility server (the pending-workloads API) is reached
+			// through an aggregated APIService; it is off unless asked
+			// for. It authenticates requests through the API server given
+			// by --kubeconfig (the environment variable alone leaves it
+			// looking for an in-cluster configuration).
+			gate := "--feature-gates=VisibilityOnDemand=" + strconv.FormatBool(k.visibilityPort != 0)
+			cmd := exec.Command(binary, "--config="+configPath, "--kubeconfig="+kubeconfig, gate, "--zap-log-level=2")
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 			// Nothing it writes lands in the caller's directory.
 			cmd.Dir = filepath.Dir(configPath)
-			return cmd, privateMetricsCert(cmd, k.hooks.LocalServingCertDir, cmd.Dir)
+			return cmd, privateCerts(cmd, k.hooks.LocalServingCertDir, cmd.Dir)
 		},
 		Ready: func(ctx context.Context) error { return probeReady(ctx, probePort) },
 		Log:   logFile,
@@ -263,6 +303,9 @@ func (k *Kueue) Stop() error {
 		errs = append(errs, client.IgnoreNotFound(k.c.Delete(context.Background(), obj)))
 	}
 	for _, obj := range k.hooks.ValidatingWebhooks {
+		errs = append(errs, client.IgnoreNotFound(k.c.Delete(context.Background(), obj)))
+	}
+	for _, obj := range k.registered {
 		errs = append(errs, client.IgnoreNotFound(k.c.Delete(context.Background(), obj)))
 	}
 	if k.process != nil {

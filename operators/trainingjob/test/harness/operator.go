@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -60,6 +62,9 @@ type Options struct {
 	DefaultBackend trainingv1alpha1.Backend
 	// Wrap wraps the reconciler, e.g. to time each reconcile.
 	Wrap func(reconcile.Reconciler) reconcile.Reconciler
+	// QueuePositionRefresh is how often queued jobs read their position
+	// again; zero keeps the operator's default.
+	QueuePositionRefresh time.Duration
 }
 
 // StartOperator starts the operator against cfg, counting its writes.
@@ -87,6 +92,9 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 		},
 		Register: func(mgr ctrl.Manager, r *trainingjob.Reconciler, co controller.Options) error {
 			co.MaxConcurrentReconciles = max(opts.Concurrency, 1)
+			if opts.QueuePositionRefresh > 0 {
+				r.QueuePositionRefresh = opts.QueuePositionRefresh
+			}
 			var do reconcile.Reconciler = r
 			if opts.Wrap != nil {
 				do = opts.Wrap(do)

@@ -38,9 +38,13 @@ var (
 // creates a Job's pods once Kueue unsuspends it; no scheduler or kubelet
 // runs, so they stay Pending) and an audit log of every write, from which
 // the tests count what the operator and Kueue each wrote.
+//
+// The API server runs with front-proxy certificates so that its
+// aggregator can forward the callers of Kueue's visibility API to Kueue;
+// testenv makes them in its own folder and removes them with it.
 func TestMain(m *testing.M) {
 	scheme = harness.Scheme()
-	testenv.Main(m, testenv.Options{ControllerManager: true, Controllers: []string{"job-controller"}, AuditWrites: true}, &env)
+	testenv.Main(m, testenv.Options{ControllerManager: true, Controllers: []string{"job-controller"}, AuditWrites: true, FrontProxy: true}, &env)
 }
 
 // The chart is installed once: its CRD, ServiceAccount and RBAC. The
@@ -74,10 +78,25 @@ type stack struct {
 	op    *harness.Operator
 }
 
-// startStack installs the chart (once), starts a fresh Kueue and the
-// operator for this test, and creates the test's namespace. It skips the
-// test only when the Kueue binary cannot be built.
+// startStack installs the chart (once), starts a fresh Kueue without its
+// visibility server and the operator for this test, and creates the
+// test's namespace. It skips the test only when the Kueue binary cannot be
+// built.
 func startStack(t *testing.T) *stack {
+	t.Helper()
+	return startStackWith(t, stackOptions{})
+}
+
+// stackOptions vary what startStackWith starts.
+type stackOptions struct {
+	// visibility starts Kueue's visibility server (the pendingworkloads
+	// API) and registers its APIServices.
+	visibility bool
+	// operator tunes the operator.
+	operator harness.Options
+}
+
+func startStackWith(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	chartOnce.Do(func() {
 		if kueueBin, kueueErr = harness.KueueBinary(testenv.RepoRoot()); kueueErr == nil {
@@ -106,8 +125,8 @@ func startStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{c: c}
-	s.kueue = startKueue(t)
-	s.op, err = harness.StartOperator(operatorCfg, scheme, harness.Options{})
+	s.kueue = startKueue(t, opts.visibility)
+	s.op, err = harness.StartOperator(operatorCfg, scheme, opts.operator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +140,7 @@ func startStack(t *testing.T) *stack {
 
 // startKueue runs Kueue for one test, with the batch/Job integration the
 // native backend needs, and prints its log when the test fails.
-func startKueue(t *testing.T) *harness.Kueue {
+func startKueue(t *testing.T, visibility bool) *harness.Kueue {
 	t.Helper()
 	admin, err := env.AddUser(kueueUser, "system:masters")
 	if err != nil {
@@ -129,7 +148,7 @@ func startKueue(t *testing.T) *harness.Kueue {
 	}
 	dir := t.TempDir()
 	k, err := harness.StartKueue(t.Context(), admin, harness.KueueOptions{
-		Binary: kueueBin, ModuleDir: kueueMod, WorkDir: dir, Frameworks: []string{"batch/job"},
+		Binary: kueueBin, ModuleDir: kueueMod, WorkDir: dir, Frameworks: []string{"batch/job"}, Visibility: visibility,
 	})
 	if err != nil {
 		if b, rerr := os.ReadFile(filepath.Join(dir, "kueue.log")); rerr == nil {

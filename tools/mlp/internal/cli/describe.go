@@ -55,7 +55,7 @@ func (do *describeOptions) Run(ctx context.Context) error {
 	field("Framework", string(tj.Spec.Framework))
 	field("Image", tj.Spec.Image)
 	field("Workers", fmt.Sprint(tj.Spec.Workers))
-	field("Status", orDash(string(tj.Status.Phase)))
+	field("Status", phaseText(tj))
 	field("Run", fmt.Sprint(tj.Status.Run))
 	field("Restarts", fmt.Sprint(tj.Status.RestartCount))
 	field("Age", age(tj.CreationTimestamp.Time, now))

@@ -24,7 +24,7 @@ import (
 type jobState struct {
 	Name     string
 	Phase    string
-	Queue    string // "queued", "admitted" or "" without a queue
+	Queue    string // "queued" (with its place when known), "admitted" or "" without a queue
 	Ready    int
 	Pods     int
 	Run      int32
@@ -77,6 +77,9 @@ func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (job
 	}
 	if c := meta.FindStatusCondition(tj.Status.Conditions, trainingv1alpha1.ConditionQueued); c != nil {
 		st.Queue = map[bool]string{true: "queued", false: "admitted"}[c.Status == "True"]
+		if place := queuePlace(tj); place != "" && c.Status == "True" {
+			st.Queue += " (" + place + ")"
+		}
 	}
 	st.Waiting = conditionText(waitingCondition(tj))
 	if pending(tj) {

@@ -150,8 +150,9 @@ func submitWithOperator(t *testing.T, ns string, tweak func(*Options), out io.Wr
 }
 
 // TestSubmitFollowsTheJobToSuccess submits from flags and follows the job
-// through Queued, admission, pods becoming ready, training progress and
-// success, one plain line per change (no terminal), and exits 0.
+// through Queued (with its place in the queue once known), admission, pods
+// becoming ready, training progress and success, one plain line per change
+// (no terminal), and exits 0.
 func TestSubmitFollowsTheJobToSuccess(t *testing.T) {
 	ns := newNamespace(t)
 	out := &syncBuffer{}
@@ -160,6 +161,9 @@ func TestSubmitFollowsTheJobToSuccess(t *testing.T) {
 			st.Phase = trainingv1alpha1.PhaseQueued
 			setCondition(st, trainingv1alpha1.ConditionQueued, metav1.ConditionTrue, "Queued")
 		}), expect: "job: Queued, queued\n"},
+		{do: jobStatus(ns, "job", func(st *trainingv1alpha1.TrainingJobStatus) {
+			st.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: "team-a", Position: ptr.To[int32](2)}
+		}), expect: "job: Queued, queued (position 2 in team-a)\n"},
 		{do: podsOfRun(ns, "job", false, "Master", "Worker"), expect: ""},
 		{do: jobStatus(ns, "job", running), expect: "job: Running, admitted, pods ready 0/2, run 1, restarts 0\n"},
 		{do: podsOfRun(ns, "job", true, "Master", "Worker"), expect: "job: Running, admitted, pods ready 2/2, run 1, restarts 0\n"},
@@ -175,6 +179,7 @@ func TestSubmitFollowsTheJobToSuccess(t *testing.T) {
 	want := `trainingjob.training.mlplatform.dev/job created
 job: -
 job: Queued, queued
+job: Queued, queued (position 2 in team-a)
 job: Running, admitted, pods ready 0/2, run 1, restarts 0
 job: Running, admitted, pods ready 2/2, run 1, restarts 0
 job: Running, admitted, pods ready 2/2, run 1, restarts 0, step 50/100 (50%) epoch 1 loss=0.3

@@ -56,7 +56,7 @@ var trainingJobTable = table{
 		}
 		p := readProgress(u)
 		r := []string{
-			tj.Name, string(tj.Spec.Framework), strconv.Itoa(int(tj.Spec.Workers)), orDash(string(tj.Status.Phase)),
+			tj.Name, string(tj.Spec.Framework), strconv.Itoa(int(tj.Spec.Workers)), phaseText(tj),
 			p.percentText(), strconv.Itoa(int(tj.Status.RestartCount)), age(tj.CreationTimestamp.Time, now), orDash(tj.Status.Duration),
 		}
 		if wide {
@@ -69,6 +69,26 @@ var trainingJobTable = table{
 		}
 		return r
 	},
+}
+
+// queuePlace is a queued job's place in its Kueue LocalQueue, such as
+// "position 2 in team-queue", as the operator last read it from Kueue;
+// empty when the job does not wait in a queue or its place is unknown.
+func queuePlace(tj *trainingv1alpha1.TrainingJob) string {
+	q := tj.Status.Queue
+	if q == nil || q.Position == nil {
+		return ""
+	}
+	return fmt.Sprintf("position %d in %s", *q.Position, q.LocalQueue)
+}
+
+// phaseText is the job's phase, with its place in the queue while it
+// waits in one: "Queued (position 2 in team-queue)".
+func phaseText(tj *trainingv1alpha1.TrainingJob) string {
+	if place := queuePlace(tj); place != "" {
+		return fmt.Sprintf("%s (%s)", orDash(string(tj.Status.Phase)), place)
+	}
+	return orDash(string(tj.Status.Phase))
 }
 
 // suspendOptions suspends (suspend) or resumes TrainingJobs.

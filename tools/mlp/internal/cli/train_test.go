@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -310,5 +311,53 @@ func TestWaitWithoutPodRights(t *testing.T) {
 	r = cli(ctx2, t, cfg, ns, nil, "train", "wait", "job")
 	if r.code != ExitFailed || !strings.Contains(r.err, `cannot get resource "trainingjobs"`) {
 		t.Errorf("without rights: exit %d, stderr %q", r.code, r.err)
+	}
+}
+
+// TestTrainShowsQueuePosition: a job waiting in a Kueue LocalQueue shows
+// its place there in list and describe; one whose place is unknown shows
+// its phase alone.
+func TestTrainShowsQueuePosition(t *testing.T) {
+	c := adminClient(t)
+	ns := newNamespace(t)
+	for _, name := range []string{"bert", "mnist"} {
+		tj := trainingJob(ns, name, 1)
+		tj.Spec.QueueName = "team-queue"
+		if err := c.Create(context.Background(), tj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setJobStatus(t, c, ns, "bert", func(st *trainingv1alpha1.TrainingJobStatus) {
+		st.Phase, st.Run = trainingv1alpha1.PhaseQueued, 1
+		st.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: "team-queue", Position: ptr.To[int32](2)}
+		setCondition(st, trainingv1alpha1.ConditionQueued, metav1.ConditionTrue, "Waiting")
+	})
+	setJobStatus(t, c, ns, "mnist", func(st *trainingv1alpha1.TrainingJobStatus) {
+		st.Phase, st.Run = trainingv1alpha1.PhaseQueued, 1
+		st.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: "team-queue"}
+		setCondition(st, trainingv1alpha1.ConditionQueued, metav1.ConditionTrue, "Waiting")
+	})
+	list := run(t, ns, "train", "list")
+	if list.code != 0 {
+		t.Fatalf("list: exit %d, stderr %q", list.code, list.err)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(list.out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines[f[0]] = l
+		}
+	}
+	if !strings.Contains(lines["bert"], "Queued (position 2 in team-queue)") {
+		t.Errorf("list does not show bert's place in the queue:\n%s", list.out)
+	}
+	if !strings.Contains(lines["mnist"], "Queued ") || strings.Contains(lines["mnist"], "position") {
+		t.Errorf("list shows a place for mnist, whose place is unknown:\n%s", list.out)
+	}
+	describe := run(t, ns, "train", "describe", "bert")
+	if describe.code != 0 {
+		t.Fatalf("describe: exit %d, stderr %q", describe.code, describe.err)
+	}
+	if !regexp.MustCompile(`(?m)^Status: +Queued \(position 2 in team-queue\)$`).MatchString(describe.out) {
+		t.Errorf("describe does not show the place in the queue:\n%s", describe.out)
 	}
 }

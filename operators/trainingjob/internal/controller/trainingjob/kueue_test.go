@@ -134,7 +134,7 @@ func TestKueueAdmitsEvictsAndTheUserSuspends(t *testing.T) {
 		t.Errorf("phase %s", got.Status.Phase)
 	}
 	testenv.WaitForEvent(t, c, tj, "Admitted")
-	if n := sampleCount(t, op.reconciler.Metrics.QueueWait.WithLabelValues(ns)); n != 1 {
+	if n := sampleCount(t, op.reconciler.Metrics.QueueWait.WithLabelValues(ns, "team-a")); n != 1 {
 		t.Errorf("queue_wait_seconds{namespace=%s} has %d observations, want 1", ns, n)
 	}
 

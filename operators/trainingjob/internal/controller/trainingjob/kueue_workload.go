@@ -2,7 +2,9 @@ package trainingjob
 
 import (
 	"context"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/kueue"
 )
 
@@ -34,29 +37,99 @@ type queueObservation struct {
 	// message is Kueue's explanation of the wait: the message of the
 	// Workload's QuotaReserved=False condition, or of Evicted=True.
 	message string
+	// position is the Workload's place in its LocalQueue, starting at 1,
+	// when Kueue's visibility API gave one; unknown says why it did not.
+	position *int32
+	unknown  string
 }
 
-func newWorkload() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(workloadGVK)
-	return u
+// admission is Kueue's admission of the current run's child, observed by
+// the reconcile that records it.
+type admission struct {
+	// waited is from when the run entered the queue (its child's creation,
+	// or the eviction that sent it back) to the Workload's Admitted time.
+	waited time.Duration
 }
 
-// observeWorkload reads the Workload of a queued child that Kueue holds
-// suspended; without Kueue's CRD there is nothing to read.
+func newWorkload() *unstructured.Unstructured { return kueue.NewWorkload() }
+
+// observeWorkload reads the Workload of the current run's child while Kueue
+// holds it suspended (why it waits, and its place in the queue), and once
+// more when Kueue admitted it and status does not say so yet (when the
+// admission happened, for the queue-wait metric). Without Kueue's CRD there
+// is nothing to read.
 func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if !r.WatchesWorkloads || s.job == nil || s.tj.Spec.QueueName == "" || !s.state.SpecSuspended {
+	if !r.WatchesWorkloads || s.job == nil || s.tj.Spec.QueueName == "" || s.finished || s.end != nil {
 		return ctrl.Result{}, nil
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(workloadGVK.GroupVersion().WithKind(workloadGVK.Kind + "List"))
-	if err := r.Client.List(ctx, list, client.InNamespace(s.tj.Namespace), client.MatchingLabels{workloadJobUIDLabel: string(s.job.GetUID())}); err != nil {
+	queued := s.state.SpecSuspended
+	if !queued && admissionRecorded(s.tj) {
+		return ctrl.Result{}, nil
+	}
+	items, err := kueue.WorkloadsOf(ctx, r.Client, s.tj.Namespace, s.job.GetUID())
+	if err != nil || len(items) == 0 {
 		return ctrl.Result{}, err
 	}
-	if len(list.Items) > 0 {
-		s.queue = &queueObservation{message: waitMessage(&list.Items[0])}
+	wl := &items[0]
+	if !queued {
+		if at := conditionTime(wl, "Admitted"); at != nil {
+			s.admission = &admission{waited: at.Sub(queueEntry(s.tj, s.job))}
+		}
+		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, nil
+	s.queue = &queueObservation{message: waitMessage(wl)}
+	if s.tj.Spec.Suspend || conditionStatus(wl, "QuotaReserved") == "True" {
+		// Not waiting for quota: suspended by the user, or being admitted.
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.observePosition(ctx, s, wl.GetName())}, nil
+}
+
+// admissionRecorded is true when status already records Kueue's admission
+// of the current run.
+func admissionRecorded(tj *trainingv1alpha1.TrainingJob) bool {
+	c := conditions.Get(tj, trainingv1alpha1.ConditionQueued)
+	return c != nil && c.Reason == ReasonAdmitted
+}
+
+// queueEntry is when the current run entered the queue: when Kueue evicted
+// it back into the queue, as recorded, else when its child was created
+// (suspended, in the queue).
+func queueEntry(tj *trainingv1alpha1.TrainingJob, job client.Object) time.Time {
+	if c := conditions.Get(tj, trainingv1alpha1.ConditionQueued); c != nil && c.Status == metav1.ConditionTrue && c.Reason == ReasonEvicted {
+		return c.LastTransitionTime.Time
+	}
+	return job.GetCreationTimestamp().Time
+}
+
+// conditionTime is when a Workload's condition last became True; nil
+// while it is not True.
+func conditionTime(wl *unstructured.Unstructured, typ string) *time.Time {
+	c := workloadCondition(wl, typ)
+	if c["status"] != "True" {
+		return nil
+	}
+	s, _ := c["lastTransitionTime"].(string)
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil
+	}
+	return &t
+}
+
+func conditionStatus(wl *unstructured.Unstructured, typ string) any {
+	return workloadCondition(wl, typ)["status"]
+}
+
+// workloadCondition is a condition of a Workload by type, nil when absent.
+func workloadCondition(wl *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
 }
 
 // waitMessage is why Kueue keeps a Workload waiting: an eviction (its

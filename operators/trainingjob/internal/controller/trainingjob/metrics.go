@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -65,7 +64,7 @@ func NewMetrics() *Metrics {
 		AcceleratorSecondsLost: metrics.NewCounterVec(subsystem, "accelerator_seconds_lost_total",
 			"Accelerator-seconds held by runs that failed and were restarted (accelerators per pod x pods x run duration).", "namespace", "type"),
 		QueueWait: metrics.NewHistogramVec(subsystem, "queue_wait_seconds",
-			"Seconds a queued TrainingJob's run waited for Kueue to admit it.", jobBuckets, "namespace"),
+			"Seconds a queued TrainingJob's run waited for Kueue to admit it: from its job's creation, or the eviction that sent it back, to the Workload's Admitted time.", jobBuckets, "namespace", "queue"),
 		RestartsExhausted: metrics.NewCounterVec(subsystem, "restarts_exhausted_total",
 			"TrainingJobs that failed because checkpoint.maxRestarts was reached, although a new run could have fixed the failure.", "namespace"),
 	}
@@ -104,11 +103,6 @@ func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob
 	ns, framework := after.Namespace, string(after.Spec.Framework)
 	if before.Status.StartTime == nil && after.Status.StartTime != nil {
 		m.TimeToRunning.WithLabelValues(ns, framework).Observe(after.Status.StartTime.Sub(after.CreationTimestamp.Time).Seconds())
-	}
-	if b := conditions.Get(before, trainingv1alpha1.ConditionQueued); b != nil && b.Status == metav1.ConditionTrue {
-		if a := conditions.Get(after, trainingv1alpha1.ConditionQueued); a != nil && a.Status == metav1.ConditionFalse {
-			m.QueueWait.WithLabelValues(ns).Observe(max(0, now.Sub(b.LastTransitionTime.Time).Seconds()))
-		}
 	}
 	if after.Status.RestartCount > before.Status.RestartCount && len(after.Status.Runs) > 0 {
 		run := after.Status.Runs[len(after.Status.Runs)-1]
@@ -151,6 +145,24 @@ func (m *Metrics) observeTransitions(before, after *trainingv1alpha1.TrainingJob
 	if class, pods, count := acceleratorsOf(after, catalog); class != "" {
 		m.AcceleratorSeconds.WithLabelValues(ns, class).Add(seconds * pods * count)
 	}
+}
+
+// observeAdmission observes the queue wait of a run once, with the status
+// write that records Kueue's admission (Queued turns Admitted): a later
+// reconcile, or a restarted operator, finds the admission recorded and
+// observes nothing. A write that is lost with the operator loses the
+// sample, never doubles it. The wait ends at the Workload's Admitted time;
+// without a Workload (Kueue's CRD absent) it ends when the operator saw
+// the admission.
+func (m *Metrics) observeAdmission(before, after *trainingv1alpha1.TrainingJob, s *scope) {
+	if admissionRecorded(before) || !admissionRecorded(after) || s.job == nil {
+		return
+	}
+	waited := s.now.Sub(queueEntry(before, s.job))
+	if s.admission != nil {
+		waited = s.admission.waited
+	}
+	m.QueueWait.WithLabelValues(after.Namespace, after.Spec.QueueName).Observe(max(0, waited.Seconds()))
 }
 
 // acceleratorsOf returns a TrainingJob's accelerator type, its pods and the

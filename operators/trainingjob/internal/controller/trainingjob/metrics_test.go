@@ -1,6 +1,7 @@
 package trainingjob
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ var assertedMetrics = map[string]string{
 	"mlplatform_trainingjob_accelerator_seconds_total":      "TestMetricsOfEveryTransition",
 	"mlplatform_trainingjob_restarted_total":                "TestMetricsOfEveryTransition",
 	"mlplatform_trainingjob_accelerator_seconds_lost_total": "TestMetricsOfEveryTransition",
-	"mlplatform_trainingjob_queue_wait_seconds":             "TestMetricsOfEveryTransition",
+	"mlplatform_trainingjob_queue_wait_seconds":             "TestQueueWaitIsObservedOncePerAdmission",
 	"mlplatform_trainingjob_restarts_exhausted_total":       "TestMetricsOfEveryTransition",
 	"mlplatform_trainingjob_trainingjobs":                   "TestMetricsThroughTheReconciler",
 }
@@ -100,21 +101,6 @@ func TestMetricsOfEveryTransition(t *testing.T) {
 			},
 			check: func(t *testing.T, n string) {
 				expectHistogram(t, "mlplatform_trainingjob_time_to_running_seconds", nsFw(n), 1, 30)
-			},
-		},
-		"admitted after 90 s in the queue": {
-			before: func(tj *trainingv1alpha1.TrainingJob) *trainingv1alpha1.TrainingJob {
-				tj.Status.Conditions = []metav1.Condition{{Type: trainingv1alpha1.ConditionQueued, Status: metav1.ConditionTrue, Reason: ReasonQueued, LastTransitionTime: metav1.NewTime(t0)}}
-				return tj
-			},
-			after: func(tj *trainingv1alpha1.TrainingJob) *trainingv1alpha1.TrainingJob {
-				tj.Status.Conditions = []metav1.Condition{{Type: trainingv1alpha1.ConditionQueued, Status: metav1.ConditionFalse, Reason: ReasonAdmitted, LastTransitionTime: metav1.NewTime(t0.Add(90 * time.Second))}}
-				return tj
-			},
-			now: 90 * time.Second,
-			check: func(t *testing.T, n string) {
-				expectHistogram(t, "mlplatform_trainingjob_queue_wait_seconds", ns(n), 1, 90)
-				expectHistogram(t, "mlplatform_trainingjob_time_to_running_seconds", nsFw(n), 0, 0)
 			},
 		},
 		"a preempted run of 100 s is restarted": {
@@ -229,5 +215,55 @@ func expectHistogram(t *testing.T, name string, labels map[string]string, wantCo
 	t.Helper()
 	if n, sum := metricstest.Histogram(t, name, labels); n != wantCount || sum != wantSum {
 		t.Errorf("%s%v: %d observations summing to %v, want %d summing to %v", name, labels, n, sum, wantCount, wantSum)
+	}
+}
+
+// TestQueueWaitIsObservedOncePerAdmission drives observeAdmission: one
+// sample with the status write that records the admission, measured to
+// Kueue's Admitted time when the Workload was read, from the Job's
+// creation or from the eviction that sent the run back; none when the
+// admission was already recorded (a later reconcile, a restarted operator).
+func TestQueueWaitIsObservedOncePerAdmission(t *testing.T) {
+	m := NewMetrics()
+	queuedAs := func(reason string, since time.Duration) *trainingv1alpha1.TrainingJob {
+		tj := metricsJob("")
+		tj.Spec.QueueName = "team-queue"
+		status := metav1.ConditionTrue
+		if reason == ReasonAdmitted {
+			status = metav1.ConditionFalse
+		}
+		tj.Status.Conditions = []metav1.Condition{{Type: trainingv1alpha1.ConditionQueued, Status: status, Reason: reason, LastTransitionTime: *at(since)}}
+		return tj
+	}
+	job := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: *at(10 * time.Second)}}
+	for name, tc := range map[string]struct {
+		before    *trainingv1alpha1.TrainingJob
+		admission *admission
+		wantCount uint64
+		wantSum   float64
+	}{
+		"Kueue's admission time, from the Job's creation": {
+			before: queuedAs(ReasonWaiting, 12*time.Second), admission: &admission{waited: 80 * time.Second}, wantCount: 1, wantSum: 80,
+		},
+		"no Workload read: until now, from the Job's creation": {
+			before: queuedAs(ReasonWaiting, 12*time.Second), wantCount: 1, wantSum: 90,
+		},
+		"re-admitted after an eviction: from the eviction": {
+			before: queuedAs(ReasonEvicted, 70*time.Second), wantCount: 1, wantSum: 30,
+		},
+		"already recorded": {
+			before: queuedAs(ReasonAdmitted, 50*time.Second), admission: &admission{waited: 80 * time.Second},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := "qw-" + strings.ReplaceAll(name, " ", "-")
+			before := tc.before.DeepCopy()
+			before.Namespace = n
+			after := before.DeepCopy()
+			conditions.MarkFalse(after, trainingv1alpha1.ConditionQueued, ReasonAdmitted, "admitted")
+			s := &scope{tj: before, job: job, now: t0.Add(100 * time.Second), admission: tc.admission}
+			m.observeAdmission(before, after, s)
+			expectHistogram(t, "mlplatform_trainingjob_queue_wait_seconds", map[string]string{"namespace": n, "queue": "team-queue"}, tc.wantCount, tc.wantSum)
+		})
 	}
 }

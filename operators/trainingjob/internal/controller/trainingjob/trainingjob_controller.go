@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -97,12 +99,20 @@ type Reconciler struct {
 	// WatchesWorkloads is false when Kueue's Workload CRD was not
 	// installed at start; queued jobs then show no reason of Kueue's.
 	WatchesWorkloads bool
+	// QueuePositionRefresh is how often a queued job's position in its
+	// LocalQueue is read again from Kueue's visibility API (with up to 20%
+	// jitter); one read of a LocalQueue serves its jobs for half of it.
+	QueuePositionRefresh time.Duration
+	// Visibility reads Kueue's visibility API.
+	Visibility dynamic.Interface
 	// Clock is the clock for TTLs and backoffs; tests move it.
 	Clock        clock.PassiveClock
 	Metrics      *Metrics
 	PhaseMetrics *phase.Metrics
 
 	runner *phase.Runner[*trainingv1alpha1.TrainingJob, *scope]
+	// positions caches the LocalQueues' pending workloads.
+	positions *queuePositions
 
 	// reported remembers the pod issues already re-emitted per
 	// TrainingJob, so a pod that stays unschedulable is reported once. It
@@ -132,6 +142,10 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	if err != nil {
 		return nil, err
 	}
+	visibility, err := dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
@@ -141,6 +155,9 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 		Clock:        clock.RealClock{},
 		Metrics:      NewMetrics(),
 		PhaseMetrics: phaseMetrics,
+
+		QueuePositionRefresh: DefaultQueuePositionRefresh,
+		Visibility:           visibility,
 	}
 	if err := metrics.Replace(NewPhaseCollector(mgr.GetCache())); err != nil {
 		return nil, err
@@ -191,6 +208,9 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	// The Runner is built here, once, from the fields as the caller left
 	// them after NewReconciler (tests swap the client or the clock).
 	r.runner = r.newRunner()
+	if r.WatchesWorkloads && r.QueuePositionRefresh > 0 {
+		r.positions = newQueuePositions(r.fetchPositions, r.QueuePositionRefresh/2, r.Clock)
+	}
 	// Our own status writes change neither generation, labels nor
 	// annotations, so they start no reconcile; what a status write decided
 	// is acted on in the same reconcile or by its requeue.
@@ -287,6 +307,7 @@ func (r *Reconciler) newRunner() *phase.Runner[*trainingv1alpha1.TrainingJob, *s
 			}
 			if statusWritten {
 				r.Metrics.observeTransitions(before, tj, r.Settings.Catalog, r.Clock.Now())
+				r.Metrics.observeAdmission(before, tj, s)
 			}
 			if s.created {
 				r.Metrics.Created.WithLabelValues(tj.Namespace, string(tj.Spec.Framework)).Inc()

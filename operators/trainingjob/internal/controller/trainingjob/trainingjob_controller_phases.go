@@ -82,6 +82,9 @@ type scope struct {
 	refusal *corev1.Event
 	// queue is what Kueue's Workload says about a child it holds.
 	queue *queueObservation
+	// admission is Kueue's admission of the child, read by the reconcile
+	// that records it.
+	admission *admission
 }
 
 func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
@@ -383,17 +386,24 @@ func ceilSecond(t time.Time) time.Time {
 }
 
 // convergeQueueLabel makes the Kueue queue label of the current run's job
-// follow spec.queueName while the job waits in its queue. Kueue does not
-// move admitted workloads, so an admitted job keeps its queue (the CRD
-// rejects the change; one that raced with the admission takes effect with
-// the next run). It runs before convergeSuspend: a job taken out of its
-// queue loses the label before the operator unsuspends it.
+// follow spec.queueName, and its WorkloadPriorityClass label follow the
+// TrainingJob's, while the job waits in its queue. Kueue does not move
+// admitted workloads, so an admitted job keeps its queue (the CRD rejects
+// the change; one that raced with the admission takes effect with the
+// next run). Kueue v0.17 updates a Workload's priority when its job's
+// priority class changes and lets a suspended job gain one, but refuses
+// removing it (jobframework's ValidateUpdateForWorkloadPriorityClassName):
+// a label removed from the TrainingJob stays on the job. It runs before
+// convergeSuspend: a job taken out of its queue loses the label before the
+// operator unsuspends it.
 func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.job == nil || s.finished || s.end != nil {
 		return ctrl.Result{}, nil
 	}
 	want := s.tj.Spec.QueueName
-	if s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] == want {
+	labels := s.job.GetLabels()
+	priority := s.tj.Labels[trainingv1alpha1.LabelKueuePriorityClass]
+	if labels[trainingv1alpha1.LabelKueueQueueName] == want && (priority == "" || labels[trainingv1alpha1.LabelKueuePriorityClass] == priority) {
 		return ctrl.Result{}, nil
 	}
 	if !s.state.SpecSuspended {

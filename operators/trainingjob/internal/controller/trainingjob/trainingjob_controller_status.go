@@ -132,6 +132,8 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 	if tj.Status.Run == 0 {
 		tj.Status.Run = o.run
 	}
+	// Only a job waiting in its queue has a place in it (waitingInQueue).
+	tj.Status.Queue = nil
 	conditions.MarkFalse(tj, trainingv1alpha1.ConditionFinished, ReasonInProgress, "The job has not finished")
 	markClaim(tj, o)
 	if o.end != nil {
@@ -331,8 +333,18 @@ func waitingInQueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	if c := conditions.Get(tj, trainingv1alpha1.ConditionQueued); c != nil && (c.Reason == ReasonAdmitted || c.Reason == ReasonEvicted) {
 		reason, msg = ReasonEvicted, fmt.Sprintf("Kueue evicted %s %s; it waits to be admitted again from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
 	}
-	if o.queue != nil && o.queue.message != "" {
-		msg += ". Kueue: " + o.queue.message
+	tj.Status.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: tj.Spec.QueueName}
+	if q := o.queue; q != nil {
+		switch {
+		case q.position != nil:
+			tj.Status.Queue.Position = q.position
+			msg += fmt.Sprintf("; position %d in LocalQueue %s", *q.position, tj.Spec.QueueName)
+		case q.unknown != "":
+			msg += "; " + q.unknown
+		}
+		if q.message != "" {
+			msg += ". Kueue: " + q.message
+		}
 	}
 	conditions.MarkTrue(tj, trainingv1alpha1.ConditionQueued, reason, msg)
 	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")

@@ -8,6 +8,7 @@ import (
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -39,7 +40,7 @@ func TestHealthOfEveryState(t *testing.T) {
 		argo          string
 	}{
 		{state: "creating its job", o: observation{}, kstatus: status.InProgressStatus, argo: health.Progressing},
-		{state: "queued", queue: "q", o: observation{job: specSuspended(kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended))}, kstatus: status.InProgressStatus, argo: health.Suspended},
+		{state: "queued", queue: "q", o: observation{job: specSuspended(kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended)), queue: &queueObservation{position: ptr.To[int32](2)}}, kstatus: status.InProgressStatus, argo: health.Suspended},
 		{state: "pods pending", o: observation{job: kfStatus(kubeflowv1.JobCreated)}, kstatus: status.InProgressStatus, argo: health.Progressing},
 		{state: "running", o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRunning)}, kstatus: status.CurrentStatus, argo: health.Progressing},
 		{state: "pods restarting", o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRestarting)}, kstatus: status.InProgressStatus, argo: health.Progressing},
