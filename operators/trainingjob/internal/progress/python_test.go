@@ -66,7 +66,8 @@ func (h helperRun) run(t *testing.T, script string, launcher ...string) string {
 			env = append(env, e)
 		}
 	}
-	cmd.Env = append(env, launcher...)
+	env = append(env, launcher...)
+	cmd.Env = env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
