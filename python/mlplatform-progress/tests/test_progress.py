@@ -139,7 +139,7 @@ class ReporterTest(unittest.TestCase):
 
 # The variables the launchers of every framework set; a test's environment
 # starts without them so that the machine's own cannot leak in.
-LAUNCHER_VARIABLES = ("RANK", "TF_CONFIG", "JAX_PROCESS_ID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "DMLC_TASK_ID")
+LAUNCHER_VARIABLES = ("RANK", "TF_CONFIG", "JAX_PROCESS_ID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "DMLC_TASK_ID", "PADDLE_TRAINER_ID")
 
 
 def clean_environ():

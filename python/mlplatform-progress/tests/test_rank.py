@@ -35,6 +35,8 @@ class RankTest(unittest.TestCase):
             "xgboost DMLC_TASK_ID": ({"DMLC_TASK_ID": "0"}, 0),
             "jax process 0": ({"JAX_PROCESS_ID": "0", "JAX_NUM_PROCESSES": "2"}, 0),
             "jax process 1": ({"JAX_PROCESS_ID": "1", "JAX_NUM_PROCESSES": "2"}, 1),
+            "paddle trainer 0": ({"PADDLE_TRAINER_ID": "0", "PADDLE_NNODES": "2"}, 0),
+            "paddle trainer 1": ({"PADDLE_TRAINER_ID": "1", "PADDLE_NNODES": "2"}, 1),
             "open mpi world rank": ({"OMPI_COMM_WORLD_RANK": "3"}, 3),
             "pmix rank": ({"PMIX_RANK": "0"}, 0),
             "the mpi process rank wins over the pod's RANK": ({"RANK": "0", "OMPI_COMM_WORLD_RANK": "1"}, 1),
@@ -101,8 +103,9 @@ class OnlyRankZeroReportsTest(unittest.TestCase):
         self.assertEqual(self.run_training({"TF_CONFIG": tf_config("worker", 1, chief=False)}), 0, "worker 1 reported")
         self.assertGreater(self.run_training({"TF_CONFIG": tf_config("worker", 0, chief=False)}), 0, "worker 0 did not report")
 
-    def test_jax_mpi_and_xgboost_non_zero_ranks_stay_silent(self):
-        for env in ({"JAX_PROCESS_ID": "1"}, {"OMPI_COMM_WORLD_RANK": "2"}, {"PMIX_RANK": "1"}, {"RANK": "1"}, {"DMLC_TASK_ID": "1"}):
+    def test_jax_mpi_xgboost_and_paddle_non_zero_ranks_stay_silent(self):
+        for env in ({"JAX_PROCESS_ID": "1"}, {"OMPI_COMM_WORLD_RANK": "2"}, {"PMIX_RANK": "1"}, {"RANK": "1"}, {"DMLC_TASK_ID": "1"},
+                    {"PADDLE_TRAINER_ID": "1"}):
             with self.subTest(env=env):
                 self.assertEqual(self.run_training(env), 0)
         self.assertGreater(self.run_training({"JAX_PROCESS_ID": "0"}), 0, "JAX process 0 did not report")

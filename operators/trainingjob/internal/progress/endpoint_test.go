@@ -114,6 +114,42 @@ func TestKubeflowRankZeroReports(t *testing.T) {
 	waitStep(t, c, f, 5)
 }
 
+// TestKubeflowPaddleWorkerZeroReports: a PaddleJob of the kubeflow
+// backend has Workers only, and its worker 0 (the rendezvous point) is
+// rank 0; worker 1 is refused.
+func TestKubeflowPaddleWorkerZeroReports(t *testing.T) {
+	c, cs := admin(t)
+	ns := testenv.CreateNamespace(t, c, "progress-kf-paddle")
+	dir, pool := certDir(t)
+	ep := startOperator(t, dir, pool, nil)
+
+	f := newJob(t, c, ns, "pd")
+	pj := &kubeflowv1.PaddleJob{}
+	pj.Namespace, pj.Name = ns, "pd-r1"
+	pj.Labels = map[string]string{commonv1alpha1.LabelManagedBy: operatorName}
+	pj.Spec.PaddleReplicaSpecs = map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}
+	if err := ctrl.SetControllerReference(f.tj, pj, scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(t.Context(), pj); err != nil {
+		t.Fatal(err)
+	}
+	f.run = pj
+	worker := func(i int) map[string]string {
+		return map[string]string{"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": strconv.Itoa(i)}
+	}
+	worker0 := f.pod(t, c, cs, "pd-r1-worker-0", progress.Audience, nil, worker(0))
+	worker1 := f.pod(t, c, cs, "pd-r1-worker-1", progress.Audience, nil, worker(1))
+
+	if code, body, _ := ep.post(t, ns, "pd", worker1, goodReport); code != 403 || !strings.Contains(body, "not rank 0") {
+		t.Errorf("worker 1: %d %s, want 403 not rank 0", code, body)
+	}
+	if code, body, _ := ep.post(t, ns, "pd", worker0, goodReport); code != 202 {
+		t.Fatalf("worker 0: %d %s", code, body)
+	}
+	waitStep(t, c, f, 5)
+}
+
 // TestBadReportsAreRefusedWithAReason: the JSON errors name what is wrong.
 func TestBadReportsAreRefusedWithAReason(t *testing.T) {
 	c, cs := admin(t)

@@ -172,17 +172,18 @@ def _message(err):
 # The variables that carry one process's rank, most specific first: an
 # MPI launcher's world rank (Open MPI, PMIx) names the process even in a
 # pod whose RANK names the pod; RANK is what PyTorch, XGBoost (both
-# backends) and torchrun set; JAX_PROCESS_ID is Kubeflow Trainer's JAX
-# runtime's; DMLC_TASK_ID is XGBoost's own (Kubeflow Trainer's XGBoost
-# runtime).
-_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK", "JAX_PROCESS_ID", "DMLC_TASK_ID")
+# backends) and torchrun set; PADDLE_TRAINER_ID is what
+# paddle.distributed.launch sets in each trainer; JAX_PROCESS_ID is
+# Kubeflow Trainer's JAX runtime's; DMLC_TASK_ID is XGBoost's own
+# (Kubeflow Trainer's XGBoost runtime).
+_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK", "PADDLE_TRAINER_ID", "JAX_PROCESS_ID", "DMLC_TASK_ID")
 
 
 def rank(environ=None):
     """The rank of this process from the environment its launcher set.
 
-    The first of OMPI_COMM_WORLD_RANK, PMIX_RANK, RANK, JAX_PROCESS_ID and
-    DMLC_TASK_ID that is set, else TensorFlow's TF_CONFIG: its chief (or
+    The first of OMPI_COMM_WORLD_RANK, PMIX_RANK, RANK, PADDLE_TRAINER_ID,
+    JAX_PROCESS_ID and DMLC_TASK_ID that is set, else TensorFlow's TF_CONFIG: its chief (or
     master) is rank 0, and without one worker 0 is (as TensorFlow makes it
     the chief); workers come after the chief, in index order, and other
     tasks (ps, evaluator) have no rank. 0 when none is set (a single
