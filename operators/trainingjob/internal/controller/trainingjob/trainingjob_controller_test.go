@@ -521,8 +521,8 @@ func TestDeletionCascadesToTheKubeflowJob(t *testing.T) {
 
 // TestJAXOnTheDefaultKubeflowBackendStalls: the CRD cannot refuse jax
 // when the backend comes from the operator's default (kubeflow here), so
-// the kubeflow backend refuses it with the same advice and creates
-// nothing.
+// the kubeflow backend refuses it with the same advice; the job is then
+// deleted like any other.
 func TestJAXOnTheDefaultKubeflowBackendStalls(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
@@ -542,6 +542,12 @@ func TestJAXOnTheDefaultKubeflowBackendStalls(t *testing.T) {
 	if got.Status.Backend != trainingv1alpha1.BackendKubeflow {
 		t.Errorf("status.backend = %q, want the default kubeflow", got.Status.Backend)
 	}
+	// The kubeflow backend has no kind for it, so deleting it must not
+	// need one.
+	if err := c.Delete(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitGone(t, c, tj)
 }
 
 func TestUnknownAcceleratorTypeStalls(t *testing.T) {
