@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -88,12 +89,24 @@ func fieldValue(pod *corev1.Pod, src *corev1.EnvVarSource) (string, error) {
 	return "", fmt.Errorf("field %s is not resolved here", path)
 }
 
-// FrameworkEnv is env without the platform's own variables (MLPLATFORM_*
+// EnvDiff compares the resolved environment of a pod's container (see
+// ContainerEnv) with a framework's documented variables: every documented
+// variable with its value, and no other variable but the platform's own.
+// It returns a go-cmp diff (-documented +pod), empty when they agree.
+func EnvDiff(pod *corev1.Pod, container string, documented map[string]string) (string, error) {
+	got, err := ContainerEnv(pod, container)
+	if err != nil {
+		return "", err
+	}
+	return cmp.Diff(normalJSON(documented), frameworkEnv(got)), nil
+}
+
+// frameworkEnv is env without the platform's own variables (MLPLATFORM_*
 // and the completion index the native backend defines for the others to
 // refer to), with the values that are JSON documents (TF_CONFIG)
 // re-encoded so that their key order does not count: what a framework's
 // documented environment is compared with.
-func FrameworkEnv(env map[string]string) map[string]string {
+func frameworkEnv(env map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range env {
 		if strings.HasPrefix(k, "MLPLATFORM_") || k == "JOB_COMPLETION_INDEX" {
@@ -101,11 +114,11 @@ func FrameworkEnv(env map[string]string) map[string]string {
 		}
 		out[k] = v
 	}
-	return NormalJSON(out)
+	return normalJSON(out)
 }
 
-// NormalJSON re-encodes the values of env that are JSON objects.
-func NormalJSON(env map[string]string) map[string]string {
+// normalJSON re-encodes the values of env that are JSON objects.
+func normalJSON(env map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range env {
 		var doc map[string]any
