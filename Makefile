@@ -60,7 +60,7 @@ lint: ## Run golangci-lint on every module.
 ##@ Test
 
 .PHONY: test
-test: k8s-bin test-deps ## Run unit and integration tests of every module (real kube-apiserver, etcd, kube-controller-manager).
+test: k8s-bin test-deps test-python ## Run unit and integration tests of every module (real kube-apiserver, etcd, kube-controller-manager) and of the Python helper.
 	@# Built here, outside the tests' timeout (a cold build takes minutes); if
 	@# it cannot be built, the Kueue tests say so and skip.
 	@operators/trainingjob/hack/kueue-bin.sh >/dev/null || echo "make test: Kueue cannot be built; its tests will skip" >&2
@@ -76,6 +76,14 @@ test-race: k8s-bin test-deps ## Run every module's tests with the race detector,
 		(cd $$m && go test $(GO_RACE_FLAGS) ./...) || failed="$$failed $$m"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-race failed in:$$failed" >&2; exit 1; fi
+
+.PHONY: test-python
+test-python: ## Run the tests of the Python progress helper (python/mlplatform-progress) with Debian's python3, offline.
+	python/mlplatform-progress/hack/test.sh
+
+.PHONY: progress-wheel
+progress-wheel: ## Build the Python progress helper's wheel into bin/, offline (python/mlplatform-progress/README.md).
+	python/mlplatform-progress/hack/wheel.sh
 
 .PHONY: test-deps
 test-deps: ## Install what the operators' tests need from Debian (PostgreSQL, Redis, Jupyter); idempotent.

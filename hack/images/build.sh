@@ -140,12 +140,17 @@ debian_base() {
 # own resolver fails on some Python packages), then the recipe's files
 # (images/NAME/root/) and its setup script run in the root
 # (images/NAME/setup.sh, as root, chroot). The recipe's config lines become
-# the image's config (--change).
+# the image's config (--change). Every image with Debian's Python gets the
+# progress helper (python/mlplatform-progress/src) in its dist-packages
+# before setup.sh runs, so any image that runs training code can report
+# progress, whichever engineer's recipe it is.
+progress_helper=$REPO_ROOT/python/mlplatform-progress/src/mlplatform
+
 build_debian() {
   local name=$1 recipe=$REPO_ROOT/images/$1 ref key archive start=$SECONDS pkgs base
   ref=localhost/ml-platform/$name:$(cat "$recipe/tag")
   pkgs=$(grep -v '^#' "$recipe/packages" | xargs)
-  key=$(string_key "$script_key" "$ref" "$suite" "$mirror" "$pkgs" "$(content_key "$recipe")")
+  key=$(string_key "$script_key" "$ref" "$suite" "$mirror" "$pkgs" "$(content_key "$recipe" "$progress_helper")")
   archive=$(archive_of "$ref" "$key")
   if [[ ! -f $archive ]]; then
     log "building $ref ($key): $suite minbase + $pkgs"
@@ -165,6 +170,10 @@ build_debian() {
     fi
     rm -f "$stage/usr/sbin/policy-rc.d"
     [[ -d $recipe/root ]] && cp -a "$recipe/root/." "$stage/"
+    if [[ -x $stage/usr/bin/python3 ]]; then
+      install -d -m 755 "$stage/usr/lib/python3/dist-packages/mlplatform"
+      install -m 644 "$progress_helper"/*.py "$stage/usr/lib/python3/dist-packages/mlplatform/"
+    fi
     if [[ -f $recipe/setup.sh ]]; then
       cp "$recipe/setup.sh" "$stage/setup.sh"
       chroot "$stage" /bin/bash /setup.sh

@@ -2,8 +2,8 @@
 set -euo pipefail
 groupadd -g 65532 nonroot
 useradd -u 65532 -g 65532 -M -d /tmp -s /usr/sbin/nologin nonroot
-chmod 644 /opt/ml-platform/train.py /usr/lib/python3/dist-packages/mlplatform/*.py
-chmod 755 /usr/lib/python3/dist-packages/mlplatform
+chmod 644 /opt/ml-platform/train.py
 # Import once so a missing library fails the build, not the first job.
 /usr/bin/python3 -c 'import torch, torch.distributed; assert torch.distributed.is_gloo_available()'
+# The progress helper is copied in by hack/images/build.sh.
 /usr/bin/python3 -c 'from mlplatform import progress'

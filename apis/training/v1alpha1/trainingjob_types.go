@@ -10,7 +10,7 @@ import (
 
 // Framework is the training framework a TrainingJob runs with. It decides
 // the Kubeflow job kind and the roles of its pods.
-// +kubebuilder:validation:Enum=pytorch;tensorflow;xgboost;paddle
+// +kubebuilder:validation:Enum=pytorch;tensorflow;xgboost;paddle;jax
 type Framework string
 
 // The supported frameworks. MPI is deliberately absent: Kubeflow's v1 MPIJob
@@ -20,6 +20,9 @@ const (
 	FrameworkTensorFlow Framework = "tensorflow"
 	FrameworkXGBoost    Framework = "xgboost"
 	FrameworkPaddle     Framework = "paddle"
+	// FrameworkJAX runs only on the native backend: training-operator
+	// v1.8 has no JAXJob.
+	FrameworkJAX Framework = "jax"
 )
 
 // Backend is the engine that runs a TrainingJob's runs.
@@ -75,12 +78,17 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.backend) == has(oldSelf.backend) && (!has(self.backend) || self.backend == oldSelf.backend)",message="backend is immutable; to move a job to another backend, create it again"
 // +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'native' || self.framework != 'tensorflow' || !has(self.parameterServers) || self.parameterServers == 0",message="tensorflow with parameterServers needs heterogeneous pods, which the native backend cannot run: use backend: kubeflow"
 // +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'native' || self.framework != 'paddle' || self.workers <= 1",message="paddle with more than one worker needs a rank-0 pod that differs from the others (its own address as PADDLE_MASTER), which the native backend cannot run: use backend: kubeflow"
+// +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'kubeflow' || self.framework != 'jax'",message="framework jax has no Kubeflow training-operator v1.8 job kind (no JAXJob), so the kubeflow backend cannot run it: use backend: native"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.env) || self.env.all(e, !e.name.startsWith('MLPLATFORM_'))",message="env names starting with MLPLATFORM_ are reserved for the checkpoint contract"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.template) || !has(self.template.volumes) || self.template.volumes.all(v, v.name != 'checkpoint')",message="volume name checkpoint is reserved for the checkpoint volume"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || !has(self.template) || !has(self.template.volumeMounts) || self.template.volumeMounts.all(m, m.mountPath != self.checkpoint.mountPath)",message="checkpoint.mountPath is already used by template.volumeMounts"
 type TrainingJobSpec struct {
-	// Framework selects the Kubeflow job kind: pytorch (PyTorchJob),
-	// tensorflow (TFJob), xgboost (XGBoostJob) or paddle (PaddleJob).
+	// Framework selects the launcher environment and, on the kubeflow
+	// backend, the Kubeflow job kind: pytorch (PyTorchJob), tensorflow
+	// (TFJob), xgboost (XGBoostJob), paddle (PaddleJob) or jax (native
+	// backend only: JAX_COORDINATOR_ADDRESS, JAX_COORDINATOR_PORT,
+	// JAX_NUM_PROCESSES and JAX_PROCESS_ID, as Kubeflow Trainer's JAX
+	// runtime sets them).
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="framework is immutable"
 	Framework Framework `json:"framework"`
 
@@ -133,7 +141,8 @@ type TrainingJobSpec struct {
 	// including the pod that plays the framework's coordinating role:
 	// pytorch and xgboost run one Master and workers-1 Workers, tensorflow
 	// one Chief and workers-1 Workers (plus parameterServers), paddle
-	// workers Workers.
+	// workers Workers, jax one process per pod (process 0 the
+	// coordinator).
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:XValidation:rule="self >= 1",message="workers must be at least 1"
 	// +kubebuilder:validation:XValidation:rule="self <= 1024",message="workers must be at most 1024"

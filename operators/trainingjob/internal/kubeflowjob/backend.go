@@ -58,10 +58,12 @@ func (b *Backend) Available() error {
 // started and their kinds are now watched.
 func (b *Backend) MarkInstalled() { b.missing.Store(nil) }
 
-// Validate accepts every framework of the CRD.
+// Validate rejects a framework training-operator v1.8 has no kind for
+// (jax). The CRD rejects the same when spec.backend says kubeflow; this
+// catches jobs that rely on the cluster's default backend.
 func (b *Backend) Validate(tj *trainingv1alpha1.TrainingJob) error {
 	if _, ok := b.frameworks[tj.Spec.Framework]; !ok {
-		return &backend.InvalidSpecError{Err: fmt.Errorf("framework %s is not supported by the kubeflow backend", tj.Spec.Framework)}
+		return &backend.InvalidSpecError{Err: fmt.Errorf("framework %s has no Kubeflow training-operator v1.8 job kind, so the kubeflow backend cannot run it: use backend: native", tj.Spec.Framework)}
 	}
 	return nil
 }

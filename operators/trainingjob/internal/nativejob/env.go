@@ -55,8 +55,19 @@ func launchers() map[trainingv1alpha1.Framework]launcher {
 		trainingv1alpha1.FrameworkTensorFlow: {kubeflowv1.TFJobDefaultContainerName, port(kubeflowv1.TFJobDefaultPortName, kubeflowv1.TFJobDefaultPort), tensorflowEnv},
 		trainingv1alpha1.FrameworkXGBoost:    {kubeflowv1.XGBoostJobDefaultContainerName, port(kubeflowv1.XGBoostJobDefaultPortName, kubeflowv1.XGBoostJobDefaultPort), xgboostEnv},
 		trainingv1alpha1.FrameworkPaddle:     {kubeflowv1.PaddleJobDefaultContainerName, port(kubeflowv1.PaddleJobDefaultPortName, kubeflowv1.PaddleJobDefaultPort), paddleEnv},
+		trainingv1alpha1.FrameworkJAX:        {JAXContainerName, port(JAXPortName, JAXPort), jaxEnv},
 	}
 }
+
+// The JAX container and port. Training-operator v1.8 has no JAXJob; the
+// container and port names are those of the JAXJob of later
+// training-operator releases, and the port is the one Kubeflow Trainer's
+// JAX runtime gives the coordinator.
+const (
+	JAXContainerName = "jax"
+	JAXPortName      = "jaxjob-port"
+	JAXPort          = 8899
+)
 
 func port(name string, number int32) corev1.ContainerPort {
 	return corev1.ContainerPort{Name: name, ContainerPort: number, Protocol: corev1.ProtocolTCP}
@@ -138,6 +149,22 @@ func tensorflowEnv(t topology) []corev1.EnvVar {
 	}
 	cfg := fmt.Sprintf(`{"cluster":{"worker":%s},"task":{"type":"worker","index":%s},"environment":"cloud"}`, list, completionIndex)
 	return []corev1.EnvVar{indexVar(), value("TF_CONFIG", cfg)}
+}
+
+// jaxEnv is what Kubeflow Trainer's JAX runtime gives every process, read
+// by jax.distributed.initialize: process 0 runs the coordinator, every
+// pod is one process, and its process id is its completion index. The
+// coordinator's name carries the namespace and .svc, as TF_CONFIG's hosts
+// do, because gRPC resolves it.
+func jaxEnv(t topology) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		indexVar(),
+		value("PYTHONUNBUFFERED", "1"),
+		value("JAX_COORDINATOR_ADDRESS", fmt.Sprintf("%s.%s.svc:%d", t.host(0), t.namespace, t.port)),
+		value("JAX_COORDINATOR_PORT", itoa(t.port)),
+		value("JAX_NUM_PROCESSES", itoa(t.pods)),
+		value("JAX_PROCESS_ID", completionIndex),
+	}
 }
 
 // paddleEnv is Kubeflow's PaddleJob environment in collective mode for a

@@ -252,3 +252,32 @@ func normalTFConfig(t *testing.T, s string) string {
 	}
 	return fmt.Sprintf("hosts=%s rank=%d environment=%s", strings.Join(hosts, ","), rank, cfg.Environment)
 }
+
+// TestJAXEnvironmentIsKubeflowTrainers: every pod is one JAX process with
+// the variables Kubeflow Trainer's JAX runtime sets (pkg/runtime/framework
+// /plugins/jax), the coordinator being rank 0's stable name and port.
+func TestJAXEnvironmentIsKubeflowTrainers(t *testing.T) {
+	obj, err := NewBackend(settings).Build(newTJ(trainingv1alpha1.FrameworkJAX, 3), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := obj.(*batchv1.Job)
+	c := job.Spec.Template.Spec.Containers[0]
+	if c.Name != "jax" || len(c.Ports) != 1 || c.Ports[0].ContainerPort != 8899 {
+		t.Errorf("container %s ports %v, want jax with port 8899", c.Name, c.Ports)
+	}
+	for rank := range 3 {
+		got := expand(c.Env, rank)
+		want := map[string]string{
+			"JAX_COORDINATOR_ADDRESS": "mnist-r1-0.mnist-r1.team-a.svc:8899",
+			"JAX_COORDINATOR_PORT":    "8899",
+			"JAX_NUM_PROCESSES":       "3",
+			"JAX_PROCESS_ID":          fmt.Sprint(rank),
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("rank %d: %s=%q, want %q", rank, k, got[k], v)
+			}
+		}
+	}
+}

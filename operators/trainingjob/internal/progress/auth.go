@@ -190,14 +190,20 @@ func (a *Authorizer) object(ctx context.Context, ref *metav1.OwnerReference, nam
 }
 
 // rankZero says whether pod runs rank 0: completion index 0 of a native
-// Indexed Job, or the first Master or Chief of a Kubeflow job.
+// Indexed Job, the first Master or Chief of a Kubeflow job, or the first
+// Worker of a PaddleJob, which the kubeflow backend runs in collective
+// mode with Workers only (worker 0 is PADDLE_MASTER).
 func rankZero(pod *corev1.Pod) bool {
 	if idx, ok := pod.Annotations[annotationCompletionIndex]; ok {
 		return idx == "0"
 	}
+	first := pod.Labels[labelKubeflowReplicaIndex] == "0"
 	switch strings.ToLower(pod.Labels[labelKubeflowReplicaType]) {
 	case "master", "chief":
-		return pod.Labels[labelKubeflowReplicaIndex] == "0"
+		return first
+	case "worker":
+		owner := metav1.GetControllerOf(pod)
+		return first && owner != nil && owner.Kind == "PaddleJob"
 	}
 	return false
 }

@@ -10,6 +10,7 @@ import (
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
@@ -80,38 +81,57 @@ func TestReportIsAuthorizedByThePodBehindTheToken(t *testing.T) {
 }
 
 // TestKubeflowRankZeroReports: on the Kubeflow backend rank 0 is the
-// first Master; a Worker is refused.
+// first Master (or Chief); a PaddleJob has Workers only and its worker 0
+// (the rendezvous point) is rank 0. Every other pod is refused.
 func TestKubeflowRankZeroReports(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-kf")
 	dir, pool := certDir(t)
 	ep := startOperator(t, dir, pool, nil)
 
-	f := newJob(t, c, ns, "kf")
-	pj := &kubeflowv1.PyTorchJob{}
-	pj.Namespace, pj.Name = ns, "kf-r1"
-	pj.Labels = map[string]string{commonv1alpha1.LabelManagedBy: operatorName}
-	pj.Spec.PyTorchReplicaSpecs = map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}
-	if err := ctrl.SetControllerReference(f.tj, pj, scheme); err != nil {
-		t.Fatal(err)
+	type pod struct {
+		role  string
+		index int
 	}
-	if err := c.Create(t.Context(), pj); err != nil {
-		t.Fatal(err)
+	cases := map[string]struct {
+		job            client.Object
+		rank0, refused pod
+	}{
+		"pytorch": {
+			job:   &kubeflowv1.PyTorchJob{Spec: kubeflowv1.PyTorchJobSpec{PyTorchReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}}},
+			rank0: pod{"master", 0}, refused: pod{"worker", 0},
+		},
+		"paddle": {
+			job:   &kubeflowv1.PaddleJob{Spec: kubeflowv1.PaddleJobSpec{PaddleReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}}},
+			rank0: pod{"worker", 0}, refused: pod{"worker", 1},
+		},
 	}
-	f.run = pj
-	kfLabels := func(role string, i int) map[string]string {
-		return map[string]string{"training.kubeflow.org/replica-type": role, "training.kubeflow.org/replica-index": strconv.Itoa(i)}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newJob(t, c, ns, name)
+			tc.job.SetNamespace(ns)
+			tc.job.SetName(name + "-r1")
+			tc.job.SetLabels(map[string]string{commonv1alpha1.LabelManagedBy: operatorName})
+			if err := ctrl.SetControllerReference(f.tj, tc.job, scheme); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Create(t.Context(), tc.job); err != nil {
+				t.Fatal(err)
+			}
+			f.run = tc.job
+			token := func(p pod) string {
+				labels := map[string]string{"training.kubeflow.org/replica-type": p.role, "training.kubeflow.org/replica-index": strconv.Itoa(p.index)}
+				return f.pod(t, c, cs, fmt.Sprintf("%s-r1-%s-%d", name, p.role, p.index), progress.Audience, nil, labels)
+			}
+			if code, body, _ := ep.post(t, ns, name, token(tc.refused), goodReport); code != 403 || !strings.Contains(body, "not rank 0") {
+				t.Errorf("%s %d: %d %s, want 403 not rank 0", tc.refused.role, tc.refused.index, code, body)
+			}
+			if code, body, _ := ep.post(t, ns, name, token(tc.rank0), goodReport); code != 202 {
+				t.Fatalf("%s %d: %d %s", tc.rank0.role, tc.rank0.index, code, body)
+			}
+			waitStep(t, c, f, 5)
+		})
 	}
-	master := f.pod(t, c, cs, "kf-r1-master-0", progress.Audience, nil, kfLabels("master", 0))
-	worker := f.pod(t, c, cs, "kf-r1-worker-0", progress.Audience, nil, kfLabels("worker", 0))
-
-	if code, body, _ := ep.post(t, ns, "kf", worker, goodReport); code != 403 || !strings.Contains(body, "not rank 0") {
-		t.Errorf("worker: %d %s, want 403 not rank 0", code, body)
-	}
-	if code, body, _ := ep.post(t, ns, "kf", master, goodReport); code != 202 {
-		t.Fatalf("master: %d %s", code, body)
-	}
-	waitStep(t, c, f, 5)
 }
 
 // TestBadReportsAreRefusedWithAReason: the JSON errors name what is wrong.

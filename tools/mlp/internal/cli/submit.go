@@ -63,7 +63,7 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&so.file, "filename", "f", "", "File with a TrainingJob (YAML or JSON; - for stdin)")
-	f.StringVar(&so.framework, "framework", string(trainingv1alpha1.FrameworkPyTorch), "Framework: pytorch, tensorflow, xgboost or paddle")
+	f.StringVar(&so.framework, "framework", string(trainingv1alpha1.FrameworkPyTorch), "Framework: pytorch, tensorflow, xgboost, paddle or jax (jax on the native backend only)")
 	f.StringVar(&so.image, "image", "", "Image of the training container")
 	f.Int32Var(&so.workers, "workers", 1, "Pods taking part in the training, rank 0 included")
 	so.resources.addFlags(f, " per pod")

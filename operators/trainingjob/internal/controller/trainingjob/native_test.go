@@ -544,6 +544,15 @@ func TestBackendAdmission(t *testing.T) {
 			t.Errorf("backend %s: %v, want it refused as immutable", name, err)
 		}
 	}
+	jax := newTrainingJob(ns, "jax", 2)
+	jax.Spec.Framework = trainingv1alpha1.FrameworkJAX
+	jax.Spec.Backend = trainingv1alpha1.BackendKubeflow
+	if err := c.Create(t.Context(), jax); err == nil || !strings.Contains(err.Error(), "use backend: native") {
+		t.Errorf("jax on kubeflow: %v, want a rejection saying to use backend: native", err)
+	}
+	if err := c.Create(t.Context(), native(jax)); err != nil {
+		t.Errorf("jax on native: %v", err)
+	}
 	unset := newTrainingJob(ns, "unset", 1)
 	if err := c.Create(t.Context(), unset); err != nil {
 		t.Fatal(err)

@@ -519,6 +519,37 @@ func TestDeletionCascadesToTheKubeflowJob(t *testing.T) {
 	testenv.WaitGone(t, c, job)
 }
 
+// TestJAXOnTheDefaultKubeflowBackendStalls: the CRD cannot refuse jax
+// when the backend comes from the operator's default (kubeflow here), so
+// the kubeflow backend refuses it with the same advice; the job is then
+// deleted like any other.
+func TestJAXOnTheDefaultKubeflowBackendStalls(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "jax", 2)
+	tj.Spec.Framework = trainingv1alpha1.FrameworkJAX
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTJ(t, c, tj, "Stalled", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return hasConds(tj, map[string]metav1.ConditionStatus{commonv1alpha1.ConditionStalled: metav1.ConditionTrue})
+	})
+	if c := conditions.Get(got, commonv1alpha1.ConditionStalled); c.Reason != commonv1alpha1.ReasonInvalidSpec || !strings.Contains(c.Message, "use backend: native") {
+		t.Errorf("Stalled condition %+v, want InvalidSpec saying to use backend: native", c)
+	}
+	if got.Status.Backend != trainingv1alpha1.BackendKubeflow {
+		t.Errorf("status.backend = %q, want the default kubeflow", got.Status.Backend)
+	}
+	// The kubeflow backend has no kind for it, so deleting it must not
+	// need one.
+	if err := c.Delete(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitGone(t, c, tj)
+}
+
 func TestUnknownAcceleratorTypeStalls(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)

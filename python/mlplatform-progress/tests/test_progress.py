@@ -1,6 +1,6 @@
 """Tests of mlplatform.progress against a local HTTPS server.
 
-Run: python3 -m unittest discover -s images/pytorch/test
+Run: make test-python (Debian's /usr/bin/python3 -m unittest, no network).
 """
 
 import http.server
@@ -15,7 +15,8 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "root", "usr", "lib", "python3", "dist-packages"))
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "src"))
+sys.path.insert(0, SRC)
 
 from mlplatform import progress  # noqa: E402
 
@@ -136,11 +137,21 @@ class ReporterTest(unittest.TestCase):
         down.close(1)
 
 
+# The variables the launchers of every framework set; a test's environment
+# starts without them so that the machine's own cannot leak in.
+LAUNCHER_VARIABLES = ("RANK", "TF_CONFIG", "JAX_PROCESS_ID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "DMLC_TASK_ID", "PADDLE_TRAINER_ID")
+
+
+def clean_environ():
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("MLPLATFORM_PROGRESS") and k not in LAUNCHER_VARIABLES}
+
+
 class ModuleTest(unittest.TestCase):
     def test_without_the_environment_report_does_nothing(self):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MLPLATFORM_PROGRESS")}
+        env = clean_environ()
         code = ("import sys; sys.path.insert(0, %r); from mlplatform import progress; "
-                "progress.report(step=1, total=2); assert progress.flush(1); print('ok')") % sys.path[0]
+                "progress.report(step=1, total=2); assert progress.flush(1); print('ok')") % SRC
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
         self.assertEqual(out.stdout.strip(), "ok", out.stderr)
         env.update(MLPLATFORM_PROGRESS_URL="https://127.0.0.1:9/x", MLPLATFORM_PROGRESS_TOKEN_FILE="/nonexistent", RANK="1")

@@ -14,8 +14,9 @@ not sent yet. Failures are printed once to stderr; training goes on.
 
 The operator gives every training pod MLPLATFORM_PROGRESS_URL,
 MLPLATFORM_PROGRESS_TOKEN_FILE and MLPLATFORM_PROGRESS_CA. Without them,
-or on a rank other than 0 (RANK), report() does nothing. Standard library
-only.
+or in any process but rank 0 (see rank()), report() does nothing: the
+operator accepts reports from rank 0 only, so the other ranks never send
+one. Standard library only.
 """
 
 import atexit
@@ -29,7 +30,7 @@ import time
 import urllib.error
 import urllib.request
 
-__all__ = ["report", "flush", "Reporter"]
+__all__ = ["report", "flush", "rank", "is_rank_zero", "Reporter"]
 
 _MAX_RETRY_AFTER = 300.0
 
@@ -168,6 +169,65 @@ def _message(err):
         return err.reason
 
 
+# The variables that carry one process's rank, most specific first: an
+# MPI launcher's world rank (Open MPI, PMIx) names the process even in a
+# pod whose RANK names the pod; RANK is what PyTorch, XGBoost (both
+# backends) and torchrun set; PADDLE_TRAINER_ID is what
+# paddle.distributed.launch sets in each trainer; JAX_PROCESS_ID is
+# Kubeflow Trainer's JAX runtime's; DMLC_TASK_ID is XGBoost's own
+# (Kubeflow Trainer's XGBoost runtime).
+_RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK", "PADDLE_TRAINER_ID", "JAX_PROCESS_ID", "DMLC_TASK_ID")
+
+
+def rank(environ=None):
+    """The rank of this process from the environment its launcher set.
+
+    The first of OMPI_COMM_WORLD_RANK, PMIX_RANK, RANK, PADDLE_TRAINER_ID,
+    JAX_PROCESS_ID and DMLC_TASK_ID that is set, else TensorFlow's TF_CONFIG: its chief (or
+    master) is rank 0, and without one worker 0 is (as TensorFlow makes it
+    the chief); workers come after the chief, in index order, and other
+    tasks (ps, evaluator) have no rank. 0 when none is set (a single
+    process). None when the process has no rank. Raises ValueError for a
+    value that is not a rank.
+    """
+    env = os.environ if environ is None else environ
+    for name in _RANK_VARIABLES:
+        value = env.get(name)
+        if value is not None and value.strip() != "":
+            try:
+                r = int(value.strip())
+            except ValueError:
+                raise ValueError("%s=%r is not a rank" % (name, value)) from None
+            if r < 0:
+                raise ValueError("%s=%r is not a rank" % (name, value))
+            return r
+    config = env.get("TF_CONFIG")
+    if config:
+        return _tf_rank(config)
+    return 0
+
+
+def _tf_rank(config):
+    try:
+        doc = json.loads(config)
+        task = doc.get("task") or {}
+        kind, index = str(task.get("type", "")).lower(), int(task.get("index", 0))
+        cluster = doc.get("cluster") or {}
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ValueError("TF_CONFIG is not a TensorFlow cluster configuration: %s" % e) from None
+    chiefs = len(cluster.get("chief") or []) + len(cluster.get("master") or [])
+    if kind in ("chief", "master"):
+        return index
+    if kind == "worker":
+        return chiefs + index
+    return None
+
+
+def is_rank_zero(environ=None):
+    """Whether this process is rank 0, the one whose reports the operator accepts."""
+    return rank(environ) == 0
+
+
 _lock = threading.Lock()
 _default = None
 _disabled = False
@@ -179,7 +239,15 @@ def _reporter():
         if _default is None and not _disabled:
             url = os.environ.get("MLPLATFORM_PROGRESS_URL")
             token = os.environ.get("MLPLATFORM_PROGRESS_TOKEN_FILE")
-            if not url or not token or os.environ.get("RANK", "0") != "0":
+            if not url or not token:
+                _disabled = True
+                return None
+            try:
+                if not is_rank_zero():
+                    _disabled = True
+                    return None
+            except ValueError as e:
+                print("mlplatform.progress: reporting disabled: %s" % e, file=sys.stderr, flush=True)
                 _disabled = True
                 return None
             try:
