@@ -171,7 +171,22 @@ func runContract(t *testing.T, e *steps.Env, ns, backend string, framework train
 	t.Helper()
 	start := time.Now()
 	tj := frameworkJob(t, ns, string(framework)+"-contract", framework, pods, nil)
-	tj.Spec.Command = []string{"/usr/bin/python3", "-c", contractProgram, string(framework)}
+	// The program is longer than a command item may be: it reaches the
+	// pods through a ConfigMap.
+	program := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tj.Name + "-program"},
+		Data:       map[string]string{"contract.py": contractProgram},
+	}
+	if err := e.C.Create(t.Context(), program); err != nil {
+		t.Fatal(err)
+	}
+	tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{
+		Volumes: []corev1.Volume{{Name: "program", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: program.Name}},
+		}}},
+		VolumeMounts: []trainingv1alpha1.VolumeMount{{Name: "program", MountPath: "/opt/contract", ReadOnly: true}},
+	}
+	tj.Spec.Command = []string{"/usr/bin/python3", "/opt/contract/contract.py", string(framework)}
 	create(t, e, tj, backend)
 	e.WaitCondition(t, tj, "Succeeded", metav1.ConditionTrue, "Failed", trainTimeout)
 	messages, byName := terminated(t, e, tj, int(pods))
