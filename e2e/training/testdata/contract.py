@@ -279,11 +279,11 @@ def main():
         result.update(ok=False, error="%s: %s" % (type(e).__name__, e))
     line = json.dumps(result, sort_keys=True)
     log("RESULT " + line)
-    try:
+    # The kubelet creates the file before the container starts; outside
+    # Kubernetes there is none, and none is created.
+    if os.path.isfile(TERMINATION_LOG):
         with open(TERMINATION_LOG, "w") as f:
             f.write(line)
-    except OSError as e:
-        log("no termination message: %s" % e)
     return 0 if result["ok"] else 1
 
 
