@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -45,13 +46,7 @@ func frameworkJob(t *testing.T, ns, name string, framework trainingv1alpha1.Fram
 			RunPolicy: trainingv1alpha1.RunPolicy{CleanPodPolicy: "None"},
 		},
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range env {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		tj.Spec.Env = append(tj.Spec.Env, corev1.EnvVar{Name: k, Value: env[k]})
 	}
 	return tj
