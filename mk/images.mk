@@ -12,7 +12,7 @@ export IMAGES_CACHE
 ##@ Images
 
 .PHONY: images
-images: kind-docker ## Build every platform image (operators, training-operator, Redis, PostgreSQL, Jupyter, PyTorch); cached by content.
+images: kind-docker ## Build every platform image (operators, training-operator, Redis, PostgreSQL, Jupyter, PyTorch, XGBoost); cached by content.
 	$(IMAGES_HACK)/build.sh $(IMAGES)
 
 .PHONY: load-images

@@ -6,4 +6,12 @@
 // which resumes from the last checkpoint; a user error (exit 1) fails the
 // job without a retry, with the reason in status; the TTL removes a
 // finished job and its pods.
+//
+// Frameworks (issue 27): XGBoost trains one model on three pods through its
+// own rabit tracker (images/xgboost), each pod's termination message giving
+// its XGBoost rank, the allreduce, the rounds, the training error and the
+// model's hash; TensorFlow and Paddle, which are not packaged offline, are
+// proven by testdata/contract.py, which reads their environment as the
+// frameworks document it and connects every rank to every other at the
+// addresses and ports given.
 package training
