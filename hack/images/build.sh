@@ -20,7 +20,7 @@ operators=()
 for d in "$REPO_ROOT"/operators/*/; do
   [[ -f $d/cmd/main.go ]] && operators+=("$(basename "$d")")
 done
-all=("${operators[@]/#/operator-}" kubeflow-training-operator redis postgres jupyter pytorch)
+all=("${operators[@]/#/operator-}" kubeflow-training-operator redis postgres jupyter pytorch mpi)
 if [[ ${1:-} == --list ]]; then
   printf '%s\n' "${all[@]}"
   exit 0
@@ -190,7 +190,7 @@ for w in "${wanted[@]}"; do
   case $w in
     operator-*) build_operator "${w#operator-}" ;;
     kubeflow-training-operator) build_kubeflow ;;
-    redis | postgres | jupyter | pytorch) build_debian "$w" ;;
+    redis | postgres | jupyter | pytorch | mpi) build_debian "$w" ;;
     *) die "unknown image $w (known: ${all[*]})" ;;
   esac
 done
