@@ -105,5 +105,20 @@ func Apply(spec *corev1.PodSpec, secret, role, hostfile string) {
 // pod's variables as the launcher's ranks do; then it runs sshd in the
 // foreground as the pod's non-root user on an unprivileged port.
 //
+// The comments of entrypoint.sh stay out of the pods: editing them must
+// not change the generated jobs.
+var script = withoutComments(entrypoint)
+
 //go:embed entrypoint.sh
-var script string
+var entrypoint string
+
+// withoutComments drops the script's comment lines.
+func withoutComments(s string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
