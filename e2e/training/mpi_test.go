@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +19,6 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/e2e/steps"
-	"github.com/ml-platform/ml-platform/shared/conditions"
 )
 
 // mpiJob is an mpi4py allreduce (images/mpi) over workers pods with slots
@@ -93,8 +93,9 @@ func TestMPIAllreduceSucceeds(t *testing.T) {
 
 // TestMPIKubeflowLauncherIsRefusedUnderRestricted shows where the
 // restricted Pod Security Standard cannot hold for MPI: on the kubeflow
-// backend, in a restricted namespace, the API server refuses the
-// launcher, and the TrainingJob says so.
+// backend, in a restricted namespace, the API server refuses the launcher
+// for training-operator v1's kubectl-delivery init container, which the
+// training-operator reports as an MPIJobFailed event on its MPIJob.
 func TestMPIKubeflowLauncherIsRefusedUnderRestricted(t *testing.T) {
 	if !slices.Contains(backends(), string(trainingv1alpha1.BackendKubeflow)) {
 		t.Skip("the kubeflow backend is not under test")
@@ -103,14 +104,18 @@ func TestMPIKubeflowLauncherIsRefusedUnderRestricted(t *testing.T) {
 	ns := e.Namespace(t, "e2e-training")
 	tj := mpiJob(t, ns, "refused", 2, 1)
 	create(t, e, tj, string(trainingv1alpha1.BackendKubeflow))
+	var seen []string
 	err := wait.PollUntilContextTimeout(t.Context(), steps.Poll, trainTimeout, true, func(ctx context.Context) (bool, error) {
-		if err := e.C.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
-			return false, err
+		var err error
+		seen, err = e.Events(ctx, ns, "refused-r1", "MPIJobFailed")
+		for _, m := range seen {
+			if strings.Contains(m, `violates PodSecurity "restricted:latest"`) && strings.Contains(m, `"kubectl-delivery"`) {
+				return true, nil
+			}
 		}
-		c := conditions.Get(tj, trainingv1alpha1.ConditionRunning)
-		return c != nil && c.Reason == commonv1alpha1.ReasonPodsRefused, nil
+		return false, err
 	})
 	if err != nil {
-		t.Fatalf("the TrainingJob does not report the refused launcher (Running=False %s): %v; conditions %+v", commonv1alpha1.ReasonPodsRefused, err, tj.Status.Conditions)
+		t.Fatalf("no refusal of the launcher's kubectl-delivery container among the MPIJob's MPIJobFailed events %q: %v", seen, err)
 	}
 }
