@@ -20,7 +20,7 @@ operators=()
 for d in "$REPO_ROOT"/operators/*/; do
   [[ -f $d/cmd/main.go ]] && operators+=("$(basename "$d")")
 done
-all=("${operators[@]/#/operator-}" kubeflow-training-operator redis postgres jupyter pytorch xgboost)
+all=("${operators[@]/#/operator-}" kubeflow-training-operator redis postgres jupyter pytorch xgboost mpi)
 if [[ ${1:-} == --list ]]; then
   printf '%s\n' "${all[@]}"
   exit 0
@@ -199,7 +199,7 @@ for w in "${wanted[@]}"; do
   case $w in
     operator-*) build_operator "${w#operator-}" ;;
     kubeflow-training-operator) build_kubeflow ;;
-    redis | postgres | jupyter | pytorch | xgboost) build_debian "$w" ;;
+    redis | postgres | jupyter | pytorch | xgboost | mpi) build_debian "$w" ;;
     *) die "unknown image $w (known: ${all[*]})" ;;
   esac
 done

@@ -21,10 +21,18 @@ import (
 // workload controllers (Job, StatefulSet, ReplicaSet) record a refused pod
 // as a Warning event with reason FailedCreate on the workload; the Kubeflow
 // training-operator records it as FailedCreatePod on its job. An empty Kind
-// matches every kind.
+// matches every kind. MessagePrefix, when set, narrows a reason that also
+// names other failures to the events whose message starts with it.
 type Source struct {
-	Kind   string
-	Reason string
+	Kind          string
+	Reason        string
+	MessagePrefix string
+}
+
+// selects reports whether e, an event of the source's kind and reason, is
+// a refusal.
+func (s Source) selects(e *corev1.Event) bool {
+	return strings.HasPrefix(e.Message, s.MessagePrefix)
 }
 
 // The refusal events of the controllers the platform's children have.
@@ -35,6 +43,10 @@ var (
 	// KubeflowTrainingOperator is the training-operator's refusal, on any of
 	// its job kinds.
 	KubeflowTrainingOperator = Source{Reason: "FailedCreatePod"}
+	// KubeflowMPILauncher is the training-operator's refusal of an MPIJob's
+	// launcher, which its MPI controller creates itself and reports under
+	// the reason it also uses for failed jobs.
+	KubeflowMPILauncher = Source{Kind: "MPIJob", Reason: "MPIJobFailed", MessagePrefix: "launcher pod created failed: "}
 )
 
 // indexInvolvedUID indexes the events by the UID of the object they are
@@ -46,7 +58,8 @@ const indexInvolvedUID = "involvedObject.uid"
 // children, and events carry no labels: a field selector keeps each cache
 // to the few events that matter.
 type Watch struct {
-	caches []cache.Cache
+	caches  []cache.Cache
+	sources []Source
 }
 
 // New builds a Watch and adds its caches to the manager; namespaces limits
@@ -79,6 +92,7 @@ func New(ctx context.Context, mgr ctrl.Manager, namespaces map[string]cache.Conf
 			return nil, err
 		}
 		w.caches = append(w.caches, c)
+		w.sources = append(w.sources, src)
 	}
 	return w, nil
 }
@@ -100,12 +114,16 @@ func (w *Watch) List(ctx context.Context, namespace string, uid types.UID) ([]co
 		return nil, nil
 	}
 	var out []corev1.Event
-	for _, c := range w.caches {
+	for i, c := range w.caches {
 		events := &corev1.EventList{}
 		if err := c.List(ctx, events, client.InNamespace(namespace), client.MatchingFields{indexInvolvedUID: string(uid)}); err != nil {
 			return nil, err
 		}
-		out = append(out, events.Items...)
+		for _, e := range events.Items {
+			if w.sources[i].selects(&e) {
+				out = append(out, e)
+			}
+		}
 	}
 	return out, nil
 }

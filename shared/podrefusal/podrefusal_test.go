@@ -54,3 +54,24 @@ func TestSameRefusal(t *testing.T) {
 		})
 	}
 }
+
+func TestMPILauncherSourceSelectsOnlyRefusals(t *testing.T) {
+	cases := map[string]struct {
+		message string
+		want    bool
+	}{
+		"launcher refused":  {`launcher pod created failed: pods "a-launcher" is forbidden: violates PodSecurity "restricted:latest"`, true},
+		"job failed":        {"MPIJob ns/a is failed because 1 Launcher replica(s) failed.", false},
+		"refusal elsewhere": {"", false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := KubeflowMPILauncher.selects(&corev1.Event{Message: tc.message}); got != tc.want {
+				t.Errorf("selects(%q) = %t, want %t", tc.message, got, tc.want)
+			}
+		})
+	}
+	if !KubeflowTrainingOperator.selects(&corev1.Event{Message: "anything"}) {
+		t.Error("a source without a message prefix must select every event of its reason")
+	}
+}

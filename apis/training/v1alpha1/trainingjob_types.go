@@ -10,11 +10,10 @@ import (
 
 // Framework is the training framework a TrainingJob runs with. It decides
 // the Kubeflow job kind and the roles of its pods.
-// +kubebuilder:validation:Enum=pytorch;tensorflow;xgboost;paddle;jax
+// +kubebuilder:validation:Enum=pytorch;tensorflow;xgboost;paddle;jax;mpi
 type Framework string
 
-// The supported frameworks. MPI is deliberately absent: Kubeflow's v1 MPIJob
-// needs a launcher image this platform cannot build.
+// The supported frameworks.
 const (
 	FrameworkPyTorch    Framework = "pytorch"
 	FrameworkTensorFlow Framework = "tensorflow"
@@ -23,7 +22,15 @@ const (
 	// FrameworkJAX runs only on the native backend: training-operator
 	// v1.8 has no JAXJob.
 	FrameworkJAX Framework = "jax"
+	// FrameworkMPI runs an MPI program the way the MPI Operator does: a
+	// launcher runs the job's command (typically mpirun) over the workers
+	// through SSH, with a key pair the operator generates.
+	FrameworkMPI Framework = "mpi"
 )
+
+// MaxMPIWorkers bounds the workers of framework mpi: the launcher gets the
+// hostfile in one environment variable, which Linux limits to 128KiB.
+const MaxMPIWorkers = 512
 
 // Backend is the engine that runs a TrainingJob's runs.
 // +kubebuilder:validation:Enum=native;kubeflow
@@ -63,6 +70,11 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.nprocPerNode) || self.framework == 'pytorch'",message="nprocPerNode is only supported with framework pytorch"
 // +kubebuilder:validation:XValidation:rule="!has(self.parameterServers) || self.framework == 'tensorflow'",message="parameterServers is only supported with framework tensorflow"
 // +kubebuilder:validation:XValidation:rule="self.framework != 'xgboost' || self.workers >= 2",message="framework xgboost needs workers of at least 2 (one master and at least one worker)"
+// +kubebuilder:validation:XValidation:rule="!has(self.mpi) || self.framework == 'mpi'",message="mpi is only supported with framework mpi"
+// +kubebuilder:validation:XValidation:rule="self.framework != 'mpi' || (has(self.command) && size(self.command) > 0)",message="framework mpi needs command: the launcher runs it over the workers, such as [mpirun, python3, train.py]; the workers run the operator's SSH server instead of the image's entrypoint"
+// +kubebuilder:validation:XValidation:rule="self.framework != 'mpi' || self.workers <= 512",message="framework mpi supports at most 512 workers: the launcher receives the hostfile in its environment"
+// +kubebuilder:validation:XValidation:rule="self.framework != 'mpi' || !has(self.checkpoint) || self.checkpoint.accessMode != 'ReadWriteOnce' || self.workers <= 1",message="framework mpi with more than one worker needs checkpoint.accessMode ReadWriteMany: every rank may write, and a ReadWriteOnce volume attaches to one node"
+// +kubebuilder:validation:XValidation:rule="has(self.mpi) == has(oldSelf.mpi) && (!has(self.mpi) || self.mpi == oldSelf.mpi)",message="mpi is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command)",message="command is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.args) == has(oldSelf.args) && (!has(self.args) || self.args == oldSelf.args)",message="args is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)",message="env is immutable"
@@ -85,10 +97,10 @@ const (
 type TrainingJobSpec struct {
 	// Framework selects the launcher environment and, on the kubeflow
 	// backend, the Kubeflow job kind: pytorch (PyTorchJob), tensorflow
-	// (TFJob), xgboost (XGBoostJob), paddle (PaddleJob) or jax (native
-	// backend only: JAX_COORDINATOR_ADDRESS, JAX_COORDINATOR_PORT,
-	// JAX_NUM_PROCESSES and JAX_PROCESS_ID, as Kubeflow Trainer's JAX
-	// runtime sets them).
+	// (TFJob), xgboost (XGBoostJob), paddle (PaddleJob), mpi (MPIJob) or
+	// jax (native backend only: JAX_COORDINATOR_ADDRESS,
+	// JAX_COORDINATOR_PORT, JAX_NUM_PROCESSES and JAX_PROCESS_ID, as
+	// Kubeflow Trainer's JAX runtime sets them).
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="framework is immutable"
 	Framework Framework `json:"framework"`
 
@@ -142,7 +154,8 @@ type TrainingJobSpec struct {
 	// pytorch and xgboost run one Master and workers-1 Workers, tensorflow
 	// one Chief and workers-1 Workers (plus parameterServers), paddle
 	// workers Workers, jax one process per pod (process 0 the
-	// coordinator).
+	// coordinator), mpi one launcher (which also runs ranks) and
+	// workers-1 workers.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:XValidation:rule="self >= 1",message="workers must be at least 1"
 	// +kubebuilder:validation:XValidation:rule="self <= 1024",message="workers must be at most 1024"
@@ -163,6 +176,10 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:Maximum=64
 	// +optional
 	ParameterServers *int32 `json:"parameterServers,omitempty"`
+
+	// MPI configures framework mpi.
+	// +optional
+	MPI *MPISpec `json:"mpi,omitempty"`
 
 	// Resources of each pod's training container, with its accelerators.
 	// The accelerator type is mapped to a device resource name and node
@@ -225,6 +242,34 @@ type TrainingJobSpec struct {
 	// +listMapKey=name
 	// +optional
 	FeatureStores []commonv1alpha1.FeatureStoreReference `json:"featureStores,omitempty"`
+}
+
+// MPISpec shapes an MPI job: the launcher/worker layout of the MPI
+// Operator. The launcher runs spec.command (typically mpirun) with a
+// hostfile that lists every pod, itself included, with slotsPerWorker
+// slots each, so a plain `mpirun python3 train.py` starts
+// workers*slotsPerWorker ranks. The other pods run an SSH server as the
+// pods' non-root user on port 2222; the launcher reaches them with a key
+// pair the operator generates into a Secret <name>-mpi-ssh owned by the
+// TrainingJob. Remote ranks get their own pod's environment. The image
+// needs Open MPI, OpenSSH (client and server), /bin/sh, and a passwd entry
+// with a login shell for the pods' user id (the platform's runAsUser).
+type MPISpec struct {
+	// SlotsPerWorker is the number of MPI ranks each pod runs, typically
+	// one per accelerator. Default 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +optional
+	SlotsPerWorker *int32 `json:"slotsPerWorker,omitempty"`
+}
+
+// Slots is the number of ranks per pod of framework mpi: slotsPerWorker,
+// else 1.
+func (s *MPISpec) Slots() int32 {
+	if s == nil || s.SlotsPerWorker == nil {
+		return 1
+	}
+	return *s.SlotsPerWorker
 }
 
 // ResumePolicy says whether failed runs are restarted.

@@ -6,11 +6,10 @@
 # generateEmbeddedObjectMeta=true keeps labels and annotations in the
 # replicas' pod templates: without it the API server prunes them, and the
 # pods lose the labels that put them into the operator's cache.
-# maxDescLen=0 drops the field descriptions, and only the four kinds the
-# platform runs are kept (MPIJob and MXJob are not): Helm stores the whole
-# chart, files included, in a release Secret limited to 1MiB, which the six
-# CRDs with descriptions (4MB) overflow; without them the four take ~75KB
-# compressed. `kubectl explain` loses the Kubeflow field docs, nothing else.
+# maxDescLen=0 drops the field descriptions, and only the five kinds the
+# platform runs are kept (MXJob is not): Helm stores the whole chart, files
+# included, in a release Secret limited to 1MiB, which the six CRDs with
+# descriptions (4MB) overflow; without them the five take ~95KB compressed. `kubectl explain` loses the Kubeflow field docs, nothing else.
 # Run by `make generate` from the repository root with controller-gen's path.
 set -euo pipefail
 
@@ -27,7 +26,7 @@ cd "$root/operators/trainingjob"
 "$controller_gen" crd:generateEmbeddedObjectMeta=true,maxDescLen=0 \
   paths=github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1 \
   output:crd:artifacts:config="$out"
-rm -f "$out"/kubeflow.org_mpijobs.yaml "$out"/kubeflow.org_mxjobs.yaml
+rm -f "$out"/kubeflow.org_mxjobs.yaml
 
 # RBAC and webhooks of the Kubeflow training-operator itself, for the chart's
 # kubeflow.enabled option, generated from the markers in its controllers

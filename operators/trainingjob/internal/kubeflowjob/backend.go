@@ -29,6 +29,7 @@ type Backend struct {
 var (
 	_ backend.Backend      = (*Backend)(nil)
 	_ backend.Availability = (*Backend)(nil)
+	_ backend.Companions   = (*Backend)(nil)
 )
 
 // NewBackend returns the Kubeflow backend. missing is non-nil when the
@@ -83,6 +84,15 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	return Build(b.frameworks[tj.Spec.Framework], tj, run, stores, b.settings)
 }
 
+// Companions is the headless Service of an MPI run, which names its pods;
+// the other Kubeflow kinds get their Services from Kubeflow.
+func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object {
+	if tj.Spec.Framework != trainingv1alpha1.FrameworkMPI {
+		return nil
+	}
+	return []client.Object{mpiService(tj, run, b.settings)}
+}
+
 // SuspendPatch sets runPolicy.suspend.
 func (*Backend) SuspendPatch(suspend bool) client.Patch {
 	return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"runPolicy":{"suspend":%t}}}`, suspend))
@@ -135,6 +145,8 @@ func partsOf(child client.Object) (*kubeflowv1.RunPolicy, *kubeflowv1.JobStatus)
 	case *kubeflowv1.XGBoostJob:
 		return &j.Spec.RunPolicy, &j.Status
 	case *kubeflowv1.PaddleJob:
+		return &j.Spec.RunPolicy, &j.Status
+	case *kubeflowv1.MPIJob:
 		return &j.Spec.RunPolicy, &j.Status
 	default:
 		return &kubeflowv1.RunPolicy{}, &kubeflowv1.JobStatus{}

@@ -50,6 +50,7 @@ func Frameworks() map[trainingv1alpha1.Framework]Framework {
 		trainingv1alpha1.FrameworkTensorFlow: tensorflow{},
 		trainingv1alpha1.FrameworkXGBoost:    xgboost{},
 		trainingv1alpha1.FrameworkPaddle:     paddle{},
+		trainingv1alpha1.FrameworkMPI:        mpiJob{},
 	}
 }
 

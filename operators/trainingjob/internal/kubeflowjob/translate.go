@@ -49,6 +49,9 @@ func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []f
 			Template:      *template.DeepCopy(),
 			RestartPolicy: kubeflowv1.RestartPolicyNever,
 		}
+		if shaper, ok := fw.(RoleShaper); ok {
+			shaper.ShapeRole(tj, run, role, &rs.Template.Spec)
+		}
 		if cp := tj.Spec.Checkpoint; cp != nil {
 			// The first role holds rank 0 (Master, Chief, or paddle's
 			// only Worker); a ReadWriteOnce volume attaches to one node,

@@ -3,8 +3,10 @@ package kubeflowjob
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -140,6 +143,13 @@ func TestBuildGolden(t *testing.T) {
 			s.ParameterServers = ptr.To[int32](1)
 		}).obj()},
 		"paddle-queued": {run: 1, tj: newTJ(trainingv1alpha1.FrameworkPaddle, 1).queue("batch").obj()},
+		// A launcher that runs ranks itself and two workers with SSH
+		// servers, two slots each.
+		"mpi": {run: 2, tj: newTJ(trainingv1alpha1.FrameworkMPI, 3).mutate(func(s *trainingv1alpha1.TrainingJobSpec) {
+			s.Command = []string{"mpirun", "python3", "/opt/ml-platform/allreduce.py"}
+			s.MPI = &trainingv1alpha1.MPISpec{SlotsPerWorker: ptr.To[int32](2)}
+		}).obj()},
+		"mpi-single": {run: 1, tj: newTJ(trainingv1alpha1.FrameworkMPI, 1).obj()},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -251,6 +261,8 @@ func replicaSpecs(t *testing.T, obj any) map[kubeflowv1.ReplicaType]*kubeflowv1.
 		return j.Spec.XGBReplicaSpecs
 	case *kubeflowv1.PaddleJob:
 		return j.Spec.PaddleReplicaSpecs
+	case *kubeflowv1.MPIJob:
+		return j.Spec.MPIReplicaSpecs
 	}
 	t.Fatalf("unexpected kind %T", obj)
 	return nil
@@ -287,5 +299,46 @@ func TestBuildRejectsUnknownAcceleratorType(t *testing.T) {
 	}
 	if want := `accelerator type "h100" is not offered by this cluster (configured types: a100, t4)`; err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
+	}
+}
+
+// TestMPILauncherReachesEveryWorkerByName checks the names in the
+// launcher's hostfile against what training-operator v1.8.1 makes of the
+// MPIJob (worker pods <job>-worker-<i>, whose subdomain is the run's
+// headless Service) and against that Service's selector, so that each
+// hostfile entry is a name the cluster's DNS serves.
+func TestMPILauncherReachesEveryWorkerByName(t *testing.T) {
+	tj := newTJ(trainingv1alpha1.FrameworkMPI, 3).obj()
+	obj, err := Build(mpiJob{}, tj, 1, nil, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := obj.(*kubeflowv1.MPIJob)
+	svc := NewBackend(settings, nil).Companions(tj, 1)[0].(*corev1.Service)
+	var hostfile string
+	for _, e := range job.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeLauncher].Template.Spec.Containers[0].Env {
+		if e.Name == "MLPLATFORM_MPI_HOSTFILE" {
+			hostfile = e.Value
+		}
+	}
+	workers := job.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeWorker]
+	var want strings.Builder
+	want.WriteString("localhost slots=1\n")
+	for i := range *workers.Replicas {
+		// training-operator v1.8.1's worker pod name (getOrCreateWorker).
+		pod := fmt.Sprintf("%s-worker-%d", job.Name, i)
+		fmt.Fprintf(&want, "%s.%s.%s.svc slots=1\n", pod, workers.Template.Spec.Subdomain, tj.Namespace)
+	}
+	if diff := cmp.Diff(want.String(), hostfile); diff != "" {
+		t.Errorf("hostfile (-want +got):\n%s", diff)
+	}
+	if svc.Name != workers.Template.Spec.Subdomain || svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("service %s (clusterIP %q, publishNotReady %t), worker subdomain %s", svc.Name, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses, workers.Template.Spec.Subdomain)
+	}
+	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(workers.Template.Labels)) {
+		t.Errorf("service selector %v does not select the workers %v", svc.Spec.Selector, workers.Template.Labels)
+	}
+	if got := NewBackend(settings, nil).Companions(newTJ(trainingv1alpha1.FrameworkPyTorch, 2).obj(), 1); got != nil {
+		t.Errorf("pytorch got companions %v: Kubeflow makes its Services", got)
 	}
 }

@@ -101,18 +101,22 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	}
 	meta := metav1.ObjectMeta{Namespace: tj.Namespace, Name: topo.job, Labels: backend.WithQueueLabel(labels, tj)}
 	suspend := backend.Suspend(tj)
+	spec := batchv1.JobSpec{
+		CompletionMode:        ptr.To(batchv1.IndexedCompletion),
+		Completions:           ptr.To(topo.pods),
+		Parallelism:           ptr.To(topo.pods),
+		BackoffLimit:          ptr.To[int32](0),
+		ActiveDeadlineSeconds: tj.Spec.RunPolicy.ActiveDeadlineSeconds,
+		Suspend:               ptr.To(suspend),
+		Template:              template,
+	}
+	if l.shape != nil {
+		l.shape(tj, topo, &spec)
+	}
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
 		ObjectMeta: meta,
-		Spec: batchv1.JobSpec{
-			CompletionMode:        ptr.To(batchv1.IndexedCompletion),
-			Completions:           ptr.To(topo.pods),
-			Parallelism:           ptr.To(topo.pods),
-			BackoffLimit:          ptr.To[int32](0),
-			ActiveDeadlineSeconds: tj.Spec.RunPolicy.ActiveDeadlineSeconds,
-			Suspend:               ptr.To(suspend),
-			Template:              template,
-		},
+		Spec:       spec,
 	}, nil
 }
 

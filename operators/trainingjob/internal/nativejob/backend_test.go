@@ -130,7 +130,7 @@ func TestValidateRejectsWhatOneTemplateCannotRun(t *testing.T) {
 		"tensorflow with parameter servers": {tj: ps, invalid: true},
 		"paddle with two workers":           {tj: newTJ(trainingv1alpha1.FrameworkPaddle, 2), invalid: true},
 		"paddle alone":                      {tj: newTJ(trainingv1alpha1.FrameworkPaddle, 1)},
-		"unknown framework":                 {tj: newTJ("mpi", 2), invalid: true},
+		"unknown framework":                 {tj: newTJ("mxnet", 2), invalid: true},
 		"tensorflow workers":                {tj: newTJ(trainingv1alpha1.FrameworkTensorFlow, 3)},
 	}
 	for name, tc := range cases {

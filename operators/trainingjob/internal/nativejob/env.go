@@ -7,10 +7,13 @@ import (
 	"strings"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/mpi"
 )
 
 // EnvCompletionIndex is the variable the Job controller sets to a pod's
@@ -31,6 +34,9 @@ type launcher struct {
 	container string
 	port      corev1.ContainerPort
 	env       func(t topology) []corev1.EnvVar
+	// shape, when set, adjusts the Job further: framework mpi's launcher
+	// and SSH servers.
+	shape func(tj *trainingv1alpha1.TrainingJob, t topology, job *batchv1.JobSpec)
 }
 
 // topology is a run's ranks: its Job (also the headless Service's name),
@@ -51,11 +57,12 @@ func (t topology) host(i int32) string { return fmt.Sprintf("%s-%d.%s", t.job, i
 // explicitly.
 func launchers() map[trainingv1alpha1.Framework]launcher {
 	return map[trainingv1alpha1.Framework]launcher{
-		trainingv1alpha1.FrameworkPyTorch:    {kubeflowv1.PyTorchJobDefaultContainerName, port(kubeflowv1.PyTorchJobDefaultPortName, kubeflowv1.PyTorchJobDefaultPort), pytorchEnv},
-		trainingv1alpha1.FrameworkTensorFlow: {kubeflowv1.TFJobDefaultContainerName, port(kubeflowv1.TFJobDefaultPortName, kubeflowv1.TFJobDefaultPort), tensorflowEnv},
-		trainingv1alpha1.FrameworkXGBoost:    {kubeflowv1.XGBoostJobDefaultContainerName, port(kubeflowv1.XGBoostJobDefaultPortName, kubeflowv1.XGBoostJobDefaultPort), xgboostEnv},
-		trainingv1alpha1.FrameworkPaddle:     {kubeflowv1.PaddleJobDefaultContainerName, port(kubeflowv1.PaddleJobDefaultPortName, kubeflowv1.PaddleJobDefaultPort), paddleEnv},
-		trainingv1alpha1.FrameworkJAX:        {JAXContainerName, port(JAXPortName, JAXPort), jaxEnv},
+		trainingv1alpha1.FrameworkPyTorch:    {kubeflowv1.PyTorchJobDefaultContainerName, port(kubeflowv1.PyTorchJobDefaultPortName, kubeflowv1.PyTorchJobDefaultPort), pytorchEnv, nil},
+		trainingv1alpha1.FrameworkTensorFlow: {kubeflowv1.TFJobDefaultContainerName, port(kubeflowv1.TFJobDefaultPortName, kubeflowv1.TFJobDefaultPort), tensorflowEnv, nil},
+		trainingv1alpha1.FrameworkXGBoost:    {kubeflowv1.XGBoostJobDefaultContainerName, port(kubeflowv1.XGBoostJobDefaultPortName, kubeflowv1.XGBoostJobDefaultPort), xgboostEnv, nil},
+		trainingv1alpha1.FrameworkPaddle:     {kubeflowv1.PaddleJobDefaultContainerName, port(kubeflowv1.PaddleJobDefaultPortName, kubeflowv1.PaddleJobDefaultPort), paddleEnv, nil},
+		trainingv1alpha1.FrameworkJAX:        {JAXContainerName, port(JAXPortName, JAXPort), jaxEnv, nil},
+		trainingv1alpha1.FrameworkMPI:        {mpi.ContainerName, mpi.ContainerPort(), mpiEnv, mpiShape},
 	}
 }
 
@@ -179,6 +186,25 @@ func paddleEnv(t topology) []corev1.EnvVar {
 		{Name: "POD_IP_DUMMY", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		value("PADDLE_MASTER", fmt.Sprintf("$(POD_IP_DUMMY):%d", t.port)),
 	}
+}
+
+// mpiEnv defines the completion index, by which the pod of index 0 becomes
+// the launcher.
+func mpiEnv(topology) []corev1.EnvVar { return []corev1.EnvVar{indexVar()} }
+
+// mpiShape makes the Job an MPI job in the MPI Operator's shape, with the
+// launcher running ranks itself (its runLauncherAsWorker): index 0 runs the
+// user's command (mpirun) over a hostfile of every pod, the other indexes
+// run SSH servers. The run succeeds when the launcher does (a success
+// policy on index 0; the Job controller then ends the servers), and fails,
+// as for every framework, when any pod fails.
+func mpiShape(tj *trainingv1alpha1.TrainingJob, t topology, job *batchv1.JobSpec) {
+	hosts := make([]string, 0, t.pods-1)
+	for i := int32(1); i < t.pods; i++ {
+		hosts = append(hosts, fmt.Sprintf("%s.%s.svc", t.host(i), t.namespace))
+	}
+	mpi.Apply(&job.Template.Spec, mpi.SecretName(tj.Name), "", mpi.Hostfile(hosts, tj.Spec.MPI.Slots()))
+	job.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0")}}}
 }
 
 // topologyOf is the topology of a run of tj.

@@ -48,9 +48,9 @@ func TestChartInstallsTheKubeflowTrainingOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The four Kubeflow CRDs the platform runs, established and kept on
+	// The five Kubeflow CRDs the platform runs, established and kept on
 	// uninstall, next to the TrainingJob CRD.
-	for _, name := range []string{"pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org", "xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org", "trainingjobs.training.mlplatform.dev"} {
+	for _, name := range []string{"pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org", "xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org", "mpijobs.kubeflow.org", "trainingjobs.training.mlplatform.dev"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		testenv.Eventually(t, name+" established", func(ctx context.Context) (bool, error) {
 			if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
@@ -67,9 +67,9 @@ func TestChartInstallsTheKubeflowTrainingOperator(t *testing.T) {
 			t.Errorf("CRD %s is not kept on uninstall: %v", name, crd.Annotations)
 		}
 	}
-	for _, name := range []string{"mpijobs.kubeflow.org", "mxjobs.kubeflow.org"} {
+	for _, name := range []string{"mxjobs.kubeflow.org"} {
 		if err := c.Get(t.Context(), client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}); err == nil {
-			t.Errorf("CRD %s is installed; the platform runs only four frameworks", name)
+			t.Errorf("CRD %s is installed; the platform runs only five frameworks", name)
 		}
 	}
 

@@ -140,7 +140,7 @@ func (k *Kubeflow) start() error {
 				"--metrics-bind-address=0",
 				"--health-probe-bind-address=0",
 				"--webhook-server-port=" + strconv.Itoa(port),
-				"--enable-scheme=pytorchjob", "--enable-scheme=tfjob", "--enable-scheme=xgboostjob", "--enable-scheme=paddlejob",
+				"--enable-scheme=pytorchjob", "--enable-scheme=tfjob", "--enable-scheme=xgboostjob", "--enable-scheme=paddlejob", "--enable-scheme=mpijob",
 			}, k.args...)...)
 			// KUBEFLOW_NAMESPACE stays unset: it would restrict the operator
 			// to that one namespace.

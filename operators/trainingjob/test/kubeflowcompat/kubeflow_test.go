@@ -150,14 +150,14 @@ func chartInitContainerArgs(t *testing.T) []string {
 			container, _ := containers[0].(map[string]any)
 			flags, _, _ := unstructured.NestedStringSlice(container, "args")
 			for _, f := range flags {
-				if strings.HasPrefix(f, "--pytorch-init-container-") && !strings.HasPrefix(f, "--pytorch-init-container-template-file=") {
+				if strings.HasPrefix(f, "--pytorch-init-container-") && !strings.HasPrefix(f, "--pytorch-init-container-template-file=") || strings.HasPrefix(f, "--mpi-kubectl-delivery-image=") {
 					args = append(args, f)
 				}
 			}
 		}
 	}
-	if template == "" || len(args) != 2 {
-		t.Fatalf("the chart renders no init container template (%d bytes) or not its image and max-tries flags (%v)", len(template), args)
+	if template == "" || len(args) != 3 {
+		t.Fatalf("the chart renders no init container template (%d bytes) or not its image, max-tries and MPI kubectl-delivery flags (%v)", len(template), args)
 	}
 	path := filepath.Join(t.TempDir(), "pytorch-init-container.yaml")
 	if err := os.WriteFile(path, []byte(template), 0o600); err != nil {

@@ -93,8 +93,53 @@ func TestCreateRules(t *testing.T) {
 		}},
 		"paddle": {mutate: func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = trainingv1alpha1.FrameworkPaddle }},
 		"unknown framework": {
-			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = "mpi" },
-			wantErr: `spec.framework: Unsupported value: "mpi"`,
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = "mxnet" },
+			wantErr: `spec.framework: Unsupported value: "mxnet"`,
+		},
+		"mpi with a launcher command and slots": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.Framework = trainingv1alpha1.FrameworkMPI
+			tj.Spec.Workers = 512
+			tj.Spec.Command = []string{"mpirun", "python3", "train.py"}
+			tj.Spec.MPI = &trainingv1alpha1.MPISpec{SlotsPerWorker: ptr.To[int32](8)}
+		}},
+		"mpi without a command": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Framework = trainingv1alpha1.FrameworkMPI },
+			wantErr: "framework mpi needs command: the launcher runs it over the workers",
+		},
+		"mpi with an empty command": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework = trainingv1alpha1.FrameworkMPI
+				tj.Spec.Command = []string{}
+			},
+			wantErr: "framework mpi needs command",
+		},
+		"mpi settings on pytorch": {
+			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.MPI = &trainingv1alpha1.MPISpec{} },
+			wantErr: "mpi is only supported with framework mpi",
+		},
+		"mpi with too many workers": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework = trainingv1alpha1.FrameworkMPI
+				tj.Spec.Command = []string{"mpirun", "a.out"}
+				tj.Spec.Workers = 513
+			},
+			wantErr: "framework mpi supports at most 512 workers",
+		},
+		"mpi with zero slots": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework = trainingv1alpha1.FrameworkMPI
+				tj.Spec.Command = []string{"mpirun", "a.out"}
+				tj.Spec.MPI = &trainingv1alpha1.MPISpec{SlotsPerWorker: ptr.To[int32](0)}
+			},
+			wantErr: "spec.mpi.slotsPerWorker: Invalid value",
+		},
+		"mpi with nprocPerNode": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework = trainingv1alpha1.FrameworkMPI
+				tj.Spec.Command = []string{"mpirun", "a.out"}
+				tj.Spec.NprocPerNode = ptr.To[int32](2)
+			},
+			wantErr: "nprocPerNode is only supported with framework pytorch",
 		},
 		"empty image": {
 			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.Image = "" },
@@ -620,6 +665,32 @@ func TestIntegersBeyondTheirGoType(t *testing.T) {
 				t.Fatalf("%s = %d accepted", strings.Join(tc.path, "."), tc.value)
 			case !strings.Contains(err.Error(), tc.wantErr):
 				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestMPISettingsAreImmutable: the slots shape every pod of a run, so a
+// change could only take effect by a restart.
+func TestMPISettingsAreImmutable(t *testing.T) {
+	c, ns := setup(t)
+	tj := valid(ns, "mpi-immutable")
+	tj.Spec.Framework = trainingv1alpha1.FrameworkMPI
+	tj.Spec.Command = []string{"mpirun", "a.out"}
+	tj.Spec.MPI = &trainingv1alpha1.MPISpec{SlotsPerWorker: ptr.To[int32](2)}
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(*trainingv1alpha1.TrainingJob){
+		"slots changed": func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.MPI.SlotsPerWorker = ptr.To[int32](4) },
+		"mpi removed":   func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.MPI = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			changed := tj.DeepCopy()
+			mutate(changed)
+			err := c.Update(t.Context(), changed)
+			if err == nil || !strings.Contains(err.Error(), "mpi is immutable") {
+				t.Errorf("update: %v, want the refusal \"mpi is immutable\"", err)
 			}
 		})
 	}

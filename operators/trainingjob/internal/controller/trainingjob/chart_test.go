@@ -73,21 +73,27 @@ func TestChartGrantsNoMoreThanNeeded(t *testing.T) {
 		attrs authorizationv1.ResourceAttributes
 		want  bool
 	}{
-		"watch trainingjobs":          {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "watch"}, true},
-		"patch trainingjob status":    {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Subresource: "status", Verb: "patch"}, true},
-		"create tokenreviews":         {authorizationv1.ResourceAttributes{Group: "authentication.k8s.io", Resource: "tokenreviews", Verb: "create"}, true},
-		"create pytorchjobs":          {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "create"}, true},
-		"deletecollection pods":       {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "deletecollection"}, true},
-		"update trainingjob spec":     {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "update"}, false},
-		"patch trainingjob spec":      {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "patch"}, false},
-		"create trainingjobs":         {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "create"}, false},
-		"delete pytorchjobs":          {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "delete"}, true},
-		"create checkpoint claims":    {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "create"}, true},
-		"delete checkpoint claims":    {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete"}, false},
-		"update pytorchjobs":          {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "update"}, false},
-		"create mpijobs":              {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "mpijobs", Verb: "create"}, false},
-		"create pods":                 {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create"}, false},
-		"get secrets":                 {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get"}, false},
+		"watch trainingjobs":       {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "watch"}, true},
+		"patch trainingjob status": {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Subresource: "status", Verb: "patch"}, true},
+		"create tokenreviews":      {authorizationv1.ResourceAttributes{Group: "authentication.k8s.io", Resource: "tokenreviews", Verb: "create"}, true},
+		"create pytorchjobs":       {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "create"}, true},
+		"deletecollection pods":    {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "deletecollection"}, true},
+		"update trainingjob spec":  {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "update"}, false},
+		"patch trainingjob spec":   {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "patch"}, false},
+		"create trainingjobs":      {authorizationv1.ResourceAttributes{Group: "training.mlplatform.dev", Resource: "trainingjobs", Verb: "create"}, false},
+		"delete pytorchjobs":       {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "delete"}, true},
+		"create checkpoint claims": {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "create"}, true},
+		"delete checkpoint claims": {authorizationv1.ResourceAttributes{Resource: "persistentvolumeclaims", Verb: "delete"}, false},
+		"update pytorchjobs":       {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "pytorchjobs", Verb: "update"}, false},
+		"create mpijobs":           {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "mpijobs", Verb: "create"}, true},
+		"create mxjobs":            {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "mxjobs", Verb: "create"}, false},
+		"create pods":              {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create"}, false},
+		// The MPI key pair's Secret is watched, to generate it again when
+		// deleted; the operator's cache holds only the Secrets it labelled.
+		"watch secrets (mpi keys)":    {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "watch"}, true},
+		"create secrets (mpi keys)":   {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "create"}, true},
+		"update secrets":              {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "update"}, false},
+		"delete secrets":              {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "delete"}, false},
 		"create featurestores":        {authorizationv1.ResourceAttributes{Group: "features.mlplatform.dev", Resource: "featurestores", Verb: "create"}, false},
 		"watch events (pod refusals)": {authorizationv1.ResourceAttributes{Resource: "events", Verb: "watch"}, true},
 		"watch crds (kubeflow later)": {authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Verb: "watch"}, true},
@@ -120,6 +126,7 @@ func TestChartInstallsKubeflowAlongsideWhenAsked(t *testing.T) {
 	}
 	for _, want := range []string{
 		"name: pytorchjobs.kubeflow.org", "name: tfjobs.kubeflow.org", "name: xgboostjobs.kubeflow.org", "name: paddlejobs.kubeflow.org",
+		"name: mpijobs.kubeflow.org", "--enable-scheme=mpijob", "--mpi-kubectl-delivery-image=kubeflow/kubectl-delivery:latest",
 		"name: validator.training-operator.kubeflow.org", "name: validator.pytorchjob.training-operator.kubeflow.org",
 		"--enable-scheme=pytorchjob", "--webhook-secret-name=r-trainingjob-operator-kubeflow-webhook-cert",
 		"kind: ValidatingWebhookConfiguration", `resources: ["validatingwebhookconfigurations"]`,
@@ -128,8 +135,8 @@ func TestChartInstallsKubeflowAlongsideWhenAsked(t *testing.T) {
 			t.Errorf("rendered chart lacks %q", want)
 		}
 	}
-	if strings.Contains(out, "mpijobs.kubeflow.org") || strings.Contains(out, "validator.mxjob") {
-		t.Error("only the four frameworks the platform runs are installed")
+	if strings.Contains(out, "mxjobs.kubeflow.org") || strings.Contains(out, "validator.mxjob") {
+		t.Error("only the five frameworks the platform runs are installed")
 	}
 	out, err = charttest.Render(chartDir(), "r", "ns", nil)
 	if err != nil {

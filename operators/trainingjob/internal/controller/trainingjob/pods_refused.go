@@ -35,7 +35,7 @@ import (
 // refusalSources are the events that say a run's pods were refused, on
 // either backend.
 func refusalSources() []podrefusal.Source {
-	return []podrefusal.Source{podrefusal.KubernetesController("Job"), podrefusal.KubeflowTrainingOperator}
+	return []podrefusal.Source{podrefusal.KubernetesController("Job"), podrefusal.KubeflowTrainingOperator, podrefusal.KubeflowMPILauncher}
 }
 
 // refusalToTrainingJob maps a refusal event to the TrainingJob of the run

@@ -68,9 +68,10 @@ var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trai
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/status,verbs=get;patch
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/finalizers,verbs=update
-// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs;tfjobs;xgboostjobs;paddlejobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs;tfjobs;xgboostjobs;paddlejobs;mpijobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -177,7 +178,7 @@ func kubeflowMissing(obj client.Object) error {
 // OwnedObjects are the kinds the operator creates, for shared/manager's
 // label-restricted caches.
 func OwnedObjects() []client.Object {
-	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}}
+	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}}
 	return append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
 }
 
@@ -219,6 +220,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(podMatters())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
 		WithOptions(opts).
 		Named(Name)
 	if err := r.watchRefusals(mgr, b); err != nil {
@@ -280,6 +282,7 @@ func (r *Reconciler) newRunner() *phase.Runner[*trainingv1alpha1.TrainingJob, *s
 			phase.Step("resolveBackend", r.resolveBackend),
 			phase.Step("observeJob", r.observeJob),
 			phase.Step("checkpointClaim", r.checkpointClaim),
+			phase.Step("ensureMPIKeys", r.ensureMPIKeys),
 			phase.Step("createJob", r.createJob),
 			phase.Step("retirePreviousRun", r.retirePreviousRun),
 			phase.Step("observePods", r.observePods),
