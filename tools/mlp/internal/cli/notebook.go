@@ -75,11 +75,11 @@ type notebookCreateOptions struct {
 	image, workspace string
 	resources        resourceFlags
 	featureStores    []string
-	output           string
+	print            *printFlags
 }
 
 func (co *notebookCreateOptions) Validate() error {
-	if err := checkOutput(co.output); err != nil {
+	if err := co.print.validate(); err != nil {
 		return err
 	}
 	_, err := positiveQuantity("workspace", co.workspace)
@@ -87,7 +87,7 @@ func (co *notebookCreateOptions) Validate() error {
 }
 
 func newNotebookCreateCommand(o *Options) *cobra.Command {
-	co := &notebookCreateOptions{Options: o}
+	co := &notebookCreateOptions{Options: o, print: newPrintFlags()}
 	cmd := &cobra.Command{
 		Use:     "create NAME",
 		Short:   "Create a Notebook",
@@ -100,7 +100,7 @@ func newNotebookCreateCommand(o *Options) *cobra.Command {
 	co.resources.addFlags(f, "")
 	f.StringVar(&co.workspace, "workspace", "", "Size of the workspace volume; empty for the platform's default")
 	f.StringArrayVar(&co.featureStores, "feature-store", nil, "FeatureStore whose client configuration is mounted (repeatable)")
-	addOutputFlag(cmd, &co.output)
+	co.print.addFlags(cmd, false)
 	return cmd
 }
 
@@ -116,11 +116,11 @@ func (co *notebookCreateOptions) Run(ctx context.Context) error {
 	if err := s.c.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
 		return explain(err, notebookKind, "create", co.name, s.namespace)
 	}
-	if co.output == outTable || co.output == outWide {
+	if co.print.human() {
 		fmt.Fprintf(co.Streams.Out, "notebook.notebooks.mlplatform.dev/%s created; open it with `mlp notebook open %s`\n", co.name, co.name)
 		return nil
 	}
-	return printObjects(co.Streams.Out, co.output, notebookKind, notebookTable, []unstructured.Unstructured{*u}, true, co.Now())
+	return co.print.printOne(u, notebookTable, co.Now, co.Streams.Out)
 }
 
 // notebook is the Notebook the flags describe.

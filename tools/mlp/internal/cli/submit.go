@@ -36,7 +36,7 @@ type submitOptions struct {
 	featureStores []string
 	backend       string
 	dryRun        string
-	output        string
+	print         *printFlags
 	noWait        bool
 	timeout       time.Duration
 
@@ -47,7 +47,7 @@ type submitOptions struct {
 }
 
 func newSubmitCommand(o *Options) *cobra.Command {
-	so := &submitOptions{Options: o}
+	so := &submitOptions{Options: o, print: newPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "submit [NAME] [-- COMMAND [ARG...]]",
 		Short: "Create a TrainingJob from a file or from flags, and follow it to the end",
@@ -74,7 +74,7 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 	f.StringVar(&so.backend, "backend", "", "Training backend (native or kubeflow); empty for the platform's default")
 	f.StringVar(&so.dryRun, "dry-run", "none", "none, client (print what would be sent) or server (validated and defaulted by the API server, nothing created)")
 	f.Lookup("dry-run").NoOptDefVal = "client"
-	addOutputFlag(cmd, &so.output)
+	so.print.addFlags(cmd, false)
 	f.BoolVar(&so.noWait, "no-wait", false, "Return as soon as the TrainingJob is created")
 	f.DurationVar(&so.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
 	return cmd
@@ -93,7 +93,7 @@ func (so *submitOptions) Complete(cmd *cobra.Command, args []string) error {
 // Validate checks the command line before anything is sent. Flags that
 // shape the job cannot be combined with -f: the file is the whole truth.
 func (so *submitOptions) Validate() error {
-	if err := checkOutput(so.output); err != nil {
+	if err := so.print.validate(); err != nil {
 		return err
 	}
 	if len(so.names) > 1 {
@@ -153,11 +153,11 @@ func (so *submitOptions) Run(ctx context.Context) error {
 }
 
 func (so *submitOptions) printSubmitted(u *unstructured.Unstructured, suffix string) error {
-	if so.output == outTable || so.output == outWide {
+	if so.print.human() {
 		fmt.Fprintf(so.Streams.Out, "trainingjob.training.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
 		return nil
 	}
-	return printObjects(so.Streams.Out, so.output, trainingJobKind, trainingJobTable, []unstructured.Unstructured{*u}, true, so.Now())
+	return so.print.printOne(u, trainingJobTable, so.Now, so.Streams.Out)
 }
 
 // buildTrainingJob reads -f or assembles the job from flags.
