@@ -112,8 +112,8 @@ func TestPrintFlagErrors(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		"jsonpath that does not parse": {args: []string{"train", "list", "-o", "jsonpath={.items[}"}, wantErr: "error parsing jsonpath"},
-		"custom column without a path": {args: []string{"notebook", "list", "-o", "custom-columns=NAME"}, wantErr: `custom-columns column "NAME" is not HEADER:JSONPATH`},
+		"jsonpath that does not parse":    {args: []string{"train", "list", "-o", "jsonpath={.items[}"}, wantErr: "error parsing jsonpath"},
+		"custom column without a path":    {args: []string{"notebook", "list", "-o", "custom-columns=NAME"}, wantErr: `custom-columns column "NAME" is not HEADER:JSONPATH`},
 		"unknown format names the others": {args: []string{"featurestore", "list", "-o", "xml"}, wantErr: "go-template"},
 	} {
 		t.Run(name, func(t *testing.T) {
