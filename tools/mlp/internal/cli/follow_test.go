@@ -58,7 +58,10 @@ func TestFollowEndsWhenTheJobIsDeleted(t *testing.T) {
 			defer cancel()
 			opErr := make(chan error, 1)
 			go func() { opErr <- fakeOperator(ctx, c, out, steps) }()
-			r := cli(ctx, t, env.Config, ns, func(o *Options) { o.Streams.ErrOut = io.MultiWriter(out, o.Streams.ErrOut); o.PollInterval = time.Second }, "train", "wait", name)
+			r := cli(ctx, t, env.Config, ns, func(o *Options) {
+				o.Streams.ErrOut = io.MultiWriter(out, o.Streams.ErrOut)
+				o.PollInterval = time.Second
+			}, "train", "wait", name)
 			if err := <-opErr; err != nil {
 				t.Fatal(err)
 			}

@@ -100,6 +100,7 @@ func newNotebookCreateCommand(o *Options) *cobra.Command {
 	co.resources.addFlags(f, "")
 	f.StringVar(&co.workspace, "workspace", "", "Size of the workspace volume; empty for the platform's default")
 	f.StringArrayVar(&co.featureStores, "feature-store", nil, "FeatureStore whose client configuration is mounted (repeatable)")
+	_ = cmd.RegisterFlagCompletionFunc("feature-store", completeNames(o, featureStoreKind))
 	co.print.addFlags(cmd, false)
 	return cmd
 }

@@ -49,10 +49,22 @@ func (f *printFlags) addFlags(cmd *cobra.Command, withTable bool) {
 	f.PrintFlags.AddFlags(cmd)
 	formats := f.formats()
 	cmd.Flag("output").Usage = "Output format: " + strings.Join(formats, "|") + "; a table when empty"
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
+	_ = cmd.RegisterFlagCompletionFunc("output", f.completeOutput)
 	if withTable {
 		cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "Print tables without their header line")
 	}
+}
+
+// completeOutput completes -o; the template formats end with "=", which
+// their argument follows without a space.
+func (f *printFlags) completeOutput(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	values := []string{outWide, outCustomColumns + "="}
+	values = append(values, f.JSONYamlPrintFlags.AllowedFormats()...)
+	values = append(values, f.NamePrintFlags.AllowedFormats()...)
+	for _, t := range f.TemplatePrinterFlags.AllowedFormats() {
+		values = append(values, t+"=")
+	}
+	return withPrefix(values, toComplete), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 }
 
 func (f *printFlags) formats() []string {

@@ -160,6 +160,7 @@ namespace, and also runs as the kubectl plugin "kubectl mlp".`,
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl mlp"}
 	}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
+	registerConfigFlagCompletions(root, o)
 	root.AddCommand(
 		newTrainCommand(o),
 		newNotebookCommand(o),

@@ -71,9 +71,13 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 	f.StringVar(&so.checkpoint, "checkpoint-size", "", "Size of a checkpoint volume the operator creates, e.g. 10Gi")
 	f.StringVar(&so.queue, "queue", "", "Kueue LocalQueue to submit to")
 	f.StringArrayVar(&so.featureStores, "feature-store", nil, "FeatureStore whose client configuration is mounted (repeatable)")
+	_ = cmd.RegisterFlagCompletionFunc("feature-store", completeNames(o, featureStoreKind))
 	f.StringVar(&so.backend, "backend", "", "Training backend (native or kubeflow); empty for the platform's default")
 	f.StringVar(&so.dryRun, "dry-run", "none", "none, client (print what would be sent) or server (validated and defaulted by the API server, nothing created)")
 	f.Lookup("dry-run").NoOptDefVal = "client"
+	_ = cmd.RegisterFlagCompletionFunc("framework", fixed(frameworks))
+	_ = cmd.RegisterFlagCompletionFunc("backend", fixed(backends))
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", fixed([]string{"none", "client", "server"}))
 	so.print.addFlags(cmd, false)
 	f.BoolVar(&so.noWait, "no-wait", false, "Return as soon as the TrainingJob is created")
 	f.DurationVar(&so.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
