@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -213,13 +212,11 @@ func (so *submitOptions) jobFromFlags(namespace string) (*trainingv1alpha1.Train
 			QueueName: so.queue,
 		},
 	}
-	for _, kv := range so.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--env %q: expected NAME=VALUE", kv)
-		}
-		tj.Spec.Env = append(tj.Spec.Env, corev1.EnvVar{Name: k, Value: v})
+	env, err := envVars(so.env)
+	if err != nil {
+		return nil, err
 	}
+	tj.Spec.Env = env
 	for _, fs := range so.featureStores {
 		tj.Spec.FeatureStores = append(tj.Spec.FeatureStores, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: fs}})
 	}
@@ -240,8 +237,19 @@ func (so *submitOptions) jobFromFlags(namespace string) (*trainingv1alpha1.Train
 
 // readTrainingJob reads one TrainingJob of our API group from a file.
 func (so *submitOptions) readTrainingJob(s *session) (*unstructured.Unstructured, error) {
-	path, names := so.file, so.names
-	data, err := readManifest(path, so.Streams.In)
+	name := ""
+	if len(so.names) == 1 {
+		name = so.names[0]
+	}
+	return readObject(so.file, so.Streams.In, trainingJobKind, name, s)
+}
+
+// readObject reads one object of kind k from a file (- for stdin); name,
+// when given, replaces the file's. An object without a namespace goes to
+// the command line's; one with another namespace is refused when -n was
+// given and otherwise becomes the session's namespace.
+func readObject(path string, stdin io.Reader, k kind, name string, s *session) (*unstructured.Unstructured, error) {
+	data, err := readManifest(path, stdin)
 	if err != nil {
 		return nil, err
 	}
@@ -249,11 +257,11 @@ func (so *submitOptions) readTrainingJob(s *session) (*unstructured.Unstructured
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&u.Object); err != nil {
 		return nil, fmt.Errorf("%s is not a YAML or JSON object: %w", path, err)
 	}
-	if gvk := u.GroupVersionKind(); gvk.Group != trainingJobKind.GVK.Group || gvk.Kind != trainingJobKind.GVK.Kind {
-		return nil, fmt.Errorf("%s holds a %s %s, not a TrainingJob of %s", path, orDash(u.GetAPIVersion()), orDash(u.GetKind()), trainingJobKind.GVK.Group)
+	if gvk := u.GroupVersionKind(); gvk.Group != k.GVK.Group || gvk.Kind != k.GVK.Kind {
+		return nil, fmt.Errorf("%s holds a %s %s, not a %s of %s", path, orDash(u.GetAPIVersion()), orDash(u.GetKind()), k.GVK.Kind, k.GVK.Group)
 	}
-	if len(names) == 1 {
-		u.SetName(names[0])
+	if name != "" {
+		u.SetName(name)
 	}
 	if u.GetName() == "" {
 		return nil, fmt.Errorf("%s has no metadata.name: set it or give NAME", path)

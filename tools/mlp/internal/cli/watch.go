@@ -88,9 +88,7 @@ func (s *session) watchJob(ctx context.Context, name string, pause time.Duration
 	// The follow says itself when the API server cannot be reached; the
 	// watches' own error logs would repeat it on stderr.
 	ctx = klog.NewContext(ctx, logr.Discard())
-	jobs := s.dyn.Resource(trainingJobKind.gvr()).Namespace(s.namespace)
-	go keepWatching(ctx, pause, notify, selected(fields.OneTermEqualSelector("metadata.name", name).String(), "",
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return jobs.List(ctx, o) }, jobs.Watch))
+	s.watchByName(ctx, trainingJobKind, name, pause, notify)
 	pods := s.cs.CoreV1().Pods(s.namespace)
 	go keepWatching(ctx, pause, notify, selected("", labels.SelectorFromSet(labels.Set{trainingv1alpha1.LabelJobName: name}).String(),
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) }, pods.Watch))
@@ -103,6 +101,25 @@ func (s *session) watchJob(ctx context.Context, name string, pause time.Duration
 	go keepWatching(ctx, pause, notify, selected(warnings, "",
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return events.List(ctx, o) }, events.Watch))
 	return changed
+}
+
+// watchObject reports on the returned channel when the object of kind k
+// named name changes (a pending report is not repeated), until ctx ends.
+func (s *session) watchObject(ctx context.Context, k kind, name string, pause time.Duration) <-chan struct{} {
+	changed := make(chan struct{}, 1)
+	s.watchByName(klog.NewContext(ctx, logr.Discard()), k, name, pause, func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	})
+	return changed
+}
+
+func (s *session) watchByName(ctx context.Context, k kind, name string, pause time.Duration, notify func()) {
+	res := s.dyn.Resource(k.gvr()).Namespace(s.namespace)
+	go keepWatching(ctx, pause, notify, selected(fields.OneTermEqualSelector("metadata.name", name).String(), "",
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) }, res.Watch))
 }
 
 // listWatch lists and watches one selection of objects.
