@@ -89,10 +89,21 @@ func TestNotebookCreateWaitDescribe(t *testing.T) {
 	defer cancel()
 	stderr := &syncBuffer{}
 	opErr := make(chan error, 1)
+	cliDone := make(chan struct{})
 	go func() {
-		testenv.Eventually(t, "notebook created", func(ctx context.Context) (bool, error) {
-			return strings.Contains(stderr.String(), "nb: -"), nil
-		})
+		// The operator sets Ready once the CLI shows it is waiting, and
+		// gives up when the CLI ended first.
+		for !strings.Contains(stderr.String(), "nb: -") {
+			select {
+			case <-cliDone:
+				opErr <- nil
+				return
+			case <-ctx.Done():
+				opErr <- ctx.Err()
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 		opErr <- setNotebookCondition(ctx, c, ns, "nb", notebooksv1alpha1.PhaseRunning,
 			metav1.Condition{Type: commonv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "Jupyter answers"})
 	}()
@@ -100,6 +111,7 @@ func TestNotebookCreateWaitDescribe(t *testing.T) {
 		o.PollInterval = time.Hour
 		o.Streams.ErrOut = stderr
 	}, "notebook", "create", "nb", "--idle-timeout", "90m", "--wait")
+	close(cliDone)
 	if err := <-opErr; err != nil {
 		t.Fatal(err)
 	}
