@@ -1,6 +1,8 @@
 package platform
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -172,5 +174,71 @@ func TestTrainingJobNotesAndDescriptionMatchTheBackends(t *testing.T) {
 	}
 	if d := c.Metadata.Description; !strings.Contains(d, "native") {
 		t.Errorf("Chart.yaml describes the operator as running on Kubeflow only: %q", d)
+	}
+}
+
+// TestMonitoringUmbrellaSwitchAndRunbooks: global.monitoring.enabled turns
+// on the ServiceMonitor, PrometheusRule and dashboards of every operator;
+// every alert links its runbook, a section of docs/runbooks.md; the
+// operators' own alerts honour their for override.
+func TestMonitoringUmbrellaSwitchAndRunbooks(t *testing.T) {
+	objs := objects(t, umbrella, map[string]any{"global": map[string]any{"monitoring": map[string]any{"enabled": true}}})
+	for kind, want := range map[string]int{"ServiceMonitor": 3, "PrometheusRule": 3} {
+		if n := count(objs, kind); n != want {
+			t.Errorf("%d %ss with global.monitoring.enabled, want %d", n, kind, want)
+		}
+	}
+	dashboards := 0
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" && strings.HasSuffix(o.GetName(), "-dashboards") {
+			dashboards++
+		}
+	}
+	if dashboards != 3 {
+		t.Errorf("%d dashboard ConfigMaps, want 3", dashboards)
+	}
+	if n := count(objects(t, umbrella, nil), "PrometheusRule"); n != 0 {
+		t.Errorf("%d PrometheusRules by default, want none", n)
+	}
+
+	runbooks, err := os.ReadFile(filepath.Join(repoRoot, "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "https://github.com/ml-platform/ml-platform/blob/main/docs/runbooks.md#"
+	alerts := 0
+	for _, o := range objs {
+		if o.GetKind() != "PrometheusRule" {
+			continue
+		}
+		groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
+		for _, g := range groups {
+			for _, r := range g.(map[string]any)["rules"].([]any) {
+				rule := r.(map[string]any)
+				name := rule["alert"].(string)
+				alerts++
+				url, _ := rule["annotations"].(map[string]any)["runbook_url"].(string)
+				if url != base+strings.ToLower(name) {
+					t.Errorf("%s: runbook_url %q, want %s%s", name, url, base, strings.ToLower(name))
+				}
+				if !strings.Contains(string(runbooks), "\n## "+name+"\n") {
+					t.Errorf("docs/runbooks.md has no section for %s", name)
+				}
+			}
+		}
+	}
+	if alerts < 9 {
+		t.Errorf("%d alerts rendered, want every operator's", alerts)
+	}
+
+	for chart, key := range map[string]string{
+		"featurestore-operator": "featureStoreCleanupFailing", "notebook-operator": "notebookProbesFailing", "trainingjob-operator": "trainingJobsQueuedLong",
+	} {
+		rule := find(t, objects(t, chartDir(chart), map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{
+			"enabled": true, "for": map[string]any{key: "42m"},
+		}}}), "PrometheusRule", chart)
+		if !strings.Contains(toYAML(t, rule), `"for":"42m"`) {
+			t.Errorf("%s: for.%s=42m not honoured", chart, key)
+		}
 	}
 }

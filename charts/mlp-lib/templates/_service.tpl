@@ -27,7 +27,7 @@ spec:
       targetPort: metrics
       protocol: TCP
 {{- with .Values.metrics.serviceMonitor }}
-{{- if .enabled }}
+{{- if or .enabled (include "mlp.monitoringEverywhere" $) }}
 ---
 apiVersion: monitoring.coreos.com/v1
 kind: ServiceMonitor
