@@ -136,7 +136,7 @@ func TestNotebookCreateWaitDescribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = run(t, ns, "notebook", "wait", "nb")
-	if r.code != ExitFailed || !strings.Contains(r.err, `Notebook "nb" is stalled: ImagePullFailed: no such image`) {
+	if r.code != ExitFailed || !strings.Contains(r.err, `error: the Notebook "nb" is stalled: ImagePullFailed: no such image`) {
 		t.Errorf("wait on a stalled notebook: exit %d, stderr %q", r.code, r.err)
 	}
 	createAll(t, notebook(ns, "slow"))

@@ -147,7 +147,7 @@ func notebookOutcome(o *Options, u *unstructured.Unstructured, last *string) (bo
 		return true, nil
 	}
 	if c := meta.FindStatusCondition(nb.Status.Conditions, commonv1alpha1.ConditionStalled); c != nil && c.Status == "True" {
-		return true, &exitError{code: ExitFailed, err: fmt.Errorf("Notebook %q is stalled: %s: %s", nb.Name, c.Reason, c.Message)}
+		return true, &exitError{code: ExitFailed, err: fmt.Errorf("the Notebook %q is stalled: %s: %s", nb.Name, c.Reason, c.Message)}
 	}
 	return false, nil
 }
