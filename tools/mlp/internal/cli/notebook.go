@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
@@ -35,7 +34,8 @@ func newNotebookCommand(o *Options) *cobra.Command {
 		newListCommand(o, notebookKind, notebookTable),
 		newGetCommand(o, notebookKind, notebookTable),
 		newNotebookDescribeCommand(o),
-		newNotebookWaitCommand(o),
+		newWaitCommand(o, notebookKind, "Wait for a Notebook to be Ready (exit 0 ready, 1 stalled, 2 still not ready)",
+			"Stop waiting after this long; 0 waits until it is Ready", waitForNotebook),
 		newNotebookOpenCommand(o),
 		newNotebookStopCommand(o),
 		newNotebookStartCommand(o),
@@ -169,20 +169,8 @@ func (co *notebookCreateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if co.dryRun == "client" {
-		return co.printCreated(u, " (dry run)")
-	}
-	opts := []client.CreateOption{client.FieldValidation("Strict")}
-	if co.dryRun == "server" {
-		opts = append(opts, client.DryRunAll)
-	}
-	if err := s.c.Create(ctx, u, opts...); err != nil {
-		return explain(err, notebookKind, "create", u.GetName(), s.namespace)
-	}
-	if co.dryRun == "server" {
-		return co.printCreated(u, " (server dry run)")
-	}
-	if err := co.printCreated(u, ""); err != nil {
+	created, err := createObject(ctx, s, notebookKind, u, co.dryRun, co.printCreated)
+	if err != nil || !created {
 		return err
 	}
 	if !co.wait && !co.open {

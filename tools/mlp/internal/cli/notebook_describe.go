@@ -66,37 +66,6 @@ func (do *notebookDescribeOptions) Run(ctx context.Context) error {
 	return do.describeEvents(ctx, s, "Notebook", nb.Name, now)
 }
 
-// notebookWaitOptions waits for a Notebook to be Ready, as `kubectl wait
-// --for=condition=Ready` does, and stops early when it is Stalled.
-type notebookWaitOptions struct {
-	*Options
-	oneName
-	timeout time.Duration
-}
-
-func newNotebookWaitCommand(o *Options) *cobra.Command {
-	wo := &notebookWaitOptions{Options: o}
-	cmd := &cobra.Command{
-		Use:               "wait NAME",
-		Short:             "Wait for a Notebook to be Ready (exit 0 ready, 1 stalled, 2 still not ready)",
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeNames(o, notebookKind),
-		RunE:              runE(wo),
-	}
-	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, "Stop waiting after this long; 0 waits until it is Ready")
-	return cmd
-}
-
-func (wo *notebookWaitOptions) Validate() error { return timeoutFlag("timeout", wo.timeout) }
-
-func (wo *notebookWaitOptions) Run(ctx context.Context) error {
-	s, err := wo.session(ctx)
-	if err != nil {
-		return err
-	}
-	return waitForNotebook(ctx, wo.Options, s, wo.name, wo.timeout)
-}
-
 // waitForNotebook reads the Notebook whenever a watch of it reports a
 // change until it is Ready (nil), Stalled (exit 1 with its message) or the
 // wait ends first (exit 2). The phase is shown on stderr as it changes.

@@ -133,20 +133,8 @@ func (so *submitOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if so.dryRun == "client" {
-		return so.printSubmitted(u, " (dry run)")
-	}
-	opts := []client.CreateOption{client.FieldValidation("Strict")}
-	if so.dryRun == "server" {
-		opts = append(opts, client.DryRunAll)
-	}
-	if err := s.c.Create(ctx, u, opts...); err != nil {
-		return explain(err, trainingJobKind, "create", u.GetName(), s.namespace)
-	}
-	if so.dryRun == "server" {
-		return so.printSubmitted(u, " (server dry run)")
-	}
-	if err := so.printSubmitted(u, ""); err != nil {
+	created, err := createObject(ctx, s, trainingJobKind, u, so.dryRun, so.printSubmitted)
+	if err != nil || !created {
 		return err
 	}
 	if so.noWait {
@@ -277,23 +265,35 @@ func readObject(path string, stdin io.Reader, k kind, name string, s *session) (
 	return u, nil
 }
 
+// waitOptions wait for one object to reach its outcome, through wait: a
+// TrainingJob to end, a Notebook to be Ready.
 type waitOptions struct {
 	*Options
 	oneName
 	timeout time.Duration
+	wait    func(ctx context.Context, o *Options, s *session, name string, timeout time.Duration) error
 }
 
-func newWaitCommand(o *Options) *cobra.Command {
-	wo := &waitOptions{Options: o}
+func newWaitCommand(o *Options, k kind, short, timeoutUsage string, wait func(context.Context, *Options, *session, string, time.Duration) error) *cobra.Command {
+	wo := &waitOptions{Options: o, wait: wait}
 	cmd := &cobra.Command{
 		Use:               "wait NAME",
-		Short:             "Wait for a TrainingJob to end, showing its progress (exit 0 succeeded, 1 failed, 2 still running)",
+		Short:             short,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeNames(o, trainingJobKind),
+		ValidArgsFunction: completeNames(o, k),
 		RunE:              runE(wo),
 	}
-	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
+	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, timeoutUsage)
 	return cmd
+}
+
+func newTrainWaitCommand(o *Options) *cobra.Command {
+	return newWaitCommand(o, trainingJobKind,
+		"Wait for a TrainingJob to end, showing its progress (exit 0 succeeded, 1 failed, 2 still running)",
+		"Stop waiting after this long (the job keeps running); 0 waits until it ends",
+		func(ctx context.Context, o *Options, s *session, name string, timeout time.Duration) error {
+			return (&follower{Options: o, s: s}).follow(ctx, name, timeout)
+		})
 }
 
 func (wo *waitOptions) Validate() error { return timeoutFlag("timeout", wo.timeout) }
@@ -303,7 +303,28 @@ func (wo *waitOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return (&follower{Options: wo.Options, s: s}).follow(ctx, wo.name, wo.timeout)
+	return wo.wait(ctx, wo.Options, s, wo.name, wo.timeout)
+}
+
+// createObject creates u, or shows it without creating it for --dry-run
+// client (as built) or server (validated and defaulted by the API server).
+// show prints the object with a suffix naming the dry run; created says
+// whether the object now exists.
+func createObject(ctx context.Context, s *session, k kind, u *unstructured.Unstructured, dryRun string, show func(u *unstructured.Unstructured, suffix string) error) (created bool, err error) {
+	if dryRun == "client" {
+		return false, show(u, " (dry run)")
+	}
+	opts := []client.CreateOption{client.FieldValidation("Strict")}
+	if dryRun == "server" {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := s.c.Create(ctx, u, opts...); err != nil {
+		return false, explain(err, k, "create", u.GetName(), s.namespace)
+	}
+	if dryRun == "server" {
+		return false, show(u, " (server dry run)")
+	}
+	return true, show(u, "")
 }
 
 // maxManifestBytes is the most -f reads: the API server refuses a request
