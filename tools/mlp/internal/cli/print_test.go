@@ -199,3 +199,21 @@ func TestNotebookListWatchOnlyAllNamespaces(t *testing.T) {
 		t.Errorf("--watch-only printed the list, or lacks the NAMESPACE column:\n%s", out.String())
 	}
 }
+
+// TestListWatchDeniedSaysSoOnce: a user who may list but not watch gets
+// the list, then one permission error naming the verb, and exit 1.
+func TestListWatchDeniedSaysSoOnce(t *testing.T) {
+	ns := newNamespace(t)
+	createAll(t, trainingJob(ns, "seen", 1))
+	cfg := userWithRules(t, ns, "walter", rule("training.mlplatform.dev", "trainingjobs", "list"))
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.EventuallyTimeout)
+	defer cancel()
+	r := cli(ctx, t, cfg, ns, nil, "train", "list", "-w", "-o", "name")
+
+	if r.code != ExitFailed || r.out != "trainingjob.training.mlplatform.dev/seen\n" {
+		t.Errorf("exit %d, stdout %q", r.code, r.out)
+	}
+	if !strings.Contains(r.err, "you may not watch trainingjobs.training.mlplatform.dev") || strings.Count(strings.TrimSpace(r.err), "\n") != 0 {
+		t.Errorf("stderr %q, want one line denying the watch", r.err)
+	}
+}

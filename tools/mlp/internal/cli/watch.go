@@ -33,7 +33,9 @@ func (s *session) watch(ctx context.Context, k kind, namespace, selector, resour
 		opts.LabelSelector = selector
 		return res.Watch(ctx, opts)
 	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, resourceVersion, lw)
+	// A refused watch comes back as an error event, said once by the
+	// caller; the RetryWatcher's own log would say it again on stderr.
+	w, err := watchtools.NewRetryWatcherWithContext(klog.NewContext(ctx, logr.Discard()), resourceVersion, lw)
 	if err != nil {
 		return err
 	}
