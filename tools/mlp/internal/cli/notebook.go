@@ -184,7 +184,11 @@ func (co *notebookCreateOptions) Run(ctx context.Context) error {
 
 func (co *notebookCreateOptions) printCreated(u *unstructured.Unstructured, suffix string) error {
 	if co.print.human() {
-		fmt.Fprintf(co.Streams.Out, "notebook.notebooks.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
+		hint := ""
+		if suffix == "" && !co.wait && !co.open {
+			hint = fmt.Sprintf("; open it with `mlp notebook open %s`", u.GetName())
+		}
+		fmt.Fprintf(co.Streams.Out, "notebook.notebooks.mlplatform.dev/%s created%s%s\n", u.GetName(), suffix, hint)
 		return nil
 	}
 	return co.print.printOne(u, notebookTable, co.Now, co.Streams.Out)
