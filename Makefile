@@ -133,6 +133,7 @@ build-mlp: ## Build the mlp CLI into bin/mlp, and bin/kubectl-mlp for `kubectl m
 		-ldflags "-s -w -X github.com/ml-platform/ml-platform/tools/mlp/internal/cli.version=$(MLP_VERSION)" \
 		-o ../../bin/mlp ./cmd/mlp
 	ln -sf mlp bin/kubectl-mlp
+	install -m 0755 tools/mlp/kubectl_complete-mlp bin/kubectl_complete-mlp
 
 .PHONY: krew-mlp
 krew-mlp: ## Build mlp release archives and the krew manifest into bin/krew (MLP_VERSION, MLP_RELEASE_URL).

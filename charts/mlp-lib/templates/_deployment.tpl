@@ -28,6 +28,9 @@ metadata:
   {{- include "mlp.annotations" . }}
 spec:
   replicas: {{ .Values.replicas }}
+  {{- if not (kindIs "invalid" .Values.revisionHistoryLimit) }}
+  revisionHistoryLimit: {{ .Values.revisionHistoryLimit }}
+  {{- end }}
   {{- with .Values.strategy }}
   strategy:
     {{- toYaml . | nindent 4 }}

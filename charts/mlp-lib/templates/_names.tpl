@@ -1,13 +1,38 @@
 {{/*
-The operator's name: its ServiceAccount, Deployment and ClusterRoles. The
-release name alone when it already contains the chart's name, so that the
-umbrella installed as "ml-platform" does not repeat itself.
+The chart's name as objects show it: nameOverride, else the chart's name.
+*/}}
+{{- define "mlp.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The operator's name: its ServiceAccount, Deployment and ClusterRoles.
+fullnameOverride when set; else the release name alone when it already
+contains the chart's name, so that the umbrella installed as "ml-platform"
+does not repeat itself; else release-name.
 */}}
 {{- define "mlp.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- $name := include "mlp.name" . -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The ServiceAccount the operator runs as: serviceAccount.name, else the
+operator's name when the chart creates it, else the namespace's default
+(a platform team that brings its own account names it).
+*/}}
+{{- define "mlp.serviceAccountName" -}}
+{{- $sa := .Values.serviceAccount | default dict -}}
+{{- if ne (toString $sa.create) "false" -}}
+{{- $sa.name | default (include "mlp.fullname" .) -}}
+{{- else -}}
+{{- $sa.name | default "default" -}}
 {{- end -}}
 {{- end -}}
 
@@ -26,7 +51,7 @@ selector is immutable.
 
 {{/* Labels that select the operator's pods. */}}
 {{- define "mlp.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "mlp.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 

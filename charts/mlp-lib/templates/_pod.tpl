@@ -6,7 +6,7 @@ umbrella's global.priorityClassName.
 */}}
 {{- define "mlp.podSpec" -}}
 {{- $global := .Values.global | default dict -}}
-serviceAccountName: {{ include "mlp.fullname" . }}
+serviceAccountName: {{ include "mlp.serviceAccountName" . }}
 {{- $secrets := concat (.Values.imagePullSecrets | default list) ($global.imagePullSecrets | default list) | uniq }}
 {{- with $secrets }}
 imagePullSecrets:
@@ -16,9 +16,7 @@ imagePullSecrets:
 priorityClassName: {{ . }}
 {{- end }}
 securityContext:
-  runAsNonRoot: true
-  seccompProfile:
-    type: RuntimeDefault
+  {{- toYaml (.Values.podSecurityContext | default (fromYaml (include "mlp.defaultPodSecurityContext" .))) | nindent 2 }}
 {{- with .Values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
@@ -40,6 +38,27 @@ topologySpreadConstraints:
 {{- end -}}
 
 {{/*
+The secure defaults of the pod's and the container's securityContext,
+used when a chart's values have none (podSecurityContext and
+securityContext replace them whole, as in most charts).
+*/}}
+{{- define "mlp.defaultPodSecurityContext" -}}
+runAsNonRoot: true
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "mlp.defaultSecurityContext" -}}
+allowPrivilegeEscalation: false
+capabilities:
+  drop: ["ALL"]
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/*
 The container settings every operator shares, indented to the level of the
 container's keys: image, security context and resources.
 */}}
@@ -47,13 +66,7 @@ container's keys: image, security context and resources.
 image: {{ include "mlp.image" . | quote }}
 imagePullPolicy: {{ .Values.image.pullPolicy }}
 securityContext:
-  allowPrivilegeEscalation: false
-  capabilities:
-    drop: ["ALL"]
-  readOnlyRootFilesystem: true
-  runAsNonRoot: true
-  seccompProfile:
-    type: RuntimeDefault
+  {{- toYaml (.Values.securityContext | default (fromYaml (include "mlp.defaultSecurityContext" .))) | nindent 2 }}
 resources:
   {{- toYaml .Values.resources | nindent 2 }}
 {{- end -}}

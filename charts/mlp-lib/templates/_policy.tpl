@@ -37,7 +37,7 @@ spec:
       {{- end }}
   matchConditions:
     - name: the-operator
-      expression: request.userInfo.username == 'system:serviceaccount:{{ $.Release.Namespace }}:{{ $fullname }}'
+      expression: request.userInfo.username == 'system:serviceaccount:{{ $.Release.Namespace }}:{{ include "mlp.serviceAccountName" $ }}'
   variables:
     - name: ownedNew
       expression: >-

@@ -27,7 +27,7 @@ spec:
       targetPort: metrics
       protocol: TCP
 {{- with .Values.metrics.serviceMonitor }}
-{{- if .enabled }}
+{{- if or .enabled (include "mlp.monitoringEverywhere" $) }}
 ---
 apiVersion: monitoring.coreos.com/v1
 kind: ServiceMonitor
@@ -113,10 +113,11 @@ subjects:
 
 {{/* The operator's ServiceAccount, with serviceAccount.annotations (e.g. for workload identity). */}}
 {{- define "mlp.serviceAccount" -}}
+{{- if ne (toString (.Values.serviceAccount | default dict).create) "false" }}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
-  name: {{ include "mlp.fullname" . }}
+  name: {{ include "mlp.serviceAccountName" . }}
   namespace: {{ .Release.Namespace }}
   labels:
     {{- include "mlp.labels" . | nindent 4 }}
@@ -128,6 +129,7 @@ metadata:
   annotations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+{{- end }}
 {{- end -}}
 
 {{/*

@@ -4,10 +4,20 @@ them too (Helm prints only the top chart's NOTES.txt).
 */}}
 {{- define "trainingjob-operator.notes" -}}
 The trainingjob-operator is installed in namespace {{ .Release.Namespace }}.
+{{- if eq .Values.defaultBackend "kubeflow" }}
 {{- if not .Values.kubeflow.enabled }}
 
-It needs the Kubeflow training-operator (v1.8.x) running in the cluster. To
-install it alongside, set kubeflow.enabled=true.
+Its default backend is kubeflow (defaultBackend=kubeflow), which needs the
+Kubeflow training-operator (v1.8.x) running in the cluster: set
+kubeflow.enabled=true to install it alongside, or defaultBackend=native.
+{{- end }}
+{{- else }}
+
+TrainingJobs run on the {{ .Values.defaultBackend }} backend (Indexed Jobs and a headless Service), which
+needs no other operator.
+{{- if not .Values.kubeflow.enabled }} The kubeflow backend (spec.backend: kubeflow) needs the Kubeflow
+training-operator (v1.8.x): set kubeflow.enabled=true to install it alongside.
+{{- end }}
 {{- end }}
 
 Run a training and wait for it:
@@ -27,7 +37,8 @@ Run a training and wait for it:
   YAML
 
   kubectl wait trainingjobs.training.mlplatform.dev/mnist --for=condition=Running --timeout=10m
-  kubectl wait trainingjobs.training.mlplatform.dev/mnist --for=condition=Succeeded --timeout=24h
+  kubectl wait trainingjobs.training.mlplatform.dev/mnist --for=condition=Finished --timeout=24h   # succeeded or failed
+  kubectl get trainingjobs.training.mlplatform.dev/mnist   # STATUS says which
   kubectl describe trainingjobs.training.mlplatform.dev/mnist   # events, including pod problems
 
 The TrainingJob CRD {{ if .Values.crds.keep }}stays installed when this release is uninstalled (crds.keep=true); delete it by hand to remove every TrainingJob.{{ else }}is deleted with this release, and with it every TrainingJob.{{ end }}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -28,6 +29,8 @@ type kind struct {
 	// Operator names the operator that installs the CRD, for the error
 	// printed when it is missing.
 	Operator string
+	// command is the mlp command group of the kind, for examples.
+	command string
 }
 
 var (
@@ -35,18 +38,23 @@ var (
 		GVK:      trainingv1alpha1.GroupVersion.WithKind("TrainingJob"),
 		Resource: "trainingjobs",
 		Operator: "TrainingJob operator",
+		command:  "train",
 	}
 	notebookKind = kind{
 		GVK:      notebooksv1alpha1.GroupVersion.WithKind("Notebook"),
 		Resource: "notebooks",
 		Operator: "Notebook operator",
+		command:  "notebook",
 	}
 	featureStoreKind = kind{
 		GVK:      featuresv1alpha1.GroupVersion.WithKind("FeatureStore"),
 		Resource: "featurestores",
 		Operator: "FeatureStore operator",
+		command:  "featurestore",
 	}
 )
+
+func (k kind) gvr() schema.GroupVersionResource { return k.GVK.GroupVersion().WithResource(k.Resource) }
 
 // qualified is the resource with its group, as kubectl names it.
 func (k kind) qualified() string { return k.Resource + "." + k.GVK.Group }
@@ -67,6 +75,7 @@ func (k kind) emptyList() *unstructured.UnstructuredList {
 type session struct {
 	c         client.Client
 	cs        kubernetes.Interface
+	dyn       dynamic.Interface
 	cfg       *rest.Config
 	namespace string
 	// explicitNamespace is true when -n was given.
@@ -112,7 +121,11 @@ func (o *Options) session(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	return &session{c: c, cs: cs, cfg: cfg, namespace: ns, explicitNamespace: explicit}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	return &session{c: c, cs: cs, dyn: dyn, cfg: cfg, namespace: ns, explicitNamespace: explicit}, nil
 }
 
 func (s *session) get(ctx context.Context, k kind, name string) (*unstructured.Unstructured, error) {
@@ -124,11 +137,20 @@ func (s *session) get(ctx context.Context, k kind, name string) (*unstructured.U
 }
 
 func (s *session) list(ctx context.Context, k kind, opts ...client.ListOption) ([]unstructured.Unstructured, error) {
-	l := k.emptyList()
-	if err := s.c.List(ctx, l, append([]client.ListOption{client.InNamespace(s.namespace)}, opts...)...); err != nil {
-		return nil, explain(err, k, "list", "", s.namespace)
+	l, err := s.listIn(ctx, k, s.namespace, opts...)
+	if err != nil {
+		return nil, err
 	}
 	return l.Items, nil
+}
+
+// listIn lists in one namespace, or in all with metav1.NamespaceAll.
+func (s *session) listIn(ctx context.Context, k kind, namespace string, opts ...client.ListOption) (*unstructured.UnstructuredList, error) {
+	l := k.emptyList()
+	if err := s.c.List(ctx, l, append([]client.ListOption{client.InNamespace(namespace)}, opts...)...); err != nil {
+		return nil, explain(err, k, "list", "", namespace)
+	}
+	return l, nil
 }
 
 // mergePatch sends a JSON merge patch of spec or metadata fields.

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -45,6 +46,19 @@ func positiveQuantity(flag, value string) (*resource.Quantity, error) {
 		return nil, fmt.Errorf("--%s must be more than 0, not %s", flag, value)
 	}
 	return &q, nil
+}
+
+// envVars parses --env NAME=VALUE flags.
+func envVars(values []string) ([]corev1.EnvVar, error) {
+	var out []corev1.EnvVar
+	for _, kv := range values {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--env %q: expected NAME=VALUE", kv)
+		}
+		out = append(out, corev1.EnvVar{Name: k, Value: v})
+	}
+	return out, nil
 }
 
 // resourceFlags are the compute flags of the commands that create pods.

@@ -156,9 +156,12 @@ func (d *plainDisplay) done()           {}
 
 // barDisplay redraws one line on a terminal: a progress bar with step,
 // percent and ETA once the training reports progress, the job's state
-// before.
+// before. The line is cut to the terminal's width, read at every redraw:
+// a line as wide as the terminal or wider wraps, and "\r" then only goes
+// back to the start of its last row, which leaves a stale row per redraw.
 type barDisplay struct {
 	w     io.Writer
+	width func() int
 	drawn bool
 }
 
@@ -166,14 +169,24 @@ const barWidth = 30
 
 func (d *barDisplay) update(st jobState, now time.Time) {
 	var b strings.Builder
-	b.WriteString("\r\x1b[K")
 	if p := st.Progress; p.HasPercent {
 		filled := int(min(max(p.Percent, 0), 100)) * barWidth / 100
 		b.WriteString("[" + strings.Repeat("=", filled) + strings.Repeat(" ", barWidth-filled) + "] ")
 	}
 	b.WriteString(st.line(now, true))
-	fmt.Fprint(d.w, b.String())
+	fmt.Fprint(d.w, "\r\x1b[K"+fitWidth(b.String(), d.width()))
 	d.drawn = true
+}
+
+// fitWidth cuts line to less than width columns (one column is left free
+// so the cursor never moves to a next row), ending it with "…" when cut.
+// A width of 0 or less (unknown) leaves the line whole.
+func fitWidth(line string, width int) string {
+	r := []rune(line)
+	if width <= 1 || len(r) < width {
+		return line
+	}
+	return string(r[:width-2]) + "…"
 }
 
 func (d *barDisplay) note(msg string) {
@@ -197,35 +210,42 @@ type follower struct {
 	s *session
 }
 
+// newDisplay shows the progress on stderr, so that what a command prints on
+// stdout (-o yaml, -o name) stays clean: redrawn in place on a terminal,
+// one line per change otherwise.
 func (fo *follower) newDisplay() display {
-	if fo.Terminal(fo.Streams.Out) {
-		return &barDisplay{w: fo.Streams.Out}
+	w := fo.Streams.ErrOut
+	if fo.Terminal(w) {
+		return &barDisplay{w: w, width: func() int { return fo.Width(w) }}
 	}
-	return &plainDisplay{w: fo.Streams.Out}
+	return &plainDisplay{w: w}
 }
 
 // follow waits for a TrainingJob to finish, showing its state. It returns
 // nil when the job succeeded and an exitError otherwise: 1 when it failed
 // (with the reason and the failing pod's last log lines), 2 when the wait
-// ended first (timeout or interrupt), saying the job keeps running. API
-// errors while waiting (an apiserver restart) are shown and waited out.
+// ended first (timeout or interrupt), saying the job keeps running. The job
+// is read again when a watch of it or of its pods reports a change; API
+// errors while waiting (an apiserver restart) are shown and the read is
+// tried again every PollInterval until it succeeds.
 func (fo *follower) follow(ctx context.Context, name string, timeout time.Duration) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	s := fo.s
+	changed := fo.s.watchJob(ctx, name, fo.PollInterval)
 	d := fo.newDisplay()
 	defer d.done()
 	lastErr := ""
 	var uid types.UID
 	for {
-		u, err := s.get(ctx, trainingJobKind, name)
+		retry := false
+		u, err := fo.s.get(ctx, trainingJobKind, name)
 		var st jobState
 		var tj *trainingv1alpha1.TrainingJob
 		if err == nil {
-			st, tj, err = observe(ctx, s, u)
+			st, tj, err = observe(ctx, fo.s, u)
 		}
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -237,6 +257,7 @@ func (fo *follower) follow(ctx context.Context, name string, timeout time.Durati
 			// A job of the same name created since is not the one followed.
 			return &exitError{code: ExitFailed, err: fmt.Errorf("TrainingJob %q was deleted while waiting for it (and created again: follow the new one with `mlp train wait %s`)", name, name)}
 		case err != nil:
+			retry = true
 			if msg := err.Error(); msg != lastErr {
 				d.note("waiting for the API server: " + msg)
 				lastErr = msg
@@ -248,13 +269,27 @@ func (fo *follower) follow(ctx context.Context, name string, timeout time.Durati
 				return err
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if err := fo.waitForChange(ctx, changed, retry); err != nil {
 			d.done()
 			return incomplete(ctx, name, timeout)
-		case <-time.After(fo.PollInterval):
 		}
 	}
+}
+
+// waitForChange returns when the watches report a change, or after
+// PollInterval when the last read failed; an error when ctx ended.
+func (fo *follower) waitForChange(ctx context.Context, changed <-chan struct{}, retry bool) error {
+	var again <-chan time.Time
+	if retry {
+		again = time.After(fo.PollInterval)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-again:
+	}
+	return nil
 }
 
 func incomplete(ctx context.Context, name string, timeout time.Duration) error {
@@ -272,7 +307,7 @@ func (fo *follower) outcome(ctx context.Context, d display, tj *trainingv1alpha1
 	switch {
 	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionSucceeded):
 		d.done()
-		fmt.Fprintf(fo.Streams.Out, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
+		fmt.Fprintf(fo.Streams.ErrOut, "TrainingJob %q succeeded%s\n", tj.Name, durationSuffix(tj.Status.Duration))
 		return true, nil
 	case meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionFailed):
 		d.done()

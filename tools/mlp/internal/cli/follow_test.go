@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestFollowEndsWhenTheJobIsDeleted(t *testing.T) {
 		{do: func(context.Context, client.Client) error { return nil }, expect: "submitted: -\n"},
 		{do: deleteJob("submitted")},
 	}, "submitted", "--image", "example.test/train:1")
-	if r.code != ExitFailed || r.err != "error: TrainingJob \"submitted\" was deleted while waiting for it\n" {
+	if r.code != ExitFailed || !strings.HasSuffix(r.err, "\nerror: TrainingJob \"submitted\" was deleted while waiting for it\n") {
 		t.Errorf("submit: exit %d, stderr %q, out:\n%s", r.code, r.err, r.out)
 	}
 
@@ -57,11 +58,15 @@ func TestFollowEndsWhenTheJobIsDeleted(t *testing.T) {
 			defer cancel()
 			opErr := make(chan error, 1)
 			go func() { opErr <- fakeOperator(ctx, c, out, steps) }()
-			r := cli(ctx, t, env.Config, ns, func(o *Options) { o.Streams.Out = out; o.PollInterval = time.Second }, "train", "wait", name)
+			r := cli(ctx, t, env.Config, ns, func(o *Options) {
+				o.Streams.ErrOut = io.MultiWriter(out, o.Streams.ErrOut)
+				o.PollInterval = time.Second
+			}, "train", "wait", name)
 			if err := <-opErr; err != nil {
 				t.Fatal(err)
 			}
-			if r.code != ExitFailed || !strings.HasPrefix(r.err, want) || strings.Count(r.err, "\n") != 1 {
+			last := r.err[strings.LastIndex(strings.TrimSuffix(r.err, "\n"), "\n")+1:]
+			if r.code != ExitFailed || !strings.HasPrefix(last, want) || strings.Count(last, "\n") != 1 {
 				t.Errorf("wait: exit %d, stderr %q, want %q", r.code, r.err, want)
 			}
 		})

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 
@@ -69,7 +70,7 @@ func TestFollowShowsWhyThePodsDoNotRun(t *testing.T) {
 		})
 		cancel()
 	}()
-	r := cli(ctx, t, env.Config, ns, func(o *Options) { o.Streams.Out = out }, "train", "wait", "job")
+	r := cli(ctx, t, env.Config, ns, func(o *Options) { o.Streams.ErrOut = io.MultiWriter(out, o.Streams.ErrOut) }, "train", "wait", "job")
 	if err := <-opErr; err != nil {
 		t.Fatalf("%v (exit %d, stderr %q)", err, r.code, r.err)
 	}

@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 )
@@ -90,12 +92,48 @@ type logsOptions struct {
 	run      int32
 	previous bool
 	tail     int64
+	// since, sinceTime and timestamps are kubectl logs' flags of the same
+	// names, passed on to the kubelet in PodLogOptions.
+	since      time.Duration
+	sinceTime  string
+	timestamps bool
+	// sinceTimeParsed is --since-time once Validate parsed it.
+	sinceTimeParsed *metav1.Time
 }
 
 // validate refuses ranks and runs that cannot exist; -1 (all ranks) and a
 // negative --tail (whole logs) are the documented defaults.
 func (lo *logsOptions) Validate() error {
-	return errors.Join(atLeast("rank", int64(lo.rank), -1), atLeast("run", int64(lo.run), 0))
+	err := errors.Join(atLeast("rank", int64(lo.rank), -1), atLeast("run", int64(lo.run), 0), timeoutFlag("since", lo.since))
+	if lo.since != 0 && lo.sinceTime != "" {
+		err = errors.Join(err, errors.New("--since and --since-time cannot be used together"))
+	}
+	if lo.sinceTime != "" {
+		t, perr := time.Parse(time.RFC3339, lo.sinceTime)
+		if perr != nil {
+			return errors.Join(err, fmt.Errorf("--since-time %q is not an RFC3339 time (e.g. 2026-11-26T13:00:00Z)", lo.sinceTime))
+		}
+		lo.sinceTimeParsed = &metav1.Time{Time: t}
+	}
+	return err
+}
+
+// podLogOptions are the kubelet's options for one pod's training container.
+func (lo *logsOptions) podLogOptions(pod *corev1.Pod) *corev1.PodLogOptions {
+	opts := &corev1.PodLogOptions{
+		Container: trainingContainer(pod), Follow: lo.follow, Previous: lo.previous,
+		Timestamps: lo.timestamps, SinceTime: lo.sinceTimeParsed,
+	}
+	if lo.tail >= 0 {
+		opts.TailLines = &lo.tail
+	}
+	if lo.since > 0 {
+		// The kubelet counts in whole seconds; a part of a second rounds
+		// up so that --since 1500ms does not lose the last half second.
+		secs := int64((lo.since + time.Second - 1) / time.Second)
+		opts.SinceSeconds = &secs
+	}
+	return opts
 }
 
 func newLogsCommand(o *Options) *cobra.Command {
@@ -105,7 +143,8 @@ func newLogsCommand(o *Options) *cobra.Command {
 		Short: "Print the logs of a TrainingJob's pods: every rank prefixed with its rank, or one rank",
 		Example: `  mlp train logs mnist -f          # follow every rank, lines prefixed [rank N]
   mlp train logs mnist --rank 0    # only rank 0, unprefixed
-  mlp train logs mnist --run 1     # the pods of run 1, if they were kept`,
+  mlp train logs mnist --run 1     # the pods of run 1, if they were kept
+  mlp train logs mnist --since 10m --timestamps --tail 100`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames(o, trainingJobKind),
 		RunE:              runE(lo),
@@ -116,6 +155,9 @@ func newLogsCommand(o *Options) *cobra.Command {
 	f.Int32Var(&lo.run, "run", 0, "Run whose pods to read (runs are restarts after failures); the current run when unset")
 	f.BoolVarP(&lo.previous, "previous", "p", false, "The previous container of each pod (after a container restart within the run)")
 	f.Int64Var(&lo.tail, "tail", -1, "Lines from the end of each log; all when negative")
+	f.DurationVar(&lo.since, "since", 0, "Only lines newer than this, e.g. 5s, 2m or 3h; all when 0")
+	f.StringVar(&lo.sinceTime, "since-time", "", "Only lines after this RFC3339 time")
+	f.BoolVar(&lo.timestamps, "timestamps", false, "Start every line with its RFC3339 timestamp")
 	return cmd
 }
 
@@ -186,11 +228,7 @@ func (lo *logsOptions) allRankLogs(ctx context.Context, s *session, pods []corev
 }
 
 func (lo *logsOptions) copyLog(ctx context.Context, s *session, pod *corev1.Pod, prefix string, w io.Writer) error {
-	opts := &corev1.PodLogOptions{Container: trainingContainer(pod), Follow: lo.follow, Previous: lo.previous}
-	if lo.tail >= 0 {
-		opts.TailLines = &lo.tail
-	}
-	r, err := lo.Logs(ctx, s, pod, opts)
+	r, err := lo.Logs(ctx, s, pod, lo.podLogOptions(pod))
 	if err != nil {
 		return err
 	}

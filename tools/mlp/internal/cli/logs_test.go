@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -143,5 +144,56 @@ func TestVersionPrintsClientAPIsAndOperators(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.out, "API features.mlplatform.dev/v1alpha1 (FeatureStore operator): served") ||
 		!strings.Contains(r.out, `Operators: not visible to you (permission denied: you may not list deployments`) {
 		t.Errorf("as a tenant: exit %d, out:\n%s%s", r.code, r.out, r.err)
+	}
+}
+
+// TestTrainLogsSinceTimestampsTail passes kubectl's --since, --since-time,
+// --timestamps and --tail on to the kubelet, and refuses them together or
+// malformed as kubectl does.
+func TestTrainLogsSinceTimestampsTail(t *testing.T) {
+	ns := newNamespace(t)
+	c := adminClient(t)
+	if err := c.Create(context.Background(), trainingJob(ns, "job", 1)); err != nil {
+		t.Fatal(err)
+	}
+	setJobStatus(t, c, ns, "job", func(st *trainingv1alpha1.TrainingJobStatus) { st.Run, st.Phase = 1, trainingv1alpha1.PhaseRunning })
+	runPod(t, c, ns, "job", 1, "Master", 0, true)
+
+	var got []corev1.PodLogOptions
+	record := func(o *Options) {
+		o.Logs = func(_ context.Context, _ *session, _ *corev1.Pod, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
+			got = append(got, *opts)
+			return io.NopCloser(strings.NewReader("")), nil
+		}
+	}
+	for name, tc := range map[string]struct {
+		args  []string
+		check func(o corev1.PodLogOptions) bool
+	}{
+		"since rounds up to whole seconds": {args: []string{"--since", "1500ms", "--timestamps"}, check: func(o corev1.PodLogOptions) bool {
+			return o.SinceSeconds != nil && *o.SinceSeconds == 2 && o.Timestamps && o.SinceTime == nil && o.TailLines == nil
+		}},
+		"since-time and tail": {args: []string{"--since-time", "2026-11-26T13:00:00Z", "--tail", "5"}, check: func(o corev1.PodLogOptions) bool {
+			return o.SinceTime != nil && o.SinceTime.UTC().Format(time.RFC3339) == "2026-11-26T13:00:00Z" && o.SinceSeconds == nil &&
+				o.TailLines != nil && *o.TailLines == 5 && !o.Timestamps
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got = nil
+			r := cli(context.Background(), t, env.Config, ns, record, append([]string{"train", "logs", "job"}, tc.args...)...)
+			if r.code != 0 || len(got) != 1 || !tc.check(got[0]) {
+				t.Errorf("exit %d, stderr %q, log options %+v", r.code, r.err, got)
+			}
+		})
+	}
+	for args, wantErr := range map[string]string{
+		"--since 1m --since-time 2026-11-26T13:00:00Z": "--since and --since-time cannot be used together",
+		"--since-time yesterday":                       `--since-time "yesterday" is not an RFC3339 time`,
+		"--since -1s":                                  "--since must not be negative",
+	} {
+		r := run(t, ns, append([]string{"train", "logs", "job"}, strings.Fields(args)...)...)
+		if r.code != ExitFailed || !strings.Contains(r.err, wantErr) {
+			t.Errorf("%s: exit %d, stderr %q, want %q", args, r.code, r.err, wantErr)
+		}
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
@@ -32,6 +33,9 @@ func newNotebookCommand(o *Options) *cobra.Command {
 		newNotebookCreateCommand(o),
 		newListCommand(o, notebookKind, notebookTable),
 		newGetCommand(o, notebookKind, notebookTable),
+		newNotebookDescribeCommand(o),
+		newWaitCommand(o, notebookKind, "Wait for a Notebook to be Ready (exit 0 ready, 1 stalled, 2 still not ready)",
+			"Stop waiting after this long; 0 waits until it is Ready", waitForNotebook),
 		newNotebookOpenCommand(o),
 		newNotebookStopCommand(o),
 		newNotebookStartCommand(o),
@@ -75,32 +79,79 @@ type notebookCreateOptions struct {
 	image, workspace string
 	resources        resourceFlags
 	featureStores    []string
-	output           string
+	env              []string
+	idleTimeout      time.Duration
+	queue            string
+	file             string
+	dryRun           string
+	wait, open       bool
+	timeout          time.Duration
+	shaping          []string
+	print            *printFlags
+}
+
+// Complete takes NAME, which -f makes optional, and notes the flags that
+// shape the Notebook, which -f excludes.
+func (co *notebookCreateOptions) Complete(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		co.name = args[0]
+	}
+	co.shaping = nil
+	for _, n := range []string{"image", "gpus", "accelerator-type", "cpu", "memory", "workspace", "feature-store", "env", "idle-timeout", "queue"} {
+		if cmd.Flags().Changed(n) {
+			co.shaping = append(co.shaping, "--"+n)
+		}
+	}
+	return nil
 }
 
 func (co *notebookCreateOptions) Validate() error {
-	if err := checkOutput(co.output); err != nil {
+	if err := co.print.validate(); err != nil {
 		return err
 	}
+	switch {
+	case co.file != "" && len(co.shaping) > 0:
+		return fmt.Errorf("-f cannot be combined with %s: edit the file instead", strings.Join(co.shaping, ", "))
+	case co.file == "" && co.name == "":
+		return fmt.Errorf("a NAME is needed (mlp notebook create NAME), or -f FILE")
+	case co.dryRun != "none" && co.dryRun != "client" && co.dryRun != "server":
+		return fmt.Errorf("--dry-run must be none, client or server, not %q", co.dryRun)
+	case co.dryRun != "none" && (co.wait || co.open):
+		return fmt.Errorf("--dry-run creates nothing to wait for or open")
+	}
 	_, err := positiveQuantity("workspace", co.workspace)
-	return errors.Join(co.resources.validate(), err)
+	_, envErr := envVars(co.env)
+	return errors.Join(co.resources.validate(), err, envErr, timeoutFlag("idle-timeout", co.idleTimeout), timeoutFlag("timeout", co.timeout))
 }
 
 func newNotebookCreateCommand(o *Options) *cobra.Command {
-	co := &notebookCreateOptions{Options: o}
+	co := &notebookCreateOptions{Options: o, print: newPrintFlags()}
 	cmd := &cobra.Command{
-		Use:     "create NAME",
-		Short:   "Create a Notebook",
-		Example: `  mlp notebook create alice --memory 8Gi --gpus 1 --workspace 20Gi`,
-		Args:    cobra.ExactArgs(1),
-		RunE:    runE(co),
+		Use:   "create [NAME]",
+		Short: "Create a Notebook from flags or a file; --wait until it is Ready, --open it",
+		Example: `  mlp notebook create alice --memory 8Gi --gpus 1 --workspace 20Gi
+  mlp notebook create alice --env HF_HOME=/home/jovyan/hf --idle-timeout 2h --queue team-a --open
+  mlp notebook create -f notebook.yaml --dry-run=server -o yaml`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: runE(co),
 	}
 	f := cmd.Flags()
 	f.StringVar(&co.image, "image", "", "Jupyter image; empty for the platform's default")
 	co.resources.addFlags(f, "")
 	f.StringVar(&co.workspace, "workspace", "", "Size of the workspace volume; empty for the platform's default")
 	f.StringArrayVar(&co.featureStores, "feature-store", nil, "FeatureStore whose client configuration is mounted (repeatable)")
-	addOutputFlag(cmd, &co.output)
+	_ = cmd.RegisterFlagCompletionFunc("feature-store", completeNames(o, featureStoreKind))
+	f.StringArrayVarP(&co.env, "env", "e", nil, "Environment variable NAME=VALUE (repeatable)")
+	f.DurationVar(&co.idleTimeout, "idle-timeout", 0, "Stop the Notebook after this long without activity; 0 for the platform's default")
+	f.StringVar(&co.queue, "queue", "", "Kueue LocalQueue to admit the Notebook's pod through")
+	f.StringVarP(&co.file, "filename", "f", "", "File with a Notebook (YAML or JSON; - for stdin)")
+	f.StringVar(&co.dryRun, "dry-run", "none", "none, client (print what would be sent) or server (validated and defaulted by the API server, nothing created)")
+	f.Lookup("dry-run").NoOptDefVal = "client"
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", fixed([]string{"none", "client", "server"}))
+	f.BoolVar(&co.wait, "wait", false, "Wait until the Notebook is Ready")
+	f.BoolVar(&co.open, "open", false, "Wait until the Notebook is Ready, then open it as `mlp notebook open` does")
+	f.DurationVar(&co.timeout, "timeout", 0, "With --wait or --open, stop waiting after this long; 0 waits until it is Ready")
+	co.print.addFlags(cmd, false)
 	return cmd
 }
 
@@ -109,18 +160,38 @@ func (co *notebookCreateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	u, err := co.notebook(s.namespace)
+	var u *unstructured.Unstructured
+	if co.file != "" {
+		u, err = readObject(co.file, co.Streams.In, notebookKind, co.name, s)
+	} else {
+		u, err = co.notebook(s.namespace)
+	}
 	if err != nil {
 		return err
 	}
-	if err := s.c.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
-		return explain(err, notebookKind, "create", co.name, s.namespace)
+	created, err := createObject(ctx, s, notebookKind, u, co.dryRun, co.printCreated)
+	if err != nil || !created {
+		return err
 	}
-	if co.output == outTable || co.output == outWide {
-		fmt.Fprintf(co.Streams.Out, "notebook.notebooks.mlplatform.dev/%s created; open it with `mlp notebook open %s`\n", co.name, co.name)
+	if !co.wait && !co.open {
 		return nil
 	}
-	return printObjects(co.Streams.Out, co.output, notebookKind, notebookTable, []unstructured.Unstructured{*u}, true, co.Now())
+	if err := waitForNotebook(ctx, co.Options, s, u.GetName(), co.timeout); err != nil || !co.open {
+		return err
+	}
+	return (&openOptions{Options: co.Options, oneName: oneName{name: u.GetName()}}).Run(ctx)
+}
+
+func (co *notebookCreateOptions) printCreated(u *unstructured.Unstructured, suffix string) error {
+	if co.print.human() {
+		hint := ""
+		if suffix == "" && !co.wait && !co.open {
+			hint = fmt.Sprintf("; open it with `mlp notebook open %s`", u.GetName())
+		}
+		fmt.Fprintf(co.Streams.Out, "notebook.notebooks.mlplatform.dev/%s created%s%s\n", u.GetName(), suffix, hint)
+		return nil
+	}
+	return co.print.printOne(u, notebookTable, co.Now, co.Streams.Out)
 }
 
 // notebook is the Notebook the flags describe.
@@ -142,6 +213,13 @@ func (co *notebookCreateOptions) notebook(namespace string) (*unstructured.Unstr
 		return nil, err
 	}
 	nb.Spec.Workspace.Size = size
+	if nb.Spec.Env, err = envVars(co.env); err != nil {
+		return nil, err
+	}
+	if co.idleTimeout > 0 {
+		nb.Spec.Culling.IdleTimeout = &metav1.Duration{Duration: co.idleTimeout}
+	}
+	nb.Spec.QueueName = co.queue
 	for _, fs := range co.featureStores {
 		nb.Spec.FeatureStores = append(nb.Spec.FeatureStores, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: fs}})
 	}

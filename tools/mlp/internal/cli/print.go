@@ -1,108 +1,183 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
 )
 
-// Output formats of -o.
+// Output formats mlp adds to those of cli-runtime's PrintFlags (json, yaml,
+// name, go-template, jsonpath and their -file variants): the human table,
+// its wide form, and kubectl's custom columns.
 const (
-	outTable = "table"
-	outWide  = "wide"
-	outJSON  = "json"
-	outYAML  = "yaml"
-	outName  = "name"
+	outTable         = ""
+	outWide          = "wide"
+	outCustomColumns = "custom-columns"
 )
 
-var outputFormats = []string{outTable, outWide, outJSON, outYAML, outName}
-
-// table is how one kind prints as rows.
+// table is how one kind prints as rows. The wide columns come after the
+// others, as kubectl's priority-1 columns do.
 type table struct {
 	headers func(wide bool) []string
 	row     func(u *unstructured.Unstructured, wide bool, now time.Time) []string
 }
 
-func addOutputFlag(cmd *cobra.Command, out *string) {
-	cmd.Flags().StringVarP(out, "output", "o", outTable, "Output format: "+strings.Join(outputFormats, "|"))
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
+// printFlags are kubectl's output flags: cli-runtime's PrintFlags for the
+// machine formats, and the table options of `kubectl get`.
+type printFlags struct {
+	*genericclioptions.PrintFlags
+	noHeaders bool
 }
 
-func checkOutput(format string) error {
-	for _, f := range outputFormats {
-		if f == format {
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown output format %q: use one of %s", format, strings.Join(outputFormats, ", "))
+func newPrintFlags() *printFlags {
+	return &printFlags{PrintFlags: genericclioptions.NewPrintFlags("")}
 }
 
-// printObjects prints objects in the chosen format. A list (from list
-// commands) prints as a kubectl List in json and yaml even with one item, a
-// single object (from get NAME) as the object itself.
-func printObjects(w io.Writer, format string, k kind, t table, objs []unstructured.Unstructured, single bool, now time.Time) error {
-	switch format {
-	case outJSON, outYAML:
-		var v any
-		if single && len(objs) == 1 {
-			v = clean(objs[0])
-		} else {
-			items := make([]any, 0, len(objs))
-			for _, o := range objs {
-				items = append(items, clean(o))
-			}
-			v = map[string]any{"apiVersion": "v1", "kind": "List", "items": items, "metadata": map[string]any{"resourceVersion": ""}}
-		}
-		return encode(w, format, v)
-	case outName:
-		for _, o := range objs {
-			fmt.Fprintf(w, "%s.%s/%s\n", strings.ToLower(k.GVK.Kind), k.GVK.Group, o.GetName())
-		}
-		return nil
+// addFlags adds -o and the template flags; withTable adds --no-headers for
+// commands that print tables of several objects.
+func (f *printFlags) addFlags(cmd *cobra.Command, withTable bool) {
+	f.PrintFlags.AddFlags(cmd)
+	formats := f.formats()
+	cmd.Flag("output").Usage = "Output format: " + strings.Join(formats, "|") + "; a table when empty"
+	_ = cmd.RegisterFlagCompletionFunc("output", f.completeOutput)
+	if withTable {
+		cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "Print tables without their header line")
 	}
-	if len(objs) == 0 {
-		return nil
-	}
-	wide := format == outWide
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(t.headers(wide), "\t"))
-	for i := range objs {
-		fmt.Fprintln(tw, strings.Join(t.row(&objs[i], wide, now), "\t"))
-	}
-	return tw.Flush()
 }
 
-func encode(w io.Writer, format string, v any) error {
-	if format == outJSON {
-		b, err := json.MarshalIndent(v, "", "    ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(w, string(b))
-		return err
+// completeOutput completes -o; the template formats end with "=", which
+// their argument follows without a space.
+func (f *printFlags) completeOutput(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	values := []string{outWide, outCustomColumns + "="}
+	values = append(values, f.JSONYamlPrintFlags.AllowedFormats()...)
+	values = append(values, f.NamePrintFlags.AllowedFormats()...)
+	for _, t := range f.TemplatePrinterFlags.AllowedFormats() {
+		values = append(values, t+"=")
 	}
-	b, err := yaml.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
+	return withPrefix(values, toComplete), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+}
+
+func (f *printFlags) formats() []string {
+	return append([]string{outWide, outCustomColumns + "="}, f.AllowedFormats()...)
+}
+
+func (f *printFlags) format() string { return *f.OutputFormat }
+
+// human says whether the output is the table, where messages such as
+// "created" and "No ... found" belong.
+func (f *printFlags) human() bool { return f.format() == outTable || f.format() == outWide }
+
+// validate refuses an unknown format, a template that does not parse and a
+// malformed custom-columns specification before anything is sent.
+func (f *printFlags) validate() error {
+	_, err := f.toPrinter(table{}, false, time.Now)
 	return err
 }
 
-// clean drops managedFields, which kubectl hides too: they are noise for
-// users.
-func clean(u unstructured.Unstructured) map[string]any {
-	c := u.DeepCopy()
-	c.SetManagedFields(nil)
-	return c.Object
+// toPrinter builds the printer of the chosen format. The table printer is
+// cli-runtime's, fed with tables built on the client from t; withNamespace
+// adds the NAMESPACE column of --all-namespaces.
+func (f *printFlags) toPrinter(t table, withNamespace bool, now func() time.Time) (printers.ResourcePrinter, error) {
+	format := f.format()
+	switch {
+	case format == outTable || format == outWide:
+		return &tablePrinter{
+			table: t, now: now,
+			human: printers.NewTablePrinter(printers.PrintOptions{
+				NoHeaders: f.noHeaders, Wide: format == outWide, WithNamespace: withNamespace,
+			}),
+		}, nil
+	case strings.HasPrefix(format, outCustomColumns+"="):
+		return newCustomColumnsPrinter(strings.TrimPrefix(format, outCustomColumns+"="), f.noHeaders)
+	}
+	p, err := f.PrintFlags.ToPrinter()
+	if genericclioptions.IsNoCompatiblePrinterError(err) {
+		return nil, fmt.Errorf("unknown output format %q: use one of %s", format, strings.Join(f.formats(), ", "))
+	}
+	return p, err
+}
+
+// printOne prints one object in the chosen format.
+func (f *printFlags) printOne(u *unstructured.Unstructured, t table, now func() time.Time, w io.Writer) error {
+	p, err := f.toPrinter(t, false, now)
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(u, w)
+}
+
+// tablePrinter prints our objects as kubectl prints a server-side table:
+// through cli-runtime's table printer, which handles --no-headers, the
+// wide columns, the NAMESPACE column and, across the calls of a watch,
+// prints the header once.
+type tablePrinter struct {
+	table table
+	now   func() time.Time
+	human printers.ResourcePrinter
+}
+
+func (p *tablePrinter) PrintObj(obj runtime.Object, w io.Writer) error {
+	items, err := itemsOf(obj)
+	if err != nil {
+		return err
+	}
+	return p.human.PrintObj(p.toTable(items), w)
+}
+
+func (p *tablePrinter) toTable(items []unstructured.Unstructured) *metav1.Table {
+	narrow := len(p.table.headers(false))
+	tbl := &metav1.Table{}
+	for i, h := range p.table.headers(true) {
+		col := metav1.TableColumnDefinition{Name: h, Type: "string"}
+		if i >= narrow {
+			col.Priority = 1
+		}
+		tbl.ColumnDefinitions = append(tbl.ColumnDefinitions, col)
+	}
+	now := p.now()
+	for i := range items {
+		row := p.table.row(&items[i], true, now)
+		cells := make([]any, len(tbl.ColumnDefinitions))
+		for c := range cells {
+			cells[c] = ""
+			if c < len(row) {
+				cells[c] = row[c]
+			}
+		}
+		tbl.Rows = append(tbl.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: &items[i]}})
+	}
+	return tbl
+}
+
+// itemsOf is the object, or the items of a list.
+func itemsOf(obj runtime.Object) ([]unstructured.Unstructured, error) {
+	switch o := obj.(type) {
+	case *unstructured.UnstructuredList:
+		return o.Items, nil
+	case *unstructured.Unstructured:
+		return []unstructured.Unstructured{*o}, nil
+	}
+	return nil, fmt.Errorf("cannot print %T as a table", obj)
+}
+
+// asList wraps objects in a kubectl List, which is how list commands print
+// in json and yaml even with one item.
+func asList(items []unstructured.Unstructured, resourceVersion string) *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{Items: slices.Clone(items)}
+	l.SetAPIVersion("v1")
+	l.SetKind("List")
+	l.SetResourceVersion(resourceVersion)
+	return l
 }
 
 // age formats how long ago t was, as kubectl does; "<unknown>" for zero.

@@ -18,29 +18,44 @@ import (
 // same on every kind; each kind brings its table.
 type resourceOptions struct {
 	*Options
-	kind     kind
-	table    table
-	output   string
-	selector string
-	names    []string
+	kind  kind
+	table table
+	print *printFlags
+	names []string
+}
+
+// listOptions add kubectl's selection and watch flags to list.
+type listOptions struct {
+	*resourceOptions
+	selector      string
+	allNamespaces bool
+	watch         bool
+	watchOnly     bool
 }
 
 func newListCommand(o *Options, k kind, t table) *cobra.Command {
-	ro := &resourceOptions{Options: o, kind: k, table: t}
+	lo := &listOptions{resourceOptions: &resourceOptions{Options: o, kind: k, table: t, print: newPrintFlags()}}
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   fmt.Sprintf("List the %ss of the namespace", k.GVK.Kind),
-		Args:    cobra.NoArgs,
-		RunE:    runE(&listOptions{ro}),
+		Example: fmt.Sprintf(`  mlp %[1]s list -A                 # in every namespace
+  mlp %[1]s list -l team=vision -w  # and then every change, as it happens
+  mlp %[1]s list -o custom-columns=NAME:.metadata.name,PHASE:.status.phase`, k.command),
+		Args: cobra.NoArgs,
+		RunE: runE(lo),
 	}
-	addOutputFlag(cmd, &ro.output)
-	cmd.Flags().StringVarP(&ro.selector, "selector", "l", "", "Label selector, as in kubectl (e.g. team=vision)")
+	lo.print.addFlags(cmd, true)
+	f := cmd.Flags()
+	f.StringVarP(&lo.selector, "selector", "l", "", "Label selector, as in kubectl (e.g. team=vision)")
+	f.BoolVarP(&lo.allNamespaces, "all-namespaces", "A", false, "List in every namespace (adds a NAMESPACE column)")
+	f.BoolVarP(&lo.watch, "watch", "w", false, "After listing, print every change until interrupted")
+	f.BoolVar(&lo.watchOnly, "watch-only", false, "Print only the changes, without the list first")
 	return cmd
 }
 
 func newGetCommand(o *Options, k kind, t table) *cobra.Command {
-	ro := &resourceOptions{Options: o, kind: k, table: t}
+	ro := &resourceOptions{Options: o, kind: k, table: t, print: newPrintFlags()}
 	cmd := &cobra.Command{
 		Use:               "get NAME...",
 		Short:             fmt.Sprintf("Show %ss by name", k.GVK.Kind),
@@ -48,7 +63,7 @@ func newGetCommand(o *Options, k kind, t table) *cobra.Command {
 		ValidArgsFunction: completeNames(o, k),
 		RunE:              runE(&getOptions{ro}),
 	}
-	addOutputFlag(cmd, &ro.output)
+	ro.print.addFlags(cmd, true)
 	return cmd
 }
 
@@ -58,7 +73,7 @@ func newDeleteCommand(o *Options, k kind, extra string) *cobra.Command {
 		Short:             fmt.Sprintf("Delete %ss%s", k.GVK.Kind, extra),
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeNames(o, k),
-		RunE:              runE(&deleteOptions{&resourceOptions{Options: o, kind: k, output: outTable}}),
+		RunE:              runE(&deleteOptions{&resourceOptions{Options: o, kind: k}}),
 	}
 }
 
@@ -67,9 +82,12 @@ func (ro *resourceOptions) Complete(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-func (ro *resourceOptions) Validate() error { return checkOutput(ro.output) }
-
-type listOptions struct{ *resourceOptions }
+func (ro *resourceOptions) Validate() error {
+	if ro.print == nil {
+		return nil
+	}
+	return ro.print.validate()
+}
 
 func (lo *listOptions) Validate() error {
 	if err := lo.resourceOptions.Validate(); err != nil {
@@ -79,6 +97,9 @@ func (lo *listOptions) Validate() error {
 	return err
 }
 
+// Run lists, then with --watch prints every change the API server sends
+// from the list's resourceVersion on, through the same printer so a table
+// keeps its one header.
 func (lo *listOptions) Run(ctx context.Context) error {
 	s, err := lo.session(ctx)
 	if err != nil {
@@ -88,15 +109,41 @@ func (lo *listOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	items, err := s.list(ctx, lo.kind, opts...)
+	namespace := s.namespace
+	if lo.allNamespaces {
+		namespace = metav1.NamespaceAll
+	}
+	list, err := s.listIn(ctx, lo.kind, namespace, opts...)
 	if err != nil {
 		return err
 	}
-	if len(items) == 0 && (lo.output == outTable || lo.output == outWide) {
-		fmt.Fprintf(lo.Streams.ErrOut, "No %ss found in namespace %q.\n", lo.kind.GVK.Kind, s.namespace)
+	p, err := lo.print.toPrinter(lo.table, lo.allNamespaces, lo.Now)
+	if err != nil {
+		return err
+	}
+	switch {
+	case lo.watchOnly:
+	case len(list.Items) == 0 && lo.print.human():
+		lo.noneFound(namespace)
+	default:
+		if err := p.PrintObj(asList(list.Items, ""), lo.Streams.Out); err != nil {
+			return err
+		}
+	}
+	if !lo.watch && !lo.watchOnly {
 		return nil
 	}
-	return printObjects(lo.Streams.Out, lo.output, lo.kind, lo.table, items, false, lo.Now())
+	return s.watch(ctx, lo.kind, namespace, lo.selector, list.GetResourceVersion(), func(u *unstructured.Unstructured) error {
+		return p.PrintObj(u, lo.Streams.Out)
+	})
+}
+
+func (lo *listOptions) noneFound(namespace string) {
+	if namespace == metav1.NamespaceAll {
+		fmt.Fprintf(lo.Streams.ErrOut, "No %ss found.\n", lo.kind.GVK.Kind)
+		return
+	}
+	fmt.Fprintf(lo.Streams.ErrOut, "No %ss found in namespace %q.\n", lo.kind.GVK.Kind, namespace)
 }
 
 type getOptions struct{ *resourceOptions }
@@ -114,7 +161,15 @@ func (g *getOptions) Run(ctx context.Context) error {
 		}
 		objs = append(objs, *u)
 	}
-	return printObjects(g.Streams.Out, g.output, g.kind, g.table, objs, len(g.names) == 1, g.Now())
+	p, err := g.print.toPrinter(g.table, false, g.Now)
+	if err != nil {
+		return err
+	}
+	// One object prints as itself, several as a List, as kubectl get does.
+	if len(objs) == 1 {
+		return p.PrintObj(&objs[0], g.Streams.Out)
+	}
+	return p.PrintObj(asList(objs, ""), g.Streams.Out)
 }
 
 type deleteOptions struct{ *resourceOptions }

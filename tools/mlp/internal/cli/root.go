@@ -41,6 +41,8 @@ type Options struct {
 	// Terminal reports whether w is an interactive terminal, which gets a
 	// progress bar instead of one line per change.
 	Terminal func(w io.Writer) bool
+	// Width is the number of columns of the terminal w, 0 when unknown.
+	Width func(w io.Writer) int
 	// PollInterval is how often waiting commands read the job again.
 	PollInterval time.Duration
 	// Logs opens a container's log stream.
@@ -91,6 +93,7 @@ func DefaultOptions(streams genericiooptions.IOStreams) *Options {
 		ConfigFlags:  flags,
 		Now:          time.Now,
 		Terminal:     isTerminal,
+		Width:        terminalWidth,
 		PollInterval: time.Second,
 		Logs:         apiLogs,
 		Forward:      portForward,
@@ -104,6 +107,18 @@ func DefaultOptions(streams genericiooptions.IOStreams) *Options {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return width
 }
 
 // Run executes one mlp command line and returns its exit code. Errors are
@@ -145,6 +160,7 @@ namespace, and also runs as the kubectl plugin "kubectl mlp".`,
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl mlp"}
 	}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
+	registerConfigFlagCompletions(root, o)
 	root.AddCommand(
 		newTrainCommand(o),
 		newNotebookCommand(o),

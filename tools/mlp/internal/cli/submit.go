@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,7 +35,7 @@ type submitOptions struct {
 	featureStores []string
 	backend       string
 	dryRun        string
-	output        string
+	print         *printFlags
 	noWait        bool
 	timeout       time.Duration
 
@@ -47,7 +46,7 @@ type submitOptions struct {
 }
 
 func newSubmitCommand(o *Options) *cobra.Command {
-	so := &submitOptions{Options: o}
+	so := &submitOptions{Options: o, print: newPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "submit [NAME] [-- COMMAND [ARG...]]",
 		Short: "Create a TrainingJob from a file or from flags, and follow it to the end",
@@ -71,10 +70,14 @@ when the wait ended first (--timeout or Ctrl-C): the job keeps running.`,
 	f.StringVar(&so.checkpoint, "checkpoint-size", "", "Size of a checkpoint volume the operator creates, e.g. 10Gi")
 	f.StringVar(&so.queue, "queue", "", "Kueue LocalQueue to submit to")
 	f.StringArrayVar(&so.featureStores, "feature-store", nil, "FeatureStore whose client configuration is mounted (repeatable)")
+	_ = cmd.RegisterFlagCompletionFunc("feature-store", completeNames(o, featureStoreKind))
 	f.StringVar(&so.backend, "backend", "", "Training backend (native or kubeflow); empty for the platform's default")
 	f.StringVar(&so.dryRun, "dry-run", "none", "none, client (print what would be sent) or server (validated and defaulted by the API server, nothing created)")
 	f.Lookup("dry-run").NoOptDefVal = "client"
-	addOutputFlag(cmd, &so.output)
+	_ = cmd.RegisterFlagCompletionFunc("framework", fixed(frameworks))
+	_ = cmd.RegisterFlagCompletionFunc("backend", fixed(backends))
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", fixed([]string{"none", "client", "server"}))
+	so.print.addFlags(cmd, false)
 	f.BoolVar(&so.noWait, "no-wait", false, "Return as soon as the TrainingJob is created")
 	f.DurationVar(&so.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
 	return cmd
@@ -93,7 +96,7 @@ func (so *submitOptions) Complete(cmd *cobra.Command, args []string) error {
 // Validate checks the command line before anything is sent. Flags that
 // shape the job cannot be combined with -f: the file is the whole truth.
 func (so *submitOptions) Validate() error {
-	if err := checkOutput(so.output); err != nil {
+	if err := so.print.validate(); err != nil {
 		return err
 	}
 	if len(so.names) > 1 {
@@ -130,20 +133,8 @@ func (so *submitOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if so.dryRun == "client" {
-		return so.printSubmitted(u, " (dry run)")
-	}
-	opts := []client.CreateOption{client.FieldValidation("Strict")}
-	if so.dryRun == "server" {
-		opts = append(opts, client.DryRunAll)
-	}
-	if err := s.c.Create(ctx, u, opts...); err != nil {
-		return explain(err, trainingJobKind, "create", u.GetName(), s.namespace)
-	}
-	if so.dryRun == "server" {
-		return so.printSubmitted(u, " (server dry run)")
-	}
-	if err := so.printSubmitted(u, ""); err != nil {
+	created, err := createObject(ctx, s, trainingJobKind, u, so.dryRun, so.printSubmitted)
+	if err != nil || !created {
 		return err
 	}
 	if so.noWait {
@@ -153,11 +144,11 @@ func (so *submitOptions) Run(ctx context.Context) error {
 }
 
 func (so *submitOptions) printSubmitted(u *unstructured.Unstructured, suffix string) error {
-	if so.output == outTable || so.output == outWide {
+	if so.print.human() {
 		fmt.Fprintf(so.Streams.Out, "trainingjob.training.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
 		return nil
 	}
-	return printObjects(so.Streams.Out, so.output, trainingJobKind, trainingJobTable, []unstructured.Unstructured{*u}, true, so.Now())
+	return so.print.printOne(u, trainingJobTable, so.Now, so.Streams.Out)
 }
 
 // buildTrainingJob reads -f or assembles the job from flags.
@@ -209,13 +200,11 @@ func (so *submitOptions) jobFromFlags(namespace string) (*trainingv1alpha1.Train
 			QueueName: so.queue,
 		},
 	}
-	for _, kv := range so.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--env %q: expected NAME=VALUE", kv)
-		}
-		tj.Spec.Env = append(tj.Spec.Env, corev1.EnvVar{Name: k, Value: v})
+	env, err := envVars(so.env)
+	if err != nil {
+		return nil, err
 	}
+	tj.Spec.Env = env
 	for _, fs := range so.featureStores {
 		tj.Spec.FeatureStores = append(tj.Spec.FeatureStores, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: fs}})
 	}
@@ -236,8 +225,19 @@ func (so *submitOptions) jobFromFlags(namespace string) (*trainingv1alpha1.Train
 
 // readTrainingJob reads one TrainingJob of our API group from a file.
 func (so *submitOptions) readTrainingJob(s *session) (*unstructured.Unstructured, error) {
-	path, names := so.file, so.names
-	data, err := readManifest(path, so.Streams.In)
+	name := ""
+	if len(so.names) == 1 {
+		name = so.names[0]
+	}
+	return readObject(so.file, so.Streams.In, trainingJobKind, name, s)
+}
+
+// readObject reads one object of kind k from a file (- for stdin); name,
+// when given, replaces the file's. An object without a namespace goes to
+// the command line's; one with another namespace is refused when -n was
+// given and otherwise becomes the session's namespace.
+func readObject(path string, stdin io.Reader, k kind, name string, s *session) (*unstructured.Unstructured, error) {
+	data, err := readManifest(path, stdin)
 	if err != nil {
 		return nil, err
 	}
@@ -245,11 +245,11 @@ func (so *submitOptions) readTrainingJob(s *session) (*unstructured.Unstructured
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&u.Object); err != nil {
 		return nil, fmt.Errorf("%s is not a YAML or JSON object: %w", path, err)
 	}
-	if gvk := u.GroupVersionKind(); gvk.Group != trainingJobKind.GVK.Group || gvk.Kind != trainingJobKind.GVK.Kind {
-		return nil, fmt.Errorf("%s holds a %s %s, not a TrainingJob of %s", path, orDash(u.GetAPIVersion()), orDash(u.GetKind()), trainingJobKind.GVK.Group)
+	if gvk := u.GroupVersionKind(); gvk.Group != k.GVK.Group || gvk.Kind != k.GVK.Kind {
+		return nil, fmt.Errorf("%s holds a %s %s, not a %s of %s", path, orDash(u.GetAPIVersion()), orDash(u.GetKind()), k.GVK.Kind, k.GVK.Group)
 	}
-	if len(names) == 1 {
-		u.SetName(names[0])
+	if name != "" {
+		u.SetName(name)
 	}
 	if u.GetName() == "" {
 		return nil, fmt.Errorf("%s has no metadata.name: set it or give NAME", path)
@@ -265,23 +265,35 @@ func (so *submitOptions) readTrainingJob(s *session) (*unstructured.Unstructured
 	return u, nil
 }
 
+// waitOptions wait for one object to reach its outcome, through wait: a
+// TrainingJob to end, a Notebook to be Ready.
 type waitOptions struct {
 	*Options
 	oneName
 	timeout time.Duration
+	wait    func(ctx context.Context, o *Options, s *session, name string, timeout time.Duration) error
 }
 
-func newWaitCommand(o *Options) *cobra.Command {
-	wo := &waitOptions{Options: o}
+func newWaitCommand(o *Options, k kind, short, timeoutUsage string, wait func(context.Context, *Options, *session, string, time.Duration) error) *cobra.Command {
+	wo := &waitOptions{Options: o, wait: wait}
 	cmd := &cobra.Command{
 		Use:               "wait NAME",
-		Short:             "Wait for a TrainingJob to end, showing its progress (exit 0 succeeded, 1 failed, 2 still running)",
+		Short:             short,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: completeNames(o, trainingJobKind),
+		ValidArgsFunction: completeNames(o, k),
 		RunE:              runE(wo),
 	}
-	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, "Stop waiting after this long (the job keeps running); 0 waits until it ends")
+	cmd.Flags().DurationVar(&wo.timeout, "timeout", 0, timeoutUsage)
 	return cmd
+}
+
+func newTrainWaitCommand(o *Options) *cobra.Command {
+	return newWaitCommand(o, trainingJobKind,
+		"Wait for a TrainingJob to end, showing its progress (exit 0 succeeded, 1 failed, 2 still running)",
+		"Stop waiting after this long (the job keeps running); 0 waits until it ends",
+		func(ctx context.Context, o *Options, s *session, name string, timeout time.Duration) error {
+			return (&follower{Options: o, s: s}).follow(ctx, name, timeout)
+		})
 }
 
 func (wo *waitOptions) Validate() error { return timeoutFlag("timeout", wo.timeout) }
@@ -291,7 +303,28 @@ func (wo *waitOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return (&follower{Options: wo.Options, s: s}).follow(ctx, wo.name, wo.timeout)
+	return wo.wait(ctx, wo.Options, s, wo.name, wo.timeout)
+}
+
+// createObject creates u, or shows it without creating it for --dry-run
+// client (as built) or server (validated and defaulted by the API server).
+// show prints the object with a suffix naming the dry run; created says
+// whether the object now exists.
+func createObject(ctx context.Context, s *session, k kind, u *unstructured.Unstructured, dryRun string, show func(u *unstructured.Unstructured, suffix string) error) (created bool, err error) {
+	if dryRun == "client" {
+		return false, show(u, " (dry run)")
+	}
+	opts := []client.CreateOption{client.FieldValidation("Strict")}
+	if dryRun == "server" {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := s.c.Create(ctx, u, opts...); err != nil {
+		return false, explain(err, k, "create", u.GetName(), s.namespace)
+	}
+	if dryRun == "server" {
+		return false, show(u, " (server dry run)")
+	}
+	return true, show(u, "")
 }
 
 // maxManifestBytes is the most -f reads: the API server refuses a request

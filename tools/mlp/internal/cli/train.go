@@ -35,7 +35,7 @@ func newTrainCommand(o *Options) *cobra.Command {
 		newDeleteCommand(o, trainingJobKind, " and their pods"),
 		newSuspendCommand(o, true),
 		newSuspendCommand(o, false),
-		newWaitCommand(o),
+		newTrainWaitCommand(o),
 		newLogsCommand(o),
 	)
 	return cmd

@@ -299,7 +299,7 @@ func TestWaitWithoutPodRights(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r := cli(ctx, t, cfg, ns, nil, "train", "wait", "job")
-	if r.code != ExitOK || r.out != "job: Succeeded, run 1, restarts 0\nTrainingJob \"job\" succeeded after 1m0s\n" {
+	if r.code != ExitOK || r.out != "" || r.err != "job: Succeeded, run 1, restarts 0\nTrainingJob \"job\" succeeded after 1m0s\n" {
 		t.Errorf("exit %d, out %q, stderr %q", r.code, r.out, r.err)
 	}
 	cfg, err := env.AddUser("grace")
