@@ -17,8 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/e2e/cluster"
+	"github.com/ml-platform/ml-platform/e2e/notebooks"
 	"github.com/ml-platform/ml-platform/e2e/steps"
 )
 
@@ -56,7 +58,7 @@ func TestQuotaQueueingAndPriorityPreemption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue := createQueues(t, e, ns)
+	queue := createQueues(t, e, ns, quotaCPU, quotaMemory)
 	low, high := createPriorityClass(t, e, ns+"-low", 10), createPriorityClass(t, e, ns+"-high", 1000)
 
 	first := sleeper(ns, "first", image, queue, low)
@@ -68,7 +70,9 @@ func TestQuotaQueueingAndPriorityPreemption(t *testing.T) {
 	second := sleeper(ns, "second", image, queue, low)
 	create(t, e, second)
 	c := waitQueued(t, e, second, "Waiting")
-	if !strings.Contains(c.Message, "Kueue: ") || !strings.Contains(c.Message, "insufficient quota") {
+	// Kueue's words, e.g. "couldn't assign flavors to pod set main:
+	// insufficient unused quota for cpu in flavor F, 100m more needed".
+	if !strings.Contains(c.Message, "Kueue: ") || !strings.Contains(c.Message, "insufficient unused quota for cpu") {
 		t.Errorf("%s is Queued without Kueue's reason: %s", second.Name, c.Message)
 	}
 	holdsQueued(t, e, second)
@@ -100,6 +104,88 @@ func TestQuotaQueueingAndPriorityPreemption(t *testing.T) {
 	t.Logf("%s admitted again and running, run %d, %d restarts", first.Name, first.Status.Run, first.Status.RestartCount)
 }
 
+// notebookMemoryQuota admits one Notebook of notebooks.NewNotebook (256Mi
+// of memory requested) and not two.
+var notebookMemoryQuota = resource.MustParse("400Mi")
+
+// TestNotebookWaitsForQuotaThroughStatefulSetIntegration: Notebooks with
+// spec.queueName are admitted by Kueue's statefulset integration (the
+// operator labels the StatefulSet and its pod template with the queue).
+// Within quota a Notebook becomes Ready; a second one beyond quota gets no
+// running server (its pod held by Kueue's scheduling gate, never Ready);
+// deleting the first frees the quota and the second becomes Ready.
+func TestNotebookWaitsForQuotaThroughStatefulSetIntegration(t *testing.T) {
+	e := steps.Connect(t)
+	requireKueue(t, e)
+	ns := e.Namespace(t, "e2e-kueue-nb")
+	queue := createQueues(t, e, ns, resource.MustParse("1"), notebookMemoryQuota)
+
+	first := notebooks.NewNotebook(t, ns, "first", false)
+	first.Spec.QueueName = queue
+	notebooks.CreateReady(t, e, first)
+	t.Logf("Notebook %s admitted within quota and Ready", first.Name)
+
+	second := notebooks.NewNotebook(t, ns, "second", false)
+	second.Spec.QueueName = queue
+	if err := e.C.Create(t.Context(), second); err != nil {
+		t.Fatal(err)
+	}
+	gated := heldByKueue(t, e, second)
+	t.Logf("Notebook %s beyond quota: not Ready, pod %s held by Kueue's scheduling gate", second.Name, gated)
+
+	if err := e.C.Delete(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitCondition(t, second, "Ready", metav1.ConditionTrue, "Stalled", admitTimeout)
+	t.Logf("Notebook %s Ready once %s was deleted", second.Name, first.Name)
+}
+
+// heldByKueue checks for holdFor that nb is not Ready and that its pod
+// exists with Kueue's admission scheduling gate, and returns the pod's name.
+func heldByKueue(t *testing.T, e *steps.Env, nb *notebooksv1alpha1.Notebook) string {
+	t.Helper()
+	var gated string
+	steps.Until(t, fmt.Sprintf("the pod of Notebook %s to be gated by Kueue", nb.Name), admitTimeout, func(ctx context.Context) (bool, error) {
+		gated = gatedPod(ctx, t, e, nb)
+		return gated != "", nil
+	})
+	deadline := time.Now().Add(holdFor)
+	for time.Now().Before(deadline) {
+		if err := e.C.Get(t.Context(), client.ObjectKeyFromObject(nb), nb); err != nil {
+			t.Fatal(err)
+		}
+		if meta.IsStatusConditionTrue(nb.Status.Conditions, "Ready") {
+			t.Fatalf("Notebook %s beyond quota is Ready: %+v", nb.Name, nb.Status.Conditions)
+		}
+		if gatedPod(t.Context(), t, e, nb) == "" {
+			t.Fatalf("Notebook %s beyond quota: its pod is no longer held by Kueue", nb.Name)
+		}
+		time.Sleep(steps.Poll)
+	}
+	return gated
+}
+
+// gatedPod is the name of a pod of nb's StatefulSet (named after nb) that
+// carries Kueue's admission scheduling gate, or "".
+func gatedPod(ctx context.Context, t *testing.T, e *steps.Env, nb *notebooksv1alpha1.Notebook) string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := e.C.List(ctx, &pods, client.InNamespace(nb.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, nb.Name+"-") {
+			continue
+		}
+		for _, g := range p.Spec.SchedulingGates {
+			if g.Name == "kueue.x-k8s.io/admission" {
+				return p.Name
+			}
+		}
+	}
+	return ""
+}
+
 // requireKueue skips the suite on a cluster without Kueue's CRDs.
 func requireKueue(t *testing.T, e *steps.Env) {
 	t.Helper()
@@ -115,10 +201,10 @@ func requireKueue(t *testing.T, e *steps.Env) {
 }
 
 // createQueues creates a ResourceFlavor and a ClusterQueue of their own
-// (cluster-scoped, deleted after the test) with quotaCPU and quotaMemory,
+// (cluster-scoped, deleted after the test) with the cpu and memory quota,
 // preempting lower priorities within the queue, and a LocalQueue in ns
 // that feeds it. It returns the LocalQueue's name.
-func createQueues(t *testing.T, e *steps.Env, ns string) string {
+func createQueues(t *testing.T, e *steps.Env, ns string, cpu, memory resource.Quantity) string {
 	t.Helper()
 	flavor := object("ResourceFlavor", "", ns, map[string]any{})
 	cq := object("ClusterQueue", "", ns, map[string]any{
@@ -129,8 +215,8 @@ func createQueues(t *testing.T, e *steps.Env, ns string) string {
 			"flavors": []any{map[string]any{
 				"name": ns,
 				"resources": []any{
-					map[string]any{"name": "cpu", "nominalQuota": quotaCPU.String()},
-					map[string]any{"name": "memory", "nominalQuota": quotaMemory.String()},
+					map[string]any{"name": "cpu", "nominalQuota": cpu.String()},
+					map[string]any{"name": "memory", "nominalQuota": memory.String()},
 				},
 			}},
 		}},
