@@ -6,5 +6,8 @@
 // quota stays Queued with Kueue's explanation; a TrainingJob of a higher
 // WorkloadPriorityClass preempts the running one, which goes back to Queued
 // (Evicted, not a restart) and is admitted again once the quota is free.
+// Notebooks with a queue name are admitted through Kueue's statefulset
+// integration: one within quota becomes Ready, one beyond quota keeps its
+// pod behind Kueue's scheduling gate until the first is deleted.
 // The suite skips on clusters without Kueue's CRDs.
 package kueue
