@@ -65,7 +65,8 @@ func TestQuotaQueueingAndPriorityPreemption(t *testing.T) {
 	create(t, e, first)
 	waitAdmitted(t, e, first)
 	e.WaitCondition(t, first, "Running", metav1.ConditionTrue, "Failed", admitTimeout)
-	t.Logf("%s admitted within quota and running", first.Name)
+	pod := waitPodRunning(t, e, first)
+	t.Logf("%s admitted within quota and running (pod %s)", first.Name, pod)
 
 	second := sleeper(ns, "second", image, queue, low)
 	create(t, e, second)
@@ -98,6 +99,9 @@ func TestQuotaQueueingAndPriorityPreemption(t *testing.T) {
 	}
 	waitAdmitted(t, e, first)
 	e.WaitCondition(t, first, "Running", metav1.ConditionTrue, "Failed", admitTimeout)
+	if again := waitPodRunning(t, e, first); again == pod {
+		t.Errorf("%s was preempted, yet its pod %s was never replaced", first.Name, pod)
+	}
 	if first.Status.Run != 1 || first.Status.RestartCount != 0 {
 		t.Errorf("%s re-admitted on run %d with %d restarts; a preemption is neither a new run nor a restart", first.Name, first.Status.Run, first.Status.RestartCount)
 	}
@@ -316,6 +320,26 @@ func waitQueuedCondition(t *testing.T, e *steps.Env, tj *trainingv1alpha1.Traini
 		return true, nil
 	})
 	return got
+}
+
+// waitPodRunning waits until a pod of tj runs and returns its name.
+func waitPodRunning(t *testing.T, e *steps.Env, tj *trainingv1alpha1.TrainingJob) string {
+	t.Helper()
+	var name string
+	steps.Until(t, fmt.Sprintf("a pod of TrainingJob %s to run", tj.Name), admitTimeout, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := e.C.List(ctx, &pods, client.InNamespace(tj.Namespace), client.MatchingLabels{trainingv1alpha1.LabelJobName: tj.Name}); err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				name = p.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return name
 }
 
 // holdsQueued checks that tj stays Queued (not admitted, no pod) for
