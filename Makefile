@@ -31,12 +31,13 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers.
+generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers; copy Kueue's chart from its module into the umbrella.
 	controller_gen=$$(hack/tool.sh controller-gen); \
 	$$controller_gen object paths=./apis/... paths=./shared/internal/sample/...; \
 	rm -f shared/internal/sample/crd/*.yaml; \
 	$$controller_gen crd paths=./shared/internal/sample/... output:crd:artifacts:config=shared/internal/sample/crd; \
-	for op in $(OPERATORS); do hack/generate-operator.sh "$$controller_gen" $$op; done
+	for op in $(OPERATORS); do hack/generate-operator.sh "$$controller_gen" $$op; done; \
+	hack/kueue-chart.sh
 
 .PHONY: fmt
 fmt: ## Format every module's Go code.

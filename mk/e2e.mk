@@ -7,7 +7,7 @@ E2E_HACK := hack/e2e
 E2E_ARTIFACTS ?= $(CURDIR)/_artifacts
 # E2E_SUITES restricts make e2e to some suites (packages under e2e/, in the
 # order given); uninstall runs last on purpose, as it removes the release.
-E2E_SUITES ?= cluster images quickstart notebooks network featurestores training cli ha upgrade uninstall
+E2E_SUITES ?= cluster images quickstart notebooks network featurestores training kueue cli ha upgrade uninstall
 E2E_TIMEOUT ?= 90m
 # E2E_TRAINING_BACKENDS: the backends the training and cli suites run every
 # test on; naming kubeflow makes the quickstart install the Kubeflow
@@ -22,6 +22,8 @@ export E2E_ARTIFACTS E2E_SUITES E2E_TIMEOUT E2E_TRAINING_BACKENDS UPGRADE_FROM
 
 .PHONY: e2e
 e2e: export QUICKSTART_KUBEFLOW = $(if $(findstring kubeflow,$(E2E_TRAINING_BACKENDS)),true,false)
+# The kueue suite needs Kueue installed (the umbrella's kueue.enabled).
+e2e: export QUICKSTART_KUEUE = $(if $(filter kueue,$(E2E_SUITES)),true,false)
 e2e: quickstart ## Run every e2e suite on the kind cluster (created and installed when needed); report and artifacts in $(E2E_ARTIFACTS).
 	$(E2E_HACK)/run.sh
 

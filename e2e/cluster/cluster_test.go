@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -135,5 +138,38 @@ func TestConnectionScriptStopsOnTheOutcomeItIsJudgedBy(t *testing.T) {
 	}
 	if !strings.Contains(script, "for url in http://a/ http://b/; do") {
 		t.Errorf("the script does not try the URLs in the judged order:\n%s", script)
+	}
+}
+
+// TestConnectionScriptCountsAnsweringServersOnly runs the script with sh and
+// a stand-in wget that prints what busybox's wget prints for an HTTP server,
+// a TLS server refusing its ciphers, and a connection the policy engine
+// rejects: the first two are reached, the third is refused.
+func TestConnectionScriptCountsAnsweringServersOnly(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	bin := t.TempDir()
+	wget := `#!/bin/sh
+for a; do url=$a; done
+case $url in
+  http://web/) echo "  HTTP/1.1 403 Forbidden" >&2 ;;
+  https://tls/) echo "wget: note: TLS certificate validation not implemented" >&2
+    echo "wget: TLS error from peer (alert code 40): handshake failure" >&2; exit 1 ;;
+  *) echo "wget: can't connect to remote host (10.0.0.1): Connection refused" >&2; exit 1 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "wget"), []byte(wget), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reach, deny := []string{"http://web/", "https://tls/"}, []string{"http://rejected/"}
+	cmd := exec.Command("sh", "-c", ConnectionScript(reach, deny))
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	if err := JudgeConnections(string(out), reach, deny); err != nil {
+		t.Errorf("%v\n%s", err, out)
 	}
 }

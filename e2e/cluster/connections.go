@@ -14,13 +14,16 @@ const ConnectionAttempts = 90
 // ConnectionScript is a busybox sh script for a client pod that must reach
 // every URL of reach and be refused by every URL of deny. A URL counts as
 // reached when an HTTP server answered, whatever its status (a 403 is a
-// connection too). Once a second it tries them all and prints one line per
+// connection too), or when a TLS server answered the handshake with an
+// alert: busybox's TLS offers ciphers that Go's servers (the operators'
+// metrics and progress endpoints) refuse, and the alert comes over an
+// established connection. Once a second it tries them all and prints one line per
 // round ("round N: reach=URL ... refused=URL ..."), until three rounds in a
 // row had the expected outcome, or a round after such a one differed, or
 // ConnectionAttempts rounds passed; JudgeConnections reads the lines.
 func ConnectionScript(reach, deny []string) string {
 	// busybox 1.35's wget -T crashes: timeout bounds each attempt instead.
-	return fmt.Sprintf(`connects() { timeout 5 wget -S -O /dev/null "$1" 2>&1 | grep -q "HTTP/"; }
+	return fmt.Sprintf(`connects() { timeout 5 wget -S -O /dev/null "$1" 2>&1 | grep -q -e "HTTP/" -e "TLS error from peer"; }
 good=0
 for i in $(seq 1 %d); do
   line=""

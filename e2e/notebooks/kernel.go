@@ -3,13 +3,15 @@ package notebooks
 // kernelClient is a Jupyter client in Python, run in the platform's Jupyter
 // image (tornado comes with the server): it starts a kernel through the
 // REST API of $NB_URL with $JUPYTER_TOKEN, sends $CODE over the kernel's
-// websocket and prints the kernel's output. It exits 0 when the cell ran
+// websocket and prints the kernel's output. A refused first connection is
+// tried again: the NetworkPolicy engine admits a new pod a moment after it
+// starts. It exits 0 when the cell ran
 // without error. With HOLD=1 it runs a short cell first, then $CODE without
 // waiting for it: once the server's REST API (what the operator probes)
 // reports the kernel busy it prints BUSY and keeps the connection open, so
 // that the kernel stays busy for as long as the cell runs.
 const kernelClient = `
-import asyncio, json, os, sys, urllib.request, uuid
+import asyncio, json, os, sys, time, urllib.error, urllib.request, uuid
 from tornado import httpclient, websocket
 
 base = os.environ["NB_URL"].rstrip("/") + "/"
@@ -21,6 +23,20 @@ def api(method, path, body=None):
     req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
     with urllib.request.urlopen(req, timeout=60) as res:
         return json.loads(res.read() or b"null")
+
+def start_kernel():
+    # The cluster's NetworkPolicy engine lets a new pod through the
+    # Notebook's policy only once it has programmed the pod, shortly after
+    # it started; until then the connection is refused, so it is tried
+    # again for a while. Any other error ends the client at once.
+    for attempt in range(90):
+        try:
+            return api("POST", "api/kernels", {})["id"]
+        except urllib.error.URLError as e:
+            if not isinstance(e.reason, ConnectionRefusedError) or attempt == 89:
+                raise
+            print("connection refused, trying again", file=sys.stderr, flush=True)
+            time.sleep(1)
 
 async def execute(conn, session, code):
     msg_id = uuid.uuid4().hex
@@ -34,7 +50,7 @@ async def execute(conn, session, code):
     return msg_id
 
 async def main():
-    kernel = api("POST", "api/kernels", {})["id"]
+    kernel = start_kernel()
     session = uuid.uuid4().hex
     url = base.replace("http", "ws", 1) + "api/kernels/%s/channels?session_id=%s" % (kernel, session)
     conn = await websocket.websocket_connect(httpclient.HTTPRequest(url, headers=headers, request_timeout=120))

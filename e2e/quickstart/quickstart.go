@@ -48,11 +48,11 @@ func LoadValues(path string) (map[string]any, error) {
 
 // LocalImages lists the images `make load-images` puts on the kind node, as
 // hack/images/build.sh names them: the operators under their charts' image
-// repository and appVersion, the training-operator, and the Debian images
+// repository and appVersion, the training-operator, Kueue, and the Debian images
 // of images/ under their recipe's tag. The busybox of the node image is not
 // in it (see BusyboxPrefix).
 func LocalImages() ([]string, error) {
-	images := []string{"localhost/ml-platform/kubeflow-training-operator:v1.8.1"}
+	images := []string{"localhost/ml-platform/kubeflow-training-operator:v1.8.1", "localhost/ml-platform/kueue:v0.17.0"}
 	for _, op := range Operators {
 		chart := filepath.Join(RepoRoot, "charts", op)
 		var meta struct {

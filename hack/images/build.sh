@@ -20,7 +20,7 @@ operators=()
 for d in "$REPO_ROOT"/operators/*/; do
   [[ -f $d/cmd/main.go ]] && operators+=("$(basename "$d")")
 done
-all=("${operators[@]/#/operator-}" kubeflow-training-operator redis postgres jupyter pytorch xgboost mpi)
+all=("${operators[@]/#/operator-}" kubeflow-training-operator kueue redis postgres jupyter pytorch xgboost mpi)
 if [[ ${1:-} == --list ]]; then
   printf '%s\n' "${all[@]}"
   exit 0
@@ -104,6 +104,29 @@ build_kubeflow() {
     scratch_root
     (cd "$REPO_ROOT/tools/kubeflow" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags='-s -w' \
       -o "$stage/manager" github.com/kubeflow/training-operator/cmd/training-operator.v1)
+    save "$ref" "$archive" 'USER 65532:65532' 'WORKDIR /' 'ENTRYPOINT ["/manager"]'
+    cleanup
+    stage=""
+  fi
+  record "$ref" "$archive"
+}
+
+# Kueue's controller manager from its module (tools/kueue, outside go.work:
+# it needs k8s.io/* v0.35 and controller-runtime v0.23), built with the same
+# flags as the integration tests' binary (operators/trainingjob/hack/kueue-bin.sh),
+# so that the two share Go's build cache. The umbrella chart installs it
+# from Kueue's own chart when kueue.enabled.
+build_kueue() {
+  local version ref key archive start=$SECONDS
+  version=$(cd "$REPO_ROOT/tools/kueue" && GOWORK=off go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
+  ref=localhost/ml-platform/kueue:$version
+  key=$(string_key "$script_key" "$ref" "$go_version" "$(content_key "$REPO_ROOT/tools/kueue/go.mod" "$REPO_ROOT/tools/kueue/go.sum")")
+  archive=$(archive_of "$ref" "$key")
+  if [[ ! -f $archive ]]; then
+    log "building $ref ($key)"
+    scratch_root
+    (cd "$REPO_ROOT/tools/kueue" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags='-s -w' \
+      -o "$stage/manager" sigs.k8s.io/kueue/cmd/kueue)
     save "$ref" "$archive" 'USER 65532:65532' 'WORKDIR /' 'ENTRYPOINT ["/manager"]'
     cleanup
     stage=""
@@ -199,6 +222,7 @@ for w in "${wanted[@]}"; do
   case $w in
     operator-*) build_operator "${w#operator-}" ;;
     kubeflow-training-operator) build_kubeflow ;;
+    kueue) build_kueue ;;
     redis | postgres | jupyter | pytorch | xgboost | mpi) build_debian "$w" ;;
     *) die "unknown image $w (known: ${all[*]})" ;;
   esac

@@ -6,7 +6,9 @@
 # Environment: KIND_KUBECONFIG (from mk/kind.mk), QUICKSTART_NAMESPACE,
 # QUICKSTART_SAMPLES_NAMESPACE, QUICKSTART_TIMEOUT, QUICKSTART_KUBEFLOW (true
 # installs the Kubeflow training-operator too, for backend: kubeflow; make e2e
-# sets it when E2E_TRAINING_BACKENDS names kubeflow), QUICKSTART_HELM_ARGS
+# sets it when E2E_TRAINING_BACKENDS names kubeflow), QUICKSTART_KUEUE (true
+# installs Kueue from its own chart, the umbrella's kueue.enabled; make e2e
+# sets it when E2E_SUITES names kueue), QUICKSTART_HELM_ARGS
 # (more arguments for helm upgrade, split on spaces; the upgrade suite keeps
 # Kubeflow with it).
 set -euo pipefail
@@ -19,6 +21,8 @@ samples_namespace=${QUICKSTART_SAMPLES_NAMESPACE:-ml-demo}
 timeout=${QUICKSTART_TIMEOUT:-10m}
 kubeflow=${QUICKSTART_KUBEFLOW:-false}
 [[ $kubeflow == true || $kubeflow == false ]] || { echo "QUICKSTART_KUBEFLOW must be true or false, not '$kubeflow'" >&2; exit 2; }
+kueue=${QUICKSTART_KUEUE:-false}
+[[ $kueue == true || $kueue == false ]] || { echo "QUICKSTART_KUEUE must be true or false, not '$kueue'" >&2; exit 2; }
 kubeconfig=${KIND_KUBECONFIG:?KIND_KUBECONFIG is set by mk/kind.mk}
 export KUBECONFIG=$kubeconfig
 
@@ -57,7 +61,7 @@ up() {
   "$helm" upgrade --install "$release" charts/ml-platform \
     --namespace "$namespace" --create-namespace \
     --values charts/ml-platform/values-kind.yaml "${ids[@]}" \
-    --set "trainingjob-operator.kubeflow.enabled=$kubeflow" "${extra[@]}" \
+    --set "trainingjob-operator.kubeflow.enabled=$kubeflow" --set "kueue.enabled=$kueue" "${extra[@]}" \
     --wait --timeout "$timeout" 2> >(quiet_symlinks)
   echo "ml-platform is installed in namespace $namespace ($((SECONDS - start)) s)."
   cat <<MSG

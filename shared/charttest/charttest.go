@@ -1,6 +1,7 @@
 package charttest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,8 +13,10 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/release"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -153,4 +156,42 @@ func Documents(manifest string) []string {
 		}
 	}
 	return out
+}
+
+// Objects decodes every rendered document of the given kind (its "kind:"
+// line) into a T, e.g. Objects[networkingv1.NetworkPolicy](manifest,
+// "NetworkPolicy").
+func Objects[T any](manifest, kind string) ([]T, error) {
+	var out []T
+	for _, doc := range Documents(manifest) {
+		if !strings.Contains(doc, "\nkind: "+kind+"\n") {
+			continue
+		}
+		var obj T
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kind, err)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+// IngressPeers maps each port of np's ingress rules to the rule's peers as
+// JSON, "[]" for a rule that admits every source: a chart test compares the
+// whole policy at a glance.
+func IngressPeers(np networkingv1.NetworkPolicy) (map[int32]string, error) {
+	out := map[int32]string{}
+	for _, rule := range np.Spec.Ingress {
+		from := []byte("[]")
+		if rule.From != nil {
+			var err error
+			if from, err = json.Marshal(rule.From); err != nil {
+				return nil, err
+			}
+		}
+		for _, p := range rule.Ports {
+			out[p.Port.IntVal] = string(from)
+		}
+	}
+	return out, nil
 }

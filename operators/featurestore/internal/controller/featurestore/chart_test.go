@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,4 +224,41 @@ func admissionPolicy(t *testing.T, manifest string) *admissionregistrationv1.Val
 	}
 	t.Fatal("no ValidatingAdmissionPolicy in the manifest")
 	return nil
+}
+
+// TestChartOperatorNetworkPolicyAdmitsOnlyTheScraper: the operator's pods
+// get an ingress NetworkPolicy that admits the health port from everywhere
+// and the metrics port only from the Prometheus Operator's pods (the default
+// networkPolicy.metricsFrom); networkPolicy.enabled=false drops it.
+func TestChartOperatorNetworkPolicyAdmitsOnlyTheScraper(t *testing.T) {
+	policies := func(values map[string]any) []networkingv1.NetworkPolicy {
+		t.Helper()
+		out, err := charttest.Render(chartDir, "fs", operatorNamespace, values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nps, err := charttest.Objects[networkingv1.NetworkPolicy](out, "NetworkPolicy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nps
+	}
+	nps := policies(nil)
+	if len(nps) != 1 {
+		t.Fatalf("want one NetworkPolicy, got %d", len(nps))
+	}
+	if got := nps[0].Spec.PodSelector.MatchLabels["app.kubernetes.io/name"]; got != "featurestore-operator" {
+		t.Errorf("the policy selects app.kubernetes.io/name=%q, want the operator's pods", got)
+	}
+	peers, err := charttest.IngressPeers(nps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]string{8081: "[]", 8443: `[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"prometheus"}},"namespaceSelector":{}}]`}
+	if diff := cmp.Diff(want, peers); diff != "" {
+		t.Errorf("ingress peers by port (-want +got):\n%s", diff)
+	}
+	if n := len(policies(map[string]any{"networkPolicy": map[string]any{"enabled": false}})); n != 0 {
+		t.Errorf("networkPolicy.enabled=false renders %d NetworkPolicies, want none", n)
+	}
 }

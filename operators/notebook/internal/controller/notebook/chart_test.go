@@ -244,3 +244,43 @@ func grantsNoMoreThanNeeded(t *testing.T, c client.Client) {
 		})
 	}
 }
+
+// TestChartOperatorNetworkPolicyAdmitsOnlyTheScraper: the operator's own
+// pods get an ingress NetworkPolicy that admits the health port from
+// everywhere and the metrics port only from networkPolicy.metricsFrom (by
+// default the Prometheus Operator's pods); networkPolicy.enabled=false drops
+// it. The Notebooks' own policies are the operator's, not the chart's.
+func TestChartOperatorNetworkPolicyAdmitsOnlyTheScraper(t *testing.T) {
+	policies := func(values map[string]any) []networkingv1.NetworkPolicy {
+		t.Helper()
+		out, err := charttest.Render(chartDir(), "nb", "mlp-system", values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nps, err := charttest.Objects[networkingv1.NetworkPolicy](out, "NetworkPolicy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nps
+	}
+	nps := policies(map[string]any{"networkPolicy": map[string]any{"metricsFrom": []any{
+		map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}},
+	}}})
+	if len(nps) != 1 {
+		t.Fatalf("want one NetworkPolicy, got %d", len(nps))
+	}
+	if got := nps[0].Spec.PodSelector.MatchLabels["app.kubernetes.io/name"]; got != "notebook-operator" {
+		t.Errorf("the policy selects app.kubernetes.io/name=%q, want the operator's pods", got)
+	}
+	peers, err := charttest.IngressPeers(nps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]string{8081: "[]", 8443: `[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]`}
+	if diff := cmp.Diff(want, peers); diff != "" {
+		t.Errorf("ingress peers by port (-want +got):\n%s", diff)
+	}
+	if n := len(policies(map[string]any{"networkPolicy": map[string]any{"enabled": false}})); n != 0 {
+		t.Errorf("networkPolicy.enabled=false renders %d NetworkPolicies, want none", n)
+	}
+}

@@ -1,10 +1,13 @@
 package trainingjob
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -192,4 +195,60 @@ func TestChartRollsTheOperatorWhenKubeflowIsEnabled(t *testing.T) {
 	if off == on || !strings.Contains(on, "checksum/backends:") {
 		t.Errorf("the operator's pod template does not change with kubeflow.enabled:\n%s", on)
 	}
+}
+
+// TestChartNetworkPolicyAdmitsScraperAndTrainingPods: the operator's pods
+// get an ingress NetworkPolicy whose rules are exactly the health port for
+// everyone, the metrics port for the scraper (metricsFrom) and the progress
+// port for training pods of every namespace and the operator's replicas;
+// progress.enabled=false drops the progress rule and
+// networkPolicy.enabled=false the policy.
+func TestChartNetworkPolicyAdmitsScraperAndTrainingPods(t *testing.T) {
+	policy := func(values map[string]any) []networkingv1.NetworkPolicy {
+		t.Helper()
+		out, err := charttest.Render(chartDir(), "r", "ns", values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policies, err := charttest.Objects[networkingv1.NetworkPolicy](out, "NetworkPolicy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return policies
+	}
+	policies := policy(nil)
+	if len(policies) != 1 {
+		t.Fatalf("want one NetworkPolicy, got %d", len(policies))
+	}
+	np := policies[0]
+	selector := map[string]string{"app.kubernetes.io/name": "trainingjob-operator", "app.kubernetes.io/instance": "r"}
+	if !maps.Equal(np.Spec.PodSelector.MatchLabels, selector) || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("the policy selects %v for %v, want the operator's pods %v for ingress", np.Spec.PodSelector.MatchLabels, np.Spec.PolicyTypes, selector)
+	}
+	want := map[int32]string{
+		8081: "[]",
+		8443: `[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"prometheus"}},"namespaceSelector":{}}]`,
+		9443: `[{"podSelector":{"matchLabels":{"app.kubernetes.io/managed-by":"trainingjob-operator"}},"namespaceSelector":{}},` +
+			`{"podSelector":{"matchLabels":{"app.kubernetes.io/instance":"r","app.kubernetes.io/name":"trainingjob-operator"}}}]`,
+	}
+	if got := ingressPeers(t, np); !maps.Equal(got, want) {
+		t.Errorf("ingress rules by port:\n got %v\nwant %v", got, want)
+	}
+
+	np = policy(map[string]any{"progress": map[string]any{"enabled": false}})[0]
+	if _, ok := ingressPeers(t, np)[9443]; ok {
+		t.Error("progress.enabled=false must drop the progress port's rule")
+	}
+	if n := len(policy(map[string]any{"networkPolicy": map[string]any{"enabled": false}})); n != 0 {
+		t.Errorf("networkPolicy.enabled=false renders %d NetworkPolicies, want none", n)
+	}
+}
+
+func ingressPeers(t *testing.T, np networkingv1.NetworkPolicy) map[int32]string {
+	t.Helper()
+	peers, err := charttest.IngressPeers(np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return peers
 }
