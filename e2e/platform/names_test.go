@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/discovery"
@@ -121,7 +122,7 @@ metadata: {name: feasts, namespace: names}
 	for res, group := range ours {
 		t.Run(res, func(t *testing.T) {
 			// kubectl explain names the group it resolved the resource to.
-			out, err := kubectl(t, "explain", res)
+			out, err := explain(t, res)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,4 +227,20 @@ func firstLines(s string, n int) string {
 		lines = lines[:n]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// explain runs kubectl explain, waiting up to a minute for the resource's
+// schema: the API server publishes a CRD's OpenAPI a moment after the CRD
+// is established (longer on a loaded machine), and explain cannot find the
+// resource until then.
+func explain(t *testing.T, res string) (string, error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := kubectl(t, "explain", res)
+		if err == nil || time.Now().After(deadline) {
+			return out, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
