@@ -23,14 +23,6 @@ import (
 
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 
-// workloadGVK is the Workload in the version Kueue v0.17 stores and serves
-// first.
-var workloadGVK = kueue.WorkloadGVK
-
-// workloadJobUIDLabel is the label Kueue puts on a Workload with the UID of
-// the job it tracks (Kueue's pkg/controller/constants JobUIDLabel).
-const workloadJobUIDLabel = kueue.JobUIDLabel
-
 // queueObservation is what Kueue's Workload says about the current run's
 // child while it waits.
 type queueObservation struct {
