@@ -28,7 +28,7 @@ var (
 	flagNodes         = flag.Int("nodes", 300, "simulated nodes with 8 GPUs each")
 	flagPodRuntime    = flag.Duration("pod-runtime", 10*time.Second, "how long each pod runs before it succeeds")
 	flagSettle        = flag.Duration("settle", time.Minute, "how long writes are counted once a run's jobs all finished")
-	flagBackends      = flag.String("backends", "kubeflow,native", "backends to compare, in this order")
+	flagBackends      = flag.String("backends", "bare,native,kubeflow", "backends to compare, in this order; bare is the baseline, the native backend's Job created without a TrainingJob")
 	flagKCMQPS        = flag.Int("kcm-api-qps", 0, "kube-controller-manager --kube-api-qps; 0 keeps its default of 20")
 	flagKCMBurst      = flag.Int("kcm-api-burst", 0, "kube-controller-manager --kube-api-burst; 0 means twice -kcm-api-qps when that is set, else its default of 30")
 	flagSchedQPS      = flag.Int("scheduler-api-qps", 0, "kube-scheduler --kube-api-qps; 0 keeps its default of 50")
@@ -141,7 +141,7 @@ func checkBackends(ctx context.Context, c client.Client, backends []string) (boo
 		}
 	}
 	for _, b := range backends {
-		if b != "kubeflow" {
+		if b != "kubeflow" && !isBare(b) {
 			return false, fmt.Errorf("backend %q asked for, but this TrainingJob CRD has no spec.backend: run with -backends=kubeflow", b)
 		}
 	}

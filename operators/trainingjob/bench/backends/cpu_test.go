@@ -104,12 +104,15 @@ func descendantsCPU(stats map[int]procStat, root int) cpuTimes {
 	return out
 }
 
+// componentBench is the benchmark's own process in the CPU report.
+const componentBench = "benchmark (informers, submissions)"
+
 // componentOf names a process for the report; the kernel keeps the first
 // 15 bytes of a command name.
 func componentOf(s procStat, root int) string {
 	switch {
 	case s.pid == root:
-		return "benchmark (informers, submissions)"
+		return componentBench
 	case strings.HasPrefix(s.comm, "kube-controller"):
 		return "kube-controller-manager"
 	case strings.HasPrefix(s.comm, "trainingjob-"):
@@ -151,4 +154,24 @@ func (t cpuTimes) share(wall time.Duration, cores int) string {
 	}
 	parts = append(parts, fmt.Sprintf("idle %.1fs (%.0f %%)", max(0, capacity-used), 100*max(0, capacity-used)/capacity))
 	return fmt.Sprintf("%.0f core-seconds (%s on %d cores): %s", capacity, wall.Round(time.Second), cores, strings.Join(parts, ", "))
+}
+
+// perJob formats the CPU time per job of every component but the
+// benchmark's own, in milliseconds, largest first, and their sum.
+func (t cpuTimes) perJob(jobs int) string {
+	names := make([]string, 0, len(t))
+	total := 0.0
+	for k, v := range t {
+		if k == componentBench {
+			continue
+		}
+		names = append(names, k)
+		total += v
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(t[b], t[a]), cmp.Compare(a, b)) })
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f ms", k, 1000*t[k]/float64(jobs)))
+	}
+	return fmt.Sprintf("%.3f core-seconds in all components: %s", total/float64(jobs), strings.Join(parts, ", "))
 }

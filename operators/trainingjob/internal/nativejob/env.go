@@ -44,8 +44,16 @@ type topology struct {
 }
 
 // host is the stable name of rank i, resolvable in the namespace through
-// the headless Service, as Kubeflow's per-pod Service names are.
-func (t topology) host(i int32) string { return fmt.Sprintf("%s-%d.%s", t.job, i, t.job) }
+// the headless Service, as Kubeflow's per-pod Service names are. A run of
+// one pod has no peers and so no Service (its Endpoints and EndpointSlice
+// would cost the cluster about 15 writes for nothing): its one rank
+// reaches itself as localhost.
+func (t topology) host(i int32) string {
+	if t.pods <= 1 {
+		return "localhost"
+	}
+	return fmt.Sprintf("%s-%d.%s", t.job, i, t.job)
+}
 
 // launchers are the frameworks the native backend runs, registered
 // explicitly.

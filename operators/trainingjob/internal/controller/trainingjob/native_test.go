@@ -610,6 +610,54 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	}
 }
 
+// TestSinglePodNativeRunCreatesNoService: a run of one pod has no peers,
+// so its first reconcile creates the Job alone, with no headless Service
+// (whose Endpoints and EndpointSlice would cost the cluster about 15
+// writes) and no host of one in the pod's environment.
+func TestSinglePodNativeRunCreatesNoService(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	writes := testenv.NewWriteCounter()
+	oc, err := client.New(writes.Wrap(operatorConfig(t)), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
+	r.runner = r.newRunner()
+
+	tj := newTrainingJob(ns, "alone", 1)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "alone-r1"}, job); err != nil {
+		t.Fatalf("the first reconcile created no Job: %v", err)
+	}
+	services := &corev1.ServiceList{}
+	if err := c.List(t.Context(), services, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(services.Items) != 0 {
+		t.Errorf("a single-pod run has Services %v, want none", services.Items)
+	}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		if strings.Contains(e.Value, "alone-r1.") {
+			t.Errorf("%s=%q names a host of a Service that does not exist", e.Name, e.Value)
+		}
+	}
+	want := map[string]int{"create jobs": 1, "patch trainingjobs/status": 1}
+	if diff := cmp.Diff(want, writes.Namespace(ns).Snapshot()); diff != "" {
+		t.Errorf("writes of the first reconcile (-want +got):\n%s", diff)
+	}
+}
+
 // TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget: the ranks
 // of a run end at different times, each changing the Job's counts. The
 // job stays Running, with no status write, until the Job decides; the
