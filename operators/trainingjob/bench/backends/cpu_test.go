@@ -104,8 +104,29 @@ func descendantsCPU(stats map[int]procStat, root int) cpuTimes {
 	return out
 }
 
-// componentBench is the benchmark's own process in the CPU report.
-const componentBench = "benchmark (informers, submissions)"
+// The components the per-job CPU leaves out where they take no part: the
+// benchmark itself always, and an operator that a backend does not use
+// (its idle time is the same in every run and would only blur the
+// comparison).
+const (
+	componentBench    = "benchmark (informers, submissions)"
+	componentOperator = "our operator"
+	componentKubeflow = "Kubeflow"
+)
+
+// involved is whether a component takes part in a backend's jobs.
+func involved(component, backendName string) bool {
+	switch component {
+	case componentBench:
+		return false
+	case componentOperator:
+		return !isBare(backendName)
+	case componentKubeflow:
+		return backendName == "kubeflow"
+	default:
+		return true
+	}
+}
 
 // componentOf names a process for the report; the kernel keeps the first
 // 15 bytes of a command name.
@@ -116,9 +137,9 @@ func componentOf(s procStat, root int) string {
 	case strings.HasPrefix(s.comm, "kube-controller"):
 		return "kube-controller-manager"
 	case strings.HasPrefix(s.comm, "trainingjob-"):
-		return "our operator"
+		return componentOperator
 	case strings.HasPrefix(s.comm, "training-"), strings.HasPrefix(s.comm, "kubeflow"):
-		return "Kubeflow"
+		return componentKubeflow
 	default:
 		return s.comm
 	}
@@ -156,13 +177,13 @@ func (t cpuTimes) share(wall time.Duration, cores int) string {
 	return fmt.Sprintf("%.0f core-seconds (%s on %d cores): %s", capacity, wall.Round(time.Second), cores, strings.Join(parts, ", "))
 }
 
-// perJob formats the CPU time per job of every component but the
-// benchmark's own, in milliseconds, largest first, and their sum.
-func (t cpuTimes) perJob(jobs int) string {
+// perJob formats the CPU time per job of every component involved in a
+// backend's jobs, in milliseconds, largest first, and their sum.
+func (t cpuTimes) perJob(jobs int, backendName string) string {
 	names := make([]string, 0, len(t))
 	total := 0.0
 	for k, v := range t {
-		if k == componentBench {
+		if !involved(k, backendName) {
 			continue
 		}
 		names = append(names, k)

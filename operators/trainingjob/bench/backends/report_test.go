@@ -65,7 +65,7 @@ func (r *result) report(b *testing.B) {
 			mean(op.stats.queueSeconds, op.stats.queueCount), mean(op.stats.workSeconds, op.stats.workCount))
 	}
 	b.Logf("  CPU of every component, first submission to %s after the last job: %s", lateWrites, r.cpu.share(r.cpuWall, runtime.NumCPU()))
-	b.Logf("  CPU per job: %s", r.cpu.perJob(n))
+	b.Logf("  CPU per job: %s", r.cpu.perJob(n, p.backend))
 	b.ReportMetric(r.jobsPerSecond(), p.name+"-jobs/s")
 	b.ReportMetric(r.coreSecondsPerJob(), p.name+"-core-s/job")
 	b.ReportMetric(r.writesPerJob(), p.name+"-writes/job")
@@ -133,12 +133,12 @@ func againstBare(r, base *result) string {
 		round(r.podsP50-base.podsP50))
 }
 
-// coreSecondsPerJob is the CPU time of every component over the run, the
-// benchmark's own excluded, per job.
+// coreSecondsPerJob is the CPU time of every component involved in the
+// backend's jobs over the run, per job.
 func (r *result) coreSecondsPerJob() float64 {
 	total := 0.0
 	for k, v := range r.cpu {
-		if k != componentBench {
+		if involved(k, r.phase.backend) {
 			total += v
 		}
 	}
