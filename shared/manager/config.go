@@ -43,6 +43,10 @@ type Config struct {
 	LeaseDuration           time.Duration
 	RenewDeadline           time.Duration
 	RetryPeriod             time.Duration
+	// RenewInterval is how often the leader writes its renewal; client-go's
+	// elector renews every RetryPeriod, and the renewals in between are
+	// kept in memory (see sparseRenewals). Zero writes every one.
+	RenewInterval time.Duration
 
 	KubeAPIQPS   float64
 	KubeAPIBurst int
@@ -93,17 +97,21 @@ func DefaultConfig() Config {
 		HealthProbeBindAddress:  ":8081",
 		LeaderElect:             true,
 		LeaderElectionNamespace: defaultLeaderElectionNamespace(),
-		// A standby takes over about LeaseDuration plus one or two retry
-		// periods after the leader crashed (7 to 9 s measured), and within
-		// a retry period after a graceful shutdown, which releases the
-		// lease. The leader renews once per RetryPeriod (one write) and
-		// each standby reads the lease once per 1 to 2.2 RetryPeriods: at
-		// most one request per second per replica. A leader that cannot
-		// renew for RenewDeadline (an API server outage) gives up and the
-		// process exits, to be restarted by the kubelet.
-		LeaseDuration: 6 * time.Second,
-		RenewDeadline: 4 * time.Second,
-		RetryPeriod:   time.Second,
+		// The leader writes its lease every RenewInterval: 24 writes a
+		// minute, where a write per RetryPeriod of 1 s cost 60. A standby
+		// reads the lease every 1 to 2.2 RetryPeriods (0.5 to 1.1 s) and
+		// takes over LeaseDuration after it last saw the lease change: at
+		// most LeaseDuration + 4.4 RetryPeriods = 9.2 s after the leader
+		// crashed, and within 2.2 RetryPeriods (1.1 s) of a graceful
+		// shutdown, which releases the lease. A leader that cannot write
+		// for RenewDeadline (an API server outage) gives up and the process
+		// exits, to be restarted by the kubelet; it has stopped leading
+		// before a standby can take over, because LeaseDuration exceeds
+		// RenewInterval + RetryPeriod + RenewDeadline (6 s) by a second.
+		LeaseDuration: 7 * time.Second,
+		RenewDeadline: 3 * time.Second,
+		RetryPeriod:   500 * time.Millisecond,
+		RenewInterval: 2500 * time.Millisecond,
 		// client-go's own defaults (5 QPS, burst 10) throttle an operator
 		// that lists and patches many children during a resync.
 		KubeAPIQPS:              50,
@@ -155,6 +163,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		"How long the leader keeps trying to renew its lease before it gives up leadership.")
 	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", c.RetryPeriod,
 		"How often replicas try to acquire or renew the lease.")
+	fs.DurationVar(&c.RenewInterval, "leader-election-renew-interval", c.RenewInterval,
+		"How often the leader writes its lease renewal; it must stay below lease duration - renew deadline - retry period. 0 writes every retry period.")
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS,
 		"Sustained queries per second to the Kubernetes API.")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst,
@@ -206,6 +216,13 @@ func (c Config) Validate() error {
 		}
 		if float64(c.RenewDeadline) <= 1.2*float64(c.RetryPeriod) {
 			errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%v) must be greater than 1.2 x --leader-election-retry-period (%v)", c.RenewDeadline, c.RetryPeriod))
+		}
+		// A leader whose last write was at t believes it leads until its
+		// first failed write, at t + RenewInterval + RetryPeriod at the
+		// latest, plus RenewDeadline; a standby takes over from
+		// t + LeaseDuration on.
+		if c.RenewInterval < 0 || c.RenewInterval+c.RetryPeriod+c.RenewDeadline >= c.LeaseDuration {
+			errs = append(errs, fmt.Errorf("--leader-election-renew-interval (%v) must be at least 0 and, with the retry period (%v) and the renew deadline (%v), below the lease duration (%v)", c.RenewInterval, c.RetryPeriod, c.RenewDeadline, c.LeaseDuration))
 		}
 		if c.LeaderElectionNamespace == "" {
 			errs = append(errs, errors.New("--leader-election-namespace must not be empty"))

@@ -36,6 +36,7 @@ func TestFlags(t *testing.T) {
 				"--health-probe-bind-address=:9091",
 				"--leader-elect=false", "--leader-election-namespace=other",
 				"--leader-election-lease-duration=60s", "--leader-election-renew-deadline=40s", "--leader-election-retry-period=5s",
+				"--leader-election-renew-interval=10s",
 				"--kube-api-qps=20", "--kube-api-burst=30", "--max-concurrent-reconciles=4", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
 			},
 			want: func(c *Config) {
@@ -49,6 +50,7 @@ func TestFlags(t *testing.T) {
 				c.LeaseDuration = 60 * time.Second
 				c.RenewDeadline = 40 * time.Second
 				c.RetryPeriod = 5 * time.Second
+				c.RenewInterval = 10 * time.Second
 				c.KubeAPIQPS = 20
 				c.KubeAPIBurst = 30
 				c.MaxConcurrentReconciles = 4
@@ -73,9 +75,10 @@ func TestFlags(t *testing.T) {
 				HealthProbeBindAddress:  ":8081",
 				LeaderElect:             true,
 				LeaderElectionNamespace: "default",
-				LeaseDuration:           6 * time.Second,
-				RenewDeadline:           4 * time.Second,
-				RetryPeriod:             time.Second,
+				LeaseDuration:           7 * time.Second,
+				RenewDeadline:           3 * time.Second,
+				RetryPeriod:             500 * time.Millisecond,
+				RenewInterval:           2500 * time.Millisecond,
 				KubeAPIQPS:              50,
 				KubeAPIBurst:            100,
 				MaxConcurrentReconciles: 1,
@@ -142,6 +145,11 @@ func TestValidate(t *testing.T) {
 		"renew deadline too close to retry period": {
 			change:  func(c *Config) { c.RetryPeriod = c.RenewDeadline },
 			wantErr: "--leader-election-renew-deadline",
+		},
+		// A leader could still believe it leads when a standby takes over.
+		"renew interval too long for the lease": {
+			change:  func(c *Config) { c.RenewInterval = c.LeaseDuration - c.RenewDeadline },
+			wantErr: "--leader-election-renew-interval",
 		},
 		"bad lease timings are fine without leader election": {
 			change: func(c *Config) { c.LeaderElect = false; c.LeaseDuration = time.Second },
