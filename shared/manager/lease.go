@@ -160,4 +160,3 @@ func (l *sparseRenewals) onlyRenews(r resourcelock.LeaderElectionRecord) bool {
 		r.LeaseDurationSeconds == w.LeaseDurationSeconds && r.LeaderTransitions == w.LeaderTransitions &&
 		r.AcquireTime.Equal(&w.AcquireTime) && r.Strategy == w.Strategy && r.PreferredHolder == w.PreferredHolder
 }
-
