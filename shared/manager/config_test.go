@@ -36,7 +36,7 @@ func TestFlags(t *testing.T) {
 				"--health-probe-bind-address=:9091",
 				"--leader-elect=false", "--leader-election-namespace=other",
 				"--leader-election-lease-duration=60s", "--leader-election-renew-deadline=40s", "--leader-election-retry-period=5s",
-				"--leader-election-renew-interval=10s",
+				"--leader-election-renew-interval=10s", "--pprof-bind-address=127.0.0.1:6060",
 				"--kube-api-qps=20", "--kube-api-burst=30", "--max-concurrent-reconciles=4", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
 			},
 			want: func(c *Config) {
@@ -51,6 +51,7 @@ func TestFlags(t *testing.T) {
 				c.RenewDeadline = 40 * time.Second
 				c.RetryPeriod = 5 * time.Second
 				c.RenewInterval = 10 * time.Second
+				c.PprofBindAddress = "127.0.0.1:6060"
 				c.KubeAPIQPS = 20
 				c.KubeAPIBurst = 30
 				c.MaxConcurrentReconciles = 4

@@ -250,6 +250,7 @@ func managerOptions(cfg Config, opts Options, byObject map[client.Object]cache.B
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &cfg.SkipControllerNameValidation},
 		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		PprofBindAddress:              cfg.PprofBindAddress,
 		LeaderElection:                cfg.LeaderElect,
 		LeaderElectionID:              LeaderElectionID(opts.Name),
 		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
