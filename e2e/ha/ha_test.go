@@ -211,12 +211,7 @@ func killLeaders(t *testing.T, e *steps.Env, ops []Operator) func() map[string]t
 	}
 }
 
-// ranksService is the native backend's headless Service of a namespace,
-// whose subdomain the ranks of every multi-pod run are in.
-const ranksService = "training-ranks"
-
-// auditTrainingJob: one run (no restart), one Job owning no Service (a
-// multi-pod run's ranks are in the namespace's ranksService),
+// auditTrainingJob: one run (no restart), one Job, its headless Service,
 // and as many pods created as workers (job controller's events and the
 // pods kept by cleanPodPolicy None).
 func auditTrainingJob(t *testing.T, e *steps.Env, tj *trainingv1alpha1.TrainingJob) {
@@ -234,16 +229,8 @@ func auditTrainingJob(t *testing.T, e *steps.Env, tj *trainingv1alpha1.TrainingJ
 		return
 	}
 	job := &jobs.Items[0]
-	if n := ownedCount(t, e, &corev1.ServiceList{}, job.Namespace, job.UID); n != 0 {
-		t.Errorf("TrainingJob %s (%d workers): Job %s owns %d Services, want none (the namespace's %s serves every run)", tj.Name, tj.Spec.Workers, job.Name, n, ranksService)
-	}
-	if tj.Spec.Workers > 1 {
-		if sub := job.Spec.Template.Spec.Subdomain; sub != ranksService {
-			t.Errorf("TrainingJob %s: the ranks' subdomain is %q, want %s", tj.Name, sub, ranksService)
-		}
-		if err := e.C.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: ranksService}, &corev1.Service{}); err != nil {
-			t.Errorf("TrainingJob %s: the namespace's Service %s: %v", tj.Name, ranksService, err)
-		}
+	if n := ownedCount(t, e, &corev1.ServiceList{}, job.Namespace, job.UID); n != 1 {
+		t.Errorf("TrainingJob %s (%d workers): Job %s owns %d Services, want its headless Service", tj.Name, tj.Spec.Workers, job.Name, n)
 	}
 	created := eventCount(t, e, job.Namespace, "Job", job.Name, "SuccessfulCreate", "")
 	var pods corev1.PodList

@@ -40,10 +40,9 @@ type Backend interface {
 }
 
 // Companions is implemented by backends whose children need further
-// objects beside them, such as the native backend's headless Service of
-// the namespace. The reconciler creates them right after the child when
-// they are missing; they are shared by the namespace's runs and owned by
-// none.
+// objects beside them, such as the native backend's headless Service. The
+// reconciler creates them right after the child, owned by it, and leaves
+// them to the garbage collector.
 type Companions interface {
 	Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object
 }

@@ -49,8 +49,8 @@ func (e *InvalidSpecError) Error() string { return e.Err.Error() }
 
 func (e *InvalidSpecError) Unwrap() error { return e.Err }
 
-// JobName is the child of a run (and, on the native backend, the first
-// part of its ranks' host names). The run index in the name makes a
+// JobName is the child of a run (and, on the native backend, its
+// headless Service). The run index in the name makes a
 // restart a new object, never an in-place change of a finished one.
 func JobName(trainingJob string, run int32) string {
 	return fmt.Sprintf("%s-r%d", trainingJob, run)

@@ -2,6 +2,7 @@ package nativejob
 
 import (
 	"fmt"
+	"maps"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,29 +14,13 @@ import (
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/shared/featureref"
-	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
 // RolePods is the one role the native backend records in status.roles.
 const RolePods = "Pods"
 
-// RanksService is the headless Service, one per namespace, whose subdomain
-// every rank of every multi-pod run in the namespace is in: rank i of run
-// r of TrainingJob t is <t>-r<r>-<i>.RanksService, unique in the
-// namespace because TrainingJob names are, and the same for the whole
-// run. A Service per run cost the cluster about 17 writes per run (the
-// Service, its Endpoints and EndpointSlice created, then updated as each
-// pod got its address and ended); the shared one is created once, and the
-// endpoint controllers fold the changes of many pods into one update.
-const RanksService = "training-ranks"
-
-// LabelRanks marks the pods the RanksService selects: those of multi-pod
-// runs, which find each other by name. Pods of one-pod runs and of the
-// kubeflow backend stay out of its endpoints.
-const LabelRanks = "training.mlplatform.dev/ranks"
-
-// Backend runs each run as one Indexed batch/v1 Job, whose ranks find
-// each other through the namespace's headless RanksService.
+// Backend runs each run as one Indexed batch/v1 Job and a headless
+// Service.
 type Backend struct {
 	settings  backend.Settings
 	launchers map[trainingv1alpha1.Framework]launcher
@@ -78,8 +63,7 @@ func (*Backend) Reference(tj *trainingv1alpha1.TrainingJob, run int32) trainingv
 // Empty returns an empty Job.
 func (*Backend) Empty(*trainingv1alpha1.TrainingJob) client.Object { return &batchv1.Job{} }
 
-// Owned lists Jobs and Services (the RanksService, and the Services
-// operators before it created per run).
+// Owned lists Jobs and Services.
 func (*Backend) Owned() []client.Object { return []client.Object{&batchv1.Job{}, &corev1.Service{}} }
 
 // SuspendPatch sets spec.suspend.
@@ -89,8 +73,8 @@ func (*Backend) SuspendPatch(suspend bool) client.Patch {
 
 // Build returns the Indexed Job of a run: completions = parallelism = the
 // ranks, rank i at completion index i with host name <job>-<i> in the
-// subdomain of the namespace's RanksService (a run of one pod needs no
-// name). The Job never retries a pod
+// subdomain of the run's headless Service (a run of one pod has no
+// Service). The Job never retries a pod
 // (restartPolicy Never, backoffLimit 0): any failure ends the run, and the
 // operator's failure classification decides whether the next run starts
 // from the checkpoint. A job with a queue name is created suspended with
@@ -108,8 +92,7 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	topo := topologyOf(tj, run, l)
 	template.Spec.RestartPolicy = corev1.RestartPolicyNever
 	if topo.pods > 1 {
-		template.Spec.Subdomain = RanksService
-		template.Labels[LabelRanks] = RanksService
+		template.Spec.Subdomain = topo.job
 	}
 	c := &template.Spec.Containers[0]
 	// The framework's variables come after the user's, so they win, as
@@ -136,30 +119,25 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	}, nil
 }
 
-// Companions is the namespace's RanksService, for runs of more than one
-// pod. It publishes ranks before they are ready, because ranks must find
-// each other to become ready at all. It has no ports: the ranks' names
-// (A records) are all they need. A run of one pod has nobody to find.
-func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, _ int32) []client.Object {
-	if _, ok := b.launchers[tj.Spec.Framework]; !ok || tj.WorkerPods() <= 1 {
+// Companions is the run's headless Service. It publishes ranks before they
+// are ready, because ranks must find each other to become ready at all. A
+// run of one pod has nobody to find and gets none.
+func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object {
+	l, ok := b.launchers[tj.Spec.Framework]
+	if !ok || tj.WorkerPods() <= 1 {
 		return nil
 	}
-	return []client.Object{RanksServiceIn(tj.Namespace, b.settings.OperatorName)}
-}
-
-// RanksServiceIn is the RanksService of a namespace.
-func RanksServiceIn(namespace, operatorName string) *corev1.Service {
-	selector := manager.ManagedByLabels(operatorName)
-	selector[LabelRanks] = RanksService
-	return &corev1.Service{
+	labels := backend.Labels(b.settings.OperatorName, tj.Name, run)
+	return []client.Object{&corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: RanksService, Labels: manager.ManagedByLabels(operatorName)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: backend.JobName(tj.Name, run), Labels: labels},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 selector,
+			Selector:                 maps.Clone(labels),
 			PublishNotReadyAddresses: true,
+			Ports:                    []corev1.ServicePort{{Name: l.port.Name, Port: l.port.ContainerPort, Protocol: corev1.ProtocolTCP}},
 		},
-	}
+	}}
 }
 
 // Observe reads a Job. A run is Running once every rank is ready or has

@@ -42,24 +42,22 @@ func TestBuildIsOneIndexedJobThatNeverRetries(t *testing.T) {
 	if *spec.ActiveDeadlineSeconds != 600 || *spec.Suspend {
 		t.Errorf("activeDeadlineSeconds %d suspend %t", *spec.ActiveDeadlineSeconds, *spec.Suspend)
 	}
-	if spec.Template.Spec.Subdomain != RanksService {
-		t.Errorf("subdomain %q, want the namespace's %s", spec.Template.Spec.Subdomain, RanksService)
+	if spec.Template.Spec.Subdomain != "mnist-r2" {
+		t.Errorf("subdomain %q, want the Service's name", spec.Template.Spec.Subdomain)
 	}
 	svc := b.Companions(tj, 2)[0].(*corev1.Service)
-	if svc.Name != spec.Template.Spec.Subdomain || svc.Namespace != "team-a" || svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
-		t.Errorf("service %s/%s clusterIP %q publishNotReady %t", svc.Namespace, svc.Name, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
+	if svc.Name != spec.Template.Spec.Subdomain || svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("service %s clusterIP %q publishNotReady %t", svc.Name, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
 	}
 	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(spec.Template.Labels)) {
 		t.Errorf("service selector %v does not select the pods %v", svc.Spec.Selector, spec.Template.Labels)
 	}
-	// Every run of every TrainingJob in the namespace shares the Service;
-	// the Job's name in each rank's host name keeps the names apart.
-	other, _ := b.Build(newTJ(trainingv1alpha1.FrameworkPyTorch, 2), 3, nil)
-	if got := b.Companions(newTJ(trainingv1alpha1.FrameworkPyTorch, 2), 3)[0]; got.GetName() != svc.Name {
-		t.Errorf("another run's Service is %s, want the shared %s", got.GetName(), svc.Name)
+	other, _ := b.Build(tj, 3, nil)
+	if labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(other.(*batchv1.Job).Spec.Template.Labels)) {
+		t.Error("run 2's service selects run 3's pods")
 	}
-	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(other.(*batchv1.Job).Spec.Template.Labels)) {
-		t.Error("the namespace's Service does not select another run's pods")
+	if p := spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort != svc.Spec.Ports[0].Port {
+		t.Errorf("container ports %v, service ports %v", p, svc.Spec.Ports)
 	}
 }
 

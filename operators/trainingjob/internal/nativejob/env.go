@@ -33,8 +33,9 @@ type launcher struct {
 	env       func(t topology) []corev1.EnvVar
 }
 
-// topology is a run's ranks: its Job, namespace and pod count. Rank i
-// runs as completion index i, host <job>-<i>.<RanksService>.
+// topology is a run's ranks: its Job (also the headless Service's name),
+// namespace and pod count. Rank i runs as completion index i, host
+// <job>-<i>.<job>.
 type topology struct {
 	job, namespace string
 	pods           int32
@@ -43,14 +44,15 @@ type topology struct {
 }
 
 // host is the stable name of rank i, resolvable in the namespace through
-// the namespace's headless RanksService, as Kubeflow's per-pod Service
-// names are. A run of one pod has no peers and needs no name: its one
-// rank reaches itself as localhost.
+// the headless Service, as Kubeflow's per-pod Service names are. A run of
+// one pod has no peers and so no Service (its Endpoints and EndpointSlice
+// would cost the cluster about 15 writes for nothing): its one rank
+// reaches itself as localhost.
 func (t topology) host(i int32) string {
 	if t.pods <= 1 {
 		return "localhost"
 	}
-	return fmt.Sprintf("%s-%d.%s", t.job, i, RanksService)
+	return fmt.Sprintf("%s-%d.%s", t.job, i, t.job)
 }
 
 // launchers are the frameworks the native backend runs, registered

@@ -49,9 +49,8 @@ type kubeflowPod struct {
 
 // kubeflowHosts maps Kubeflow's per-pod Service names of run job to the
 // native backend's host names of the same rank: the coordinator (Master,
-// Chief, paddle's Worker 0) is rank 0 and Worker k is rank k+1, in the
-// namespace's RanksService. A run of one pod has no peers on the native
-// backend and names itself localhost.
+// Chief, paddle's Worker 0) is rank 0 and Worker k is rank k+1. A run of
+// one pod has no Service on the native backend and names itself localhost.
 func kubeflowHosts(job string, coordinator string, pods int) func(string) string {
 	re := regexp.MustCompile(regexp.QuoteMeta(job) + `-(master|chief|worker)-(\d+)`)
 	return func(s string) string {
@@ -65,7 +64,7 @@ func kubeflowHosts(job string, coordinator string, pods int) func(string) string
 			if parts[1] != coordinator {
 				idx++
 			}
-			return fmt.Sprintf("%s-%d.%s", job, idx, RanksService)
+			return fmt.Sprintf("%s-%d.%s", job, idx, job)
 		})
 	}
 }

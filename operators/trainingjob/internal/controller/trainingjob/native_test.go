@@ -153,13 +153,12 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 		t.Errorf("Job: owners %v mode %v completions %d backoffLimit %d", job.OwnerReferences, *job.Spec.CompletionMode, *job.Spec.Completions, *job.Spec.BackoffLimit)
 	}
 	svc := &corev1.Service{}
-	testenv.Eventually(t, "the namespace's headless Service", func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: nativejob.RanksService}, svc)
+	testenv.Eventually(t, "the headless Service", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mnist-r1"}, svc)
 		return err == nil, client.IgnoreNotFound(err)
 	})
-	// Owned by no run, so that no run's end takes it from the others.
-	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.OwnerReferences) != 0 || job.Spec.Template.Spec.Subdomain != svc.Name {
-		t.Errorf("Service clusterIP %q owners %v, Job subdomain %q: want headless, owned by none, the pods' subdomain", svc.Spec.ClusterIP, svc.OwnerReferences, job.Spec.Template.Spec.Subdomain)
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !metav1.IsControlledBy(svc, job) && !ownedBy(svc, job) {
+		t.Errorf("Service clusterIP %q owners %v, want headless and owned by the Job", svc.Spec.ClusterIP, svc.OwnerReferences)
 	}
 	got := waitTJ(t, c, tj, "Created", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return hasConds(tj, map[string]metav1.ConditionStatus{
@@ -214,6 +213,15 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 	clk.advance(600*time.Second - time.Since(end.Time) + time.Second)
 	poke(t, c, tj)
 	testenv.WaitGone(t, c, tj)
+}
+
+func ownedBy(obj client.Object, owner client.Object) bool {
+	for _, r := range obj.GetOwnerReferences() {
+		if r.UID == owner.GetUID() {
+			return true
+		}
+	}
+	return false
 }
 
 func TestNativeUserErrorFailsWithoutANewRun(t *testing.T) {
@@ -578,7 +586,7 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "first-r1"}, job); err != nil {
 		t.Fatalf("the first reconcile created no Job: %v", err)
 	}
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: nativejob.RanksService}, &corev1.Service{}); err != nil {
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "first-r1"}, &corev1.Service{}); err != nil {
 		t.Fatalf("the first reconcile created no Service: %v", err)
 	}
 	got, err := getTJ(t.Context(), c, tj)
@@ -599,85 +607,6 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	}
 	if w := writes.Namespace(ns).Writes(); len(w) != 0 {
 		t.Errorf("a second reconcile with nothing new wrote %d times: %v", len(w), w)
-	}
-}
-
-// TestNativeRunsShareTheNamespacesService: the ranks of every multi-pod
-// run in a namespace find each other through one headless Service, so a
-// second TrainingJob creates its Job alone; its ranks' names stay apart
-// by the Job's name. Deleted mid-run, the Service is created again.
-func TestNativeRunsShareTheNamespacesService(t *testing.T) {
-	c := adminClient(t)
-	ns := createNamespace(t, c)
-	writes := testenv.NewWriteCounter()
-	oc, err := client.New(writes.Wrap(operatorConfig(t)), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
-	r.runner = r.newRunner()
-	reconcileOnce := func(tj *trainingv1alpha1.TrainingJob) {
-		t.Helper()
-		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	first, second := newTrainingJob(ns, "first", 2), newTrainingJob(ns, "second", 3)
-	for _, tj := range []*trainingv1alpha1.TrainingJob{first, second} {
-		if err := c.Create(t.Context(), tj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reconcileOnce(first)
-	writes.Reset()
-	reconcileOnce(second)
-	want := map[string]int{"create jobs": 1, "patch trainingjobs/status": 1}
-	if diff := cmp.Diff(want, writes.Namespace(ns).Snapshot()); diff != "" {
-		t.Errorf("writes of the second TrainingJob's first reconcile (-want +got):\n%s", diff)
-	}
-	services := &corev1.ServiceList{}
-	if err := c.List(t.Context(), services, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	if len(services.Items) != 1 || services.Items[0].Name != nativejob.RanksService {
-		t.Fatalf("Services %v, want the namespace's %s alone", services.Items, nativejob.RanksService)
-	}
-	hosts := map[string]bool{}
-	for _, name := range []string{"first-r1", "second-r1"} {
-		job := &batchv1.Job{}
-		if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
-			t.Fatal(err)
-		}
-		if job.Spec.Template.Spec.Subdomain != nativejob.RanksService {
-			t.Errorf("Job %s: subdomain %q, want %s", name, job.Spec.Template.Spec.Subdomain, nativejob.RanksService)
-		}
-		for i := range *job.Spec.Completions {
-			// The Job controller names rank i's host <job>-<i>.
-			host := fmt.Sprintf("%s-%d.%s", job.Name, i, job.Spec.Template.Spec.Subdomain)
-			if hosts[host] {
-				t.Errorf("two ranks are named %s", host)
-			}
-			hosts[host] = true
-		}
-		for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-			if e.Name == "MASTER_ADDR" && e.Value != name+"-0."+nativejob.RanksService {
-				t.Errorf("Job %s: MASTER_ADDR %q, want rank 0 in the shared Service", name, e.Value)
-			}
-		}
-	}
-
-	if err := c.Delete(t.Context(), &services.Items[0]); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitGone(t, c, &services.Items[0])
-	reconcileOnce(second)
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: nativejob.RanksService}, &corev1.Service{}); err != nil {
-		t.Errorf("the deleted Service was not created again: %v", err)
 	}
 }
 

@@ -59,9 +59,8 @@ var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trai
 // policy, the left-overs of a failed run): the Job controller or the
 // Kubeflow training-operator creates them. Jobs and Kubeflow jobs are
 // deleted only to end the run of a queued job the user suspends. The
-// native backend's headless Service of a namespace is created and then
-// left alone (shared by the namespace's runs, it is owned by none).
-// Checkpoint claims are created, and patched only to
+// native backend's headless Services are created and then left to the
+// garbage collector (they are owned by their Job). Checkpoint claims are created, and patched only to
 // adopt a retained claim under deletionPolicy Delete; they are never
 // deleted by the operator (the garbage collector does, with Delete).
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs,verbs=get;list;watch;delete
@@ -199,7 +198,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		For(&trainingv1alpha1.TrainingJob{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(podMatters())).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToTrainingJobs), builder.WithPredicates(deletedOnly())).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
 		WithOptions(opts).
 		Named(Name)
 	if err := r.watchRefusals(mgr, b); err != nil {
@@ -242,28 +241,6 @@ func podToTrainingJob(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-}
-
-// serviceToTrainingJobs maps a deleted Service to the TrainingJobs that
-// create it again: for the namespace's RanksService, every unfinished one
-// in the namespace; for a Service of one run (as operators before the
-// RanksService created), its own.
-func (r *Reconciler) serviceToTrainingJobs(ctx context.Context, o client.Object) []reconcile.Request {
-	if o.GetName() != nativejob.RanksService {
-		return podToTrainingJob(ctx, o)
-	}
-	list := &trainingv1alpha1.TrainingJobList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the TrainingJobs whose ranks need the deleted Service", "service", o.GetName())
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		if !finished(&list.Items[i]) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return out
 }
 
 // newRunner builds the Runner of every reconcile: the steps, which share

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -68,11 +69,9 @@ func unusable(be backend.Backend, tj *trainingv1alpha1.TrainingJob) (string, err
 }
 
 // ensureCompanions creates the objects a backend needs beside the run's
-// child, such as the native backend's headless Service of the namespace.
-// They are shared by the namespace's runs and owned by none, so that no
-// run's end takes them from the others. Existing ones are left alone:
-// they carry nothing that changes during a run. One of the same name that
-// is not the operator's is an error: the ranks could not find each other.
+// child, such as the native backend's headless Service, owned by the child
+// so that they go with it. Existing ones are left alone: they carry nothing
+// that changes during a run.
 func (r *Reconciler) ensureCompanions(ctx context.Context, s *scope) error {
 	c, ok := s.be.(backend.Companions)
 	if !ok || s.job == nil {
@@ -84,21 +83,11 @@ func (r *Reconciler) ensureCompanions(ctx context.Context, s *scope) error {
 		if err == nil || !apierrors.IsNotFound(err) {
 			return err
 		}
-		kind := obj.GetObjectKind().GroupVersionKind().Kind
-		err = r.Client.Create(ctx, obj)
-		if apierrors.IsAlreadyExists(err) {
-			// The cache holds only the operator's objects: read the one
-			// in the way.
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
-				return err
-			}
-			if existing.GetLabels()[commonv1alpha1.LabelManagedBy] != r.Settings.OperatorName {
-				return fmt.Errorf("%s %s exists and is not the operator's, so the ranks of run %d cannot find each other: rename or delete it", kind, obj.GetName(), s.run)
-			}
-			return nil
+		if err := controllerutil.SetOwnerReference(s.job, obj, r.Client.Scheme()); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("creating %s %s of run %d: %w", kind, obj.GetName(), s.run, err)
+		if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s of run %d: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), s.run, err)
 		}
 	}
 	return nil
