@@ -63,7 +63,7 @@ func TestBuildIsOneIndexedJobThatNeverRetries(t *testing.T) {
 
 // TestSinglePodRunHasNoServiceAndNoPeerNames: a run of one pod has nobody
 // to find, so it gets no headless Service (whose Endpoints and
-// EndpointSlice the cluster would write about 15 times per run), no
+// EndpointSlice the cluster would write about 6 times per run), no
 // subdomain, and no host name of a Service in its environment.
 func TestSinglePodRunHasNoServiceAndNoPeerNames(t *testing.T) {
 	for _, fw := range []trainingv1alpha1.Framework{trainingv1alpha1.FrameworkPyTorch, trainingv1alpha1.FrameworkXGBoost, trainingv1alpha1.FrameworkTensorFlow, trainingv1alpha1.FrameworkPaddle} {

@@ -45,9 +45,9 @@ type topology struct {
 
 // host is the stable name of rank i, resolvable in the namespace through
 // the headless Service, as Kubeflow's per-pod Service names are. A run of
-// one pod has no peers and so no Service (its Endpoints and EndpointSlice
-// would cost the cluster about 15 writes for nothing): its one rank
-// reaches itself as localhost.
+// one pod has no peers and so no Service (it, its Endpoints and its
+// EndpointSlice cost the cluster about 7 writes per run for nothing): its
+// one rank reaches itself as localhost.
 func (t topology) host(i int32) string {
 	if t.pods <= 1 {
 		return "localhost"

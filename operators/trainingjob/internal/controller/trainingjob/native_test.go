@@ -612,7 +612,7 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 
 // TestSinglePodNativeRunCreatesNoService: a run of one pod has no peers,
 // so its first reconcile creates the Job alone, with no headless Service
-// (whose Endpoints and EndpointSlice would cost the cluster about 15
+// (whose Endpoints and EndpointSlice would cost the cluster about 6 more
 // writes) and no host of one in the pod's environment.
 func TestSinglePodNativeRunCreatesNoService(t *testing.T) {
 	c := adminClient(t)
