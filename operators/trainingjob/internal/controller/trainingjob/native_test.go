@@ -3,7 +3,9 @@ package trainingjob
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -713,6 +715,95 @@ func TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget(t *testing.T) 
 	if w := op.nsWrites.in(ns); before+len(w) > 6 {
 		t.Errorf("a lifecycle whose ranks ended one by one cost %d writes, want at most 6: %d until Running, then %v", before+len(w), before, w)
 	}
+}
+
+// reconcileCounter counts the reconciles of one TrainingJob: each starts by
+// reading it, once, through the reconciler's client. Map functions of the
+// watches (refusedOwner) read it too, outside a reconcile: those are not
+// counted.
+type reconcileCounter struct {
+	client.Client
+	key   client.ObjectKey
+	count atomic.Int32
+}
+
+func (c *reconcileCounter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*trainingv1alpha1.TrainingJob); ok && key == c.key && calledFrom(".(*Reconciler).Reconcile") {
+		c.count.Add(1)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// calledFrom is whether a function whose name ends in suffix is among the
+// callers, within a few frames.
+func calledFrom(suffix string) bool {
+	pcs := make([]uintptr, 8)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, suffix) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// TestNativeLifecycleTakesThreeReconciles: created, Running, Succeeded. The
+// Job's creation (the reconcile that created it recorded it) and its
+// changes after the run ended (Complete after SuccessCriteriaMet) wake
+// none.
+func TestNativeLifecycleTakesThreeReconciles(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	tj := native(newTrainingJob(ns, "three", 2))
+	counter := &reconcileCounter{key: client.ObjectKeyFromObject(tj)}
+	op := startOperator(t, func(r *Reconciler) {
+		counter.Client = r.Client
+		r.Client = counter
+	})
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "three-r1")
+	waitTJ(t, c, tj, "Created", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionCreated)
+	})
+	settle(t, c, op, ns, job)
+	pods := runRanks(t, c, job)
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
+	})
+	at := metav1.NewTime(time.Now().Truncate(time.Second))
+	for _, pod := range pods {
+		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodSucceeded
+			s.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			s.ContainerStatuses[0].Ready = false
+			s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: at}}
+		})
+	}
+	// The Job controller decides first, and writes Complete later.
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		s.Active, s.Ready, s.Succeeded, s.CompletedIndexes = 0, ptr.To[int32](0), 2, "0-1"
+		batchCond(s, batchv1.JobSuccessCriteriaMet, "CompletionsReached", "Reached expected number of succeeded pods", at)
+	})
+	waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionSucceeded)
+	})
+	settle(t, c, op, ns, job)
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		s.CompletionTime = &at
+		batchCond(s, batchv1.JobComplete, "CompletionsReached", "Reached expected number of succeeded pods", at)
+	})
+	settle(t, c, op, ns, job, tj)
+	testenv.Consistently(t, "three reconciles in all", 3*time.Second, func(context.Context) error {
+		if n := counter.count.Load(); n != 3 {
+			return fmt.Errorf("the lifecycle took %d reconciles, want 3 (created, Running, Succeeded)", n)
+		}
+		return nil
+	})
 }
 
 // TestNativeMountsTheFeatureStoreOnceReady: a native job waits for its
