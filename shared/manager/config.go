@@ -49,7 +49,8 @@ type Config struct {
 	RetryPeriod             time.Duration
 	// RenewInterval is how often the leader writes its renewal; client-go's
 	// elector renews every RetryPeriod, and the renewals in between are
-	// kept in memory (see sparseRenewals). Zero writes every one.
+	// kept in memory (see sparseRenewals). Zero writes every one, and so
+	// does an interval too long for the lease (effectiveRenewInterval).
 	RenewInterval time.Duration
 
 	KubeAPIQPS   float64
@@ -170,7 +171,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RetryPeriod, "leader-election-retry-period", c.RetryPeriod,
 		"How often replicas try to acquire or renew the lease.")
 	fs.DurationVar(&c.RenewInterval, "leader-election-renew-interval", c.RenewInterval,
-		"How often the leader writes its lease renewal; it must stay below lease duration - renew deadline - retry period. 0 writes every retry period.")
+		"How often the leader writes its lease renewal (it renews in memory every retry period). An interval of 0, or one not below lease duration - renew deadline - retry period, writes every renewal.")
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS,
 		"Sustained queries per second to the Kubernetes API.")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst,
@@ -223,12 +224,8 @@ func (c Config) Validate() error {
 		if float64(c.RenewDeadline) <= 1.2*float64(c.RetryPeriod) {
 			errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%v) must be greater than 1.2 x --leader-election-retry-period (%v)", c.RenewDeadline, c.RetryPeriod))
 		}
-		// A leader whose last write was at t believes it leads until its
-		// first failed write, at t + RenewInterval + RetryPeriod at the
-		// latest, plus RenewDeadline; a standby takes over from
-		// t + LeaseDuration on.
-		if c.RenewInterval < 0 || c.RenewInterval+c.RetryPeriod+c.RenewDeadline >= c.LeaseDuration {
-			errs = append(errs, fmt.Errorf("--leader-election-renew-interval (%v) must be at least 0 and, with the retry period (%v) and the renew deadline (%v), below the lease duration (%v)", c.RenewInterval, c.RetryPeriod, c.RenewDeadline, c.LeaseDuration))
+		if c.RenewInterval < 0 {
+			errs = append(errs, fmt.Errorf("--leader-election-renew-interval (%v) must not be negative", c.RenewInterval))
 		}
 		if c.LeaderElectionNamespace == "" {
 			errs = append(errs, errors.New("--leader-election-namespace must not be empty"))
@@ -273,4 +270,19 @@ func NewRateLimiter[T comparable](maxBackoff time.Duration) workqueue.TypedRateL
 		workqueue.NewTypedItemExponentialFailureRateLimiter[T](5*time.Millisecond, maxBackoff),
 		&workqueue.TypedBucketRateLimiter[T]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 	)
+}
+
+// effectiveRenewInterval is RenewInterval when it fits the lease, else 0
+// (every renewal written, client-go's own behaviour). A leader whose last
+// write was at t believes it leads until its first failed write, at
+// t + RenewInterval + RetryPeriod at the latest, plus RenewDeadline; a
+// standby takes over from t + LeaseDuration on, so the sum must stay below
+// LeaseDuration. Timings chosen before the renew interval existed (6 s,
+// 4 s and 1 s, say) leave no room for it; they keep working as they did
+// rather than stop the operator from starting after an upgrade.
+func (c Config) effectiveRenewInterval() time.Duration {
+	if c.RenewInterval <= 0 || c.RenewInterval+c.RetryPeriod+c.RenewDeadline >= c.LeaseDuration {
+		return 0
+	}
+	return c.RenewInterval
 }

@@ -147,9 +147,8 @@ func TestValidate(t *testing.T) {
 			change:  func(c *Config) { c.RetryPeriod = c.RenewDeadline },
 			wantErr: "--leader-election-renew-deadline",
 		},
-		// A leader could still believe it leads when a standby takes over.
-		"renew interval too long for the lease": {
-			change:  func(c *Config) { c.RenewInterval = c.LeaseDuration - c.RenewDeadline },
+		"negative renew interval": {
+			change:  func(c *Config) { c.RenewInterval = -time.Second },
 			wantErr: "--leader-election-renew-interval",
 		},
 		"bad lease timings are fine without leader election": {
@@ -260,5 +259,28 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 				t.Error("New() = nil error, want one")
 			}
 		})
+	}
+}
+
+// TestRenewIntervalFitsTheLease: a leader must have stopped before a
+// standby can take over, so an interval that leaves no room for the retry
+// period and the renew deadline within the lease writes every renewal, as
+// timings chosen before the interval existed did.
+func TestRenewIntervalFitsTheLease(t *testing.T) {
+	cases := map[string]struct {
+		lease, deadline, retry, interval time.Duration
+		want                             time.Duration
+	}{
+		"the defaults":                    {7 * time.Second, 3 * time.Second, 500 * time.Millisecond, 2500 * time.Millisecond, 2500 * time.Millisecond},
+		"the timings before the interval": {6 * time.Second, 4 * time.Second, time.Second, 2500 * time.Millisecond, 0},
+		"exactly the lease":               {7 * time.Second, 3 * time.Second, time.Second, 3 * time.Second, 0},
+		"long timings":                    {30 * time.Second, 20 * time.Second, 5 * time.Second, 2500 * time.Millisecond, 2500 * time.Millisecond},
+		"zero":                            {7 * time.Second, 3 * time.Second, 500 * time.Millisecond, 0, 0},
+	}
+	for name, tc := range cases {
+		c := Config{LeaseDuration: tc.lease, RenewDeadline: tc.deadline, RetryPeriod: tc.retry, RenewInterval: tc.interval}
+		if got := c.effectiveRenewInterval(); got != tc.want {
+			t.Errorf("%s: effective renew interval %v, want %v", name, got, tc.want)
+		}
 	}
 }

@@ -111,7 +111,8 @@ func releaseLease(lock *resourcelock.LeaseLock, timeout time.Duration) error {
 // change, with its own clock: the leader's last write at t is seen at t or
 // later, so no standby takes over before t + LeaseDuration, and the leader
 // stops by t + interval + RetryPeriod + RenewDeadline (its next real write
-// failing until the deadline), which Config.Validate keeps below it.
+// failing until the deadline), which Config.effectiveRenewInterval keeps
+// below it.
 type sparseRenewals struct {
 	*resourcelock.LeaseLock
 	interval time.Duration

@@ -182,7 +182,7 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 		if lock, err = newLeaseLock(restConfig, cfg, opts.Name); err != nil {
 			return nil, err
 		}
-		mgrOpts.LeaderElectionResourceLockInterface = &sparseRenewals{LeaseLock: lock, interval: cfg.RenewInterval, now: time.Now}
+		mgrOpts.LeaderElectionResourceLockInterface = &sparseRenewals{LeaseLock: lock, interval: cfg.effectiveRenewInterval(), now: time.Now}
 	}
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
