@@ -93,9 +93,9 @@ func TestLeaderElectionTimingsReachTheOperator(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := managerFlags(t, d.Spec.Template.Spec.Containers[0])
-			if got.LeaseDuration != defaults.LeaseDuration || got.RenewDeadline != defaults.RenewDeadline || got.RetryPeriod != defaults.RetryPeriod {
-				t.Errorf("chart defaults lease %v, renew %v, retry %v; the operator's are %v, %v, %v",
-					got.LeaseDuration, got.RenewDeadline, got.RetryPeriod, defaults.LeaseDuration, defaults.RenewDeadline, defaults.RetryPeriod)
+			if got.LeaseDuration != defaults.LeaseDuration || got.RenewDeadline != defaults.RenewDeadline || got.RetryPeriod != defaults.RetryPeriod || got.RenewInterval != defaults.RenewInterval {
+				t.Errorf("chart defaults lease %v, renew %v, retry %v, renew interval %v; the operator's are %v, %v, %v, %v",
+					got.LeaseDuration, got.RenewDeadline, got.RetryPeriod, got.RenewInterval, defaults.LeaseDuration, defaults.RenewDeadline, defaults.RetryPeriod, defaults.RenewInterval)
 			}
 			if err := got.Validate(); err != nil {
 				t.Errorf("the chart's defaults are invalid: %v", err)

@@ -36,6 +36,7 @@ func TestFlags(t *testing.T) {
 				"--health-probe-bind-address=:9091",
 				"--leader-elect=false", "--leader-election-namespace=other",
 				"--leader-election-lease-duration=60s", "--leader-election-renew-deadline=40s", "--leader-election-retry-period=5s",
+				"--leader-election-renew-interval=10s", "--pprof-bind-address=127.0.0.1:6060",
 				"--kube-api-qps=20", "--kube-api-burst=30", "--max-concurrent-reconciles=4", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
 			},
 			want: func(c *Config) {
@@ -49,6 +50,8 @@ func TestFlags(t *testing.T) {
 				c.LeaseDuration = 60 * time.Second
 				c.RenewDeadline = 40 * time.Second
 				c.RetryPeriod = 5 * time.Second
+				c.RenewInterval = 10 * time.Second
+				c.PprofBindAddress = "127.0.0.1:6060"
 				c.KubeAPIQPS = 20
 				c.KubeAPIBurst = 30
 				c.MaxConcurrentReconciles = 4
@@ -73,9 +76,10 @@ func TestFlags(t *testing.T) {
 				HealthProbeBindAddress:  ":8081",
 				LeaderElect:             true,
 				LeaderElectionNamespace: "default",
-				LeaseDuration:           6 * time.Second,
-				RenewDeadline:           4 * time.Second,
-				RetryPeriod:             time.Second,
+				LeaseDuration:           7 * time.Second,
+				RenewDeadline:           3 * time.Second,
+				RetryPeriod:             500 * time.Millisecond,
+				RenewInterval:           2500 * time.Millisecond,
 				KubeAPIQPS:              50,
 				KubeAPIBurst:            100,
 				MaxConcurrentReconciles: 1,
@@ -142,6 +146,10 @@ func TestValidate(t *testing.T) {
 		"renew deadline too close to retry period": {
 			change:  func(c *Config) { c.RetryPeriod = c.RenewDeadline },
 			wantErr: "--leader-election-renew-deadline",
+		},
+		"negative renew interval": {
+			change:  func(c *Config) { c.RenewInterval = -time.Second },
+			wantErr: "--leader-election-renew-interval",
 		},
 		"bad lease timings are fine without leader election": {
 			change: func(c *Config) { c.LeaderElect = false; c.LeaseDuration = time.Second },
@@ -251,5 +259,28 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 				t.Error("New() = nil error, want one")
 			}
 		})
+	}
+}
+
+// TestRenewIntervalFitsTheLease: a leader must have stopped before a
+// standby can take over, so an interval that leaves no room for the retry
+// period and the renew deadline within the lease writes every renewal, as
+// timings chosen before the interval existed did.
+func TestRenewIntervalFitsTheLease(t *testing.T) {
+	cases := map[string]struct {
+		lease, deadline, retry, interval time.Duration
+		want                             time.Duration
+	}{
+		"the defaults":                    {7 * time.Second, 3 * time.Second, 500 * time.Millisecond, 2500 * time.Millisecond, 2500 * time.Millisecond},
+		"the timings before the interval": {6 * time.Second, 4 * time.Second, time.Second, 2500 * time.Millisecond, 0},
+		"exactly the lease":               {7 * time.Second, 3 * time.Second, time.Second, 3 * time.Second, 0},
+		"long timings":                    {30 * time.Second, 20 * time.Second, 5 * time.Second, 2500 * time.Millisecond, 2500 * time.Millisecond},
+		"zero":                            {7 * time.Second, 3 * time.Second, 500 * time.Millisecond, 0, 0},
+	}
+	for name, tc := range cases {
+		c := Config{LeaseDuration: tc.lease, RenewDeadline: tc.deadline, RetryPeriod: tc.retry, RenewInterval: tc.interval}
+		if got := c.effectiveRenewInterval(); got != tc.want {
+			t.Errorf("%s: effective renew interval %v, want %v", name, got, tc.want)
+		}
 	}
 }

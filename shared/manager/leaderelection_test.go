@@ -25,6 +25,11 @@ type candidate struct {
 	// leaseReads counts the replica's reads of the lease, which it makes
 	// once per acquisition attempt.
 	leaseReads atomic.Int32
+	// leaseWrites counts the replica's writes of the lease.
+	leaseWrites atomic.Int32
+	// stoppedLeading is when the replica's leader-only runnable was told
+	// to stop, in Unix nanoseconds.
+	stoppedLeading atomic.Int64
 	// crashed cuts the replica off the API server, as a crash or a network
 	// partition would: it can neither renew nor release its lease.
 	crashed atomic.Bool
@@ -44,6 +49,9 @@ func newCandidate(t *testing.T, cfg Config, name string) *candidate {
 			if r.Method == http.MethodGet && r.URL.Path == path {
 				c.leaseReads.Add(1)
 			}
+			if r.Method == http.MethodPut && r.URL.Path == path {
+				c.leaseWrites.Add(1)
+			}
 			return rt.RoundTrip(r)
 		})
 	}
@@ -56,6 +64,7 @@ func newCandidate(t *testing.T, cfg Config, name string) *candidate {
 			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 				close(c.leading)
 				<-ctx.Done()
+				c.stoppedLeading.Store(time.Now().UnixNano())
 				return nil
 			}))
 		},
@@ -340,7 +349,7 @@ func TestStandbyTakesOverAfterTheLeaderStops(t *testing.T) {
 			cfg.LeaderElect = true
 			cfg.LeaderElectionNamespace = createNamespace(t, cs, "failover")
 			defaults := DefaultConfig()
-			cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = defaults.LeaseDuration, defaults.RenewDeadline, defaults.RetryPeriod
+			cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, cfg.RenewInterval = defaults.LeaseDuration, defaults.RenewDeadline, defaults.RetryPeriod, defaults.RenewInterval
 
 			leader := newCandidate(t, cfg, operator)
 			leader.run = startUnchecked(t, leader.mgr)
@@ -354,15 +363,59 @@ func TestStandbyTakesOverAfterTheLeaderStops(t *testing.T) {
 			stopped := time.Now()
 			tc.stop(leader)
 			waitClosed(t, "standby elected after the leader stopped", standby.mgr.Elected(), timeout)
-			took := time.Since(stopped)
+			elected := time.Now()
+			took := elected.Sub(stopped)
 			if err := leader.run.stop(t); (err != nil) != tc.wantErr {
 				t.Errorf("leader's manager returned %v, want an error: %v", err, tc.wantErr)
 			}
+			// Two leaders never run at once: the old one stopped leading
+			// (its renewals unwritten for the renew deadline) before the
+			// standby took over.
+			if end := leader.stoppedLeading.Load(); end == 0 || time.Unix(0, end).After(elected) {
+				t.Errorf("the old leader stopped leading at %v, after the standby was elected at %v", time.Unix(0, end), elected)
+			}
 			waitClosed(t, "standby's leader-only runnable started", standby.leading, timeout)
-			t.Logf("%s: standby led %v after the leader stopped (lease %v, renew deadline %v, retry period %v)",
-				name, took.Round(time.Millisecond), cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
+			t.Logf("%s: standby led %v after the leader stopped (lease %v, renew deadline %v, retry period %v, renew interval %v)",
+				name, took.Round(time.Millisecond), cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, cfg.RenewInterval)
 		})
 	}
+}
+
+// TestLeaderWritesItsLeaseOncePerRenewInterval: at rest the leader renews
+// every retry period, which keeps a standby's takeover fast, but writes the
+// lease only once per renew interval; a standby that watches the lease
+// still sees it renewed, and does not take over.
+func TestLeaderWritesItsLeaseOncePerRenewInterval(t *testing.T) {
+	cs := adminClientset(t)
+	const operator = "sparse-renewal-operator"
+	cfg := testConfig(t)
+	cfg.LeaderElect = true
+	cfg.LeaderElectionNamespace = createNamespace(t, cs, "sparse")
+	defaults := DefaultConfig()
+	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod, cfg.RenewInterval = defaults.LeaseDuration, defaults.RenewDeadline, defaults.RetryPeriod, defaults.RenewInterval
+
+	leader := newCandidate(t, cfg, operator)
+	leader.run = start(t, leader.mgr)
+	waitClosed(t, "leader elected", leader.mgr.Elected(), timeout)
+	standby := newCandidate(t, cfg, operator)
+	standby.run = start(t, standby.mgr)
+
+	// A window of several renew intervals: a write per retry period would
+	// be 4 times as many. A slow machine writes fewer, never more.
+	window := 4 * cfg.RenewInterval
+	before := leader.leaseWrites.Load()
+	time.Sleep(window)
+	writes := leader.leaseWrites.Load() - before
+	if limit := int32(window/cfg.RenewInterval) + 1; writes > limit {
+		t.Errorf("the leader wrote its lease %d times in %v, want at most %d (one per renew interval of %v)", writes, window, limit, cfg.RenewInterval)
+	}
+	if writes == 0 {
+		t.Errorf("the leader did not write its lease in %v", window)
+	}
+	if isClosed(standby.mgr.Elected()) {
+		t.Error("the standby took over a lease that the leader kept renewing")
+	}
+	t.Logf("the leader wrote its lease %d times in %v (retry period %v, renew interval %v)", writes, window, cfg.RetryPeriod, cfg.RenewInterval)
 }
 
 // startUnchecked starts mgr and stops it when the test ends, whatever its

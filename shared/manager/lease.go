@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,4 +96,68 @@ func releaseLease(lock *resourcelock.LeaseLock, timeout time.Duration) error {
 			AcquireTime:          now,
 		})
 	})
+}
+
+// sparseRenewals writes the leader's renewals at most once per interval.
+// client-go's elector renews every RetryPeriod, which also paces how soon a
+// standby notices a released or expired lease; a short RetryPeriod keeps
+// failover and handover fast, and this keeps the writes it would cost to
+// one per interval. A renewal in between changes only the renew time, and
+// is kept in memory: the elector counts it as done, the lease in the API
+// server keeps the last written renew time. Anything else (an acquisition,
+// a release, another holder) is written at once.
+//
+// It is safe because a standby measures the lease from when it last saw it
+// change, with its own clock: the leader's last write at t is seen at t or
+// later, so no standby takes over before t + LeaseDuration, and the leader
+// stops by t + interval + RetryPeriod + RenewDeadline (its next real write
+// failing until the deadline), which Config.effectiveRenewInterval keeps
+// below it.
+type sparseRenewals struct {
+	*resourcelock.LeaseLock
+	interval time.Duration
+	now      func() time.Time
+
+	mu        sync.Mutex
+	written   *resourcelock.LeaderElectionRecord
+	writtenAt time.Time
+}
+
+// Create writes the record and remembers it.
+func (l *sparseRenewals) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	err := l.LeaseLock.Create(ctx, r)
+	l.remember(r, err)
+	return err
+}
+
+// Update writes the record unless it only renews the last one written
+// less than interval ago.
+func (l *sparseRenewals) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	if l.onlyRenews(r) {
+		return nil
+	}
+	err := l.LeaseLock.Update(ctx, r)
+	l.remember(r, err)
+	return err
+}
+
+func (l *sparseRenewals) remember(r resourcelock.LeaderElectionRecord, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		// The lease's state is unknown: the next update is written.
+		l.written = nil
+		return
+	}
+	l.written, l.writtenAt = &r, l.now()
+}
+
+func (l *sparseRenewals) onlyRenews(r resourcelock.LeaderElectionRecord) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.written
+	return w != nil && l.now().Sub(l.writtenAt) < l.interval &&
+		r.HolderIdentity != "" && r.HolderIdentity == w.HolderIdentity &&
+		r.LeaseDurationSeconds == w.LeaseDurationSeconds && r.LeaderTransitions == w.LeaderTransitions &&
+		r.AcquireTime.Equal(&w.AcquireTime) && r.Strategy == w.Strategy && r.PreferredHolder == w.PreferredHolder
 }

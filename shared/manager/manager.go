@@ -182,7 +182,7 @@ func New(cfg Config, opts Options) (ctrl.Manager, error) {
 		if lock, err = newLeaseLock(restConfig, cfg, opts.Name); err != nil {
 			return nil, err
 		}
-		mgrOpts.LeaderElectionResourceLockInterface = lock
+		mgrOpts.LeaderElectionResourceLockInterface = &sparseRenewals{LeaseLock: lock, interval: cfg.effectiveRenewInterval(), now: time.Now}
 	}
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
@@ -250,6 +250,7 @@ func managerOptions(cfg Config, opts Options, byObject map[client.Object]cache.B
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &cfg.SkipControllerNameValidation},
 		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		PprofBindAddress:              cfg.PprofBindAddress,
 		LeaderElection:                cfg.LeaderElect,
 		LeaderElectionID:              LeaderElectionID(opts.Name),
 		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,

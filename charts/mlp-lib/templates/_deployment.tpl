@@ -64,6 +64,9 @@ spec:
             - --leader-election-lease-duration={{ .Values.leaderElection.leaseDuration }}
             - --leader-election-renew-deadline={{ .Values.leaderElection.renewDeadline }}
             - --leader-election-retry-period={{ .Values.leaderElection.retryPeriod }}
+            {{- with .Values.leaderElection.renewInterval }}
+            - --leader-election-renew-interval={{ . }}
+            {{- end }}
             - --metrics-bind-address=:{{ .Values.metrics.port }}
             - --health-probe-bind-address=:8081
             {{- with $in.args }}

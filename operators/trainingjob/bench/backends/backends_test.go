@@ -28,12 +28,13 @@ var (
 	flagNodes         = flag.Int("nodes", 300, "simulated nodes with 8 GPUs each")
 	flagPodRuntime    = flag.Duration("pod-runtime", 10*time.Second, "how long each pod runs before it succeeds")
 	flagSettle        = flag.Duration("settle", time.Minute, "how long writes are counted once a run's jobs all finished")
-	flagBackends      = flag.String("backends", "kubeflow,native", "backends to compare, in this order")
+	flagBackends      = flag.String("backends", "bare,native,kubeflow", "backends to compare, in this order; bare is the baseline, the native backend's Job created without a TrainingJob")
 	flagKCMQPS        = flag.Int("kcm-api-qps", 0, "kube-controller-manager --kube-api-qps; 0 keeps its default of 20")
 	flagKCMBurst      = flag.Int("kcm-api-burst", 0, "kube-controller-manager --kube-api-burst; 0 means twice -kcm-api-qps when that is set, else its default of 30")
 	flagSchedQPS      = flag.Int("scheduler-api-qps", 0, "kube-scheduler --kube-api-qps; 0 keeps its default of 50")
 	flagSchedBurst    = flag.Int("scheduler-api-burst", 0, "kube-scheduler --kube-api-burst; 0 means twice -scheduler-api-qps when that is set, else its default of 100")
 	flagJobSyncs      = flag.Int("kcm-concurrent-job-syncs", 0, "kube-controller-manager --concurrent-job-syncs; 0 keeps its default of 5")
+	flagKCMArgs       = flag.String("kcm-args", "", "extra flags of kube-controller-manager, space-separated, e.g. \"--endpoint-updates-batch-period=1s --endpointslice-updates-batch-period=1s\"")
 	flagOperatorArgs  = flag.String("operator-args", "", "extra flags of our operator, space-separated, e.g. \"--kube-api-qps=50 --kube-api-burst=100\"")
 	flagCeilingObjs   = flag.Int("ceiling-objects", 3000, "ConfigMaps created to measure the API server's write ceiling")
 	flagCeilingConc   = flag.Int("ceiling-concurrency", 100, "concurrent creates while measuring the write ceiling")
@@ -49,7 +50,7 @@ type settings struct {
 	podRuntime, settle, phaseTimeout                                time.Duration
 	backends                                                        []string
 	kcmQPS, kcmBurst, jobSyncs, schedQPS, schedBurst                int
-	operatorArgs                                                    []string
+	operatorArgs, kcmArgs                                           []string
 	ceilingObjects, ceilingConcurrency                              int
 	// backendField is whether the CRD has spec.backend; without it every
 	// TrainingJob runs on Kubeflow and the field is not sent.
@@ -63,7 +64,7 @@ func settingsFromFlags() settings {
 		podRuntime: *flagPodRuntime, settle: *flagSettle, phaseTimeout: *flagPhaseTimeout,
 		backends: strings.Split(*flagBackends, ","), kcmQPS: *flagKCMQPS, kcmBurst: *flagKCMBurst, jobSyncs: *flagJobSyncs,
 		schedQPS: *flagSchedQPS, schedBurst: *flagSchedBurst,
-		operatorArgs: strings.Fields(*flagOperatorArgs), ceilingObjects: *flagCeilingObjs, ceilingConcurrency: *flagCeilingConc,
+		operatorArgs: strings.Fields(*flagOperatorArgs), kcmArgs: strings.Fields(*flagKCMArgs), ceilingObjects: *flagCeilingObjs, ceilingConcurrency: *flagCeilingConc,
 	}
 }
 
@@ -95,8 +96,8 @@ func BenchmarkBackends(b *testing.B) {
 	}
 	defer c.stop()
 	b.Logf("control plane, %d kwok nodes, Kubeflow and our operator up in %s (work folder %s)", s.nodes, time.Since(start).Round(time.Second), c.workDir)
-	b.Logf("control-plane clients (0 = the component's default): kube-controller-manager qps %d burst %d concurrent-job-syncs %d; kube-scheduler qps %d burst %d; operator args %q",
-		s.kcmQPS, s.kcmBurst, s.jobSyncs, s.schedQPS, s.schedBurst, s.operatorArgs)
+	b.Logf("control-plane clients (0 = the component's default): kube-controller-manager qps %d burst %d concurrent-job-syncs %d args %q; kube-scheduler qps %d burst %d; operator args %q",
+		s.kcmQPS, s.kcmBurst, s.jobSyncs, s.kcmArgs, s.schedQPS, s.schedBurst, s.operatorArgs)
 	if s.backendField, err = checkBackends(ctx, c.bench, s.backends); err != nil {
 		b.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func checkBackends(ctx context.Context, c client.Client, backends []string) (boo
 		}
 	}
 	for _, b := range backends {
-		if b != "kubeflow" {
+		if b != "kubeflow" && !isBare(b) {
 			return false, fmt.Errorf("backend %q asked for, but this TrainingJob CRD has no spec.backend: run with -backends=kubeflow", b)
 		}
 	}

@@ -139,6 +139,7 @@ func (c *cluster) startControllerManager(_ context.Context, s settings) error {
 	if s.jobSyncs > 0 {
 		args = append(args, fmt.Sprintf("--concurrent-job-syncs=%d", s.jobSyncs))
 	}
+	args = append(args, s.kcmArgs...)
 	p, err := c.startProcess("kube-controller-manager", filepath.Join(testenv.BinaryDir(), "kube-controller-manager"), nil, args...)
 	if err != nil {
 		return err

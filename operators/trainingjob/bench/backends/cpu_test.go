@@ -104,18 +104,42 @@ func descendantsCPU(stats map[int]procStat, root int) cpuTimes {
 	return out
 }
 
+// The components the per-job CPU leaves out where they take no part: the
+// benchmark itself always, and an operator that a backend does not use
+// (its idle time is the same in every run and would only blur the
+// comparison).
+const (
+	componentBench    = "benchmark (informers, submissions)"
+	componentOperator = "our operator"
+	componentKubeflow = "Kubeflow"
+)
+
+// involved is whether a component takes part in a backend's jobs.
+func involved(component, backendName string) bool {
+	switch component {
+	case componentBench:
+		return false
+	case componentOperator:
+		return !isBare(backendName)
+	case componentKubeflow:
+		return backendName == "kubeflow"
+	default:
+		return true
+	}
+}
+
 // componentOf names a process for the report; the kernel keeps the first
 // 15 bytes of a command name.
 func componentOf(s procStat, root int) string {
 	switch {
 	case s.pid == root:
-		return "benchmark (informers, submissions)"
+		return componentBench
 	case strings.HasPrefix(s.comm, "kube-controller"):
 		return "kube-controller-manager"
 	case strings.HasPrefix(s.comm, "trainingjob-"):
-		return "our operator"
+		return componentOperator
 	case strings.HasPrefix(s.comm, "training-"), strings.HasPrefix(s.comm, "kubeflow"):
-		return "Kubeflow"
+		return componentKubeflow
 	default:
 		return s.comm
 	}
@@ -151,4 +175,24 @@ func (t cpuTimes) share(wall time.Duration, cores int) string {
 	}
 	parts = append(parts, fmt.Sprintf("idle %.1fs (%.0f %%)", max(0, capacity-used), 100*max(0, capacity-used)/capacity))
 	return fmt.Sprintf("%.0f core-seconds (%s on %d cores): %s", capacity, wall.Round(time.Second), cores, strings.Join(parts, ", "))
+}
+
+// perJob formats the CPU time per job of every component involved in a
+// backend's jobs, in milliseconds, largest first, and their sum.
+func (t cpuTimes) perJob(jobs int, backendName string) string {
+	names := make([]string, 0, len(t))
+	total := 0.0
+	for k, v := range t {
+		if !involved(k, backendName) {
+			continue
+		}
+		names = append(names, k)
+		total += v
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(t[b], t[a]), cmp.Compare(a, b)) })
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f ms", k, 1000*t[k]/float64(jobs)))
+	}
+	return fmt.Sprintf("%.3f core-seconds in all components: %s", total/float64(jobs), strings.Join(parts, ", "))
 }

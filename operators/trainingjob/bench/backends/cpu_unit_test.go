@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -64,5 +65,25 @@ func TestReadCPUFindsThisProcess(t *testing.T) {
 	}
 	if _, ok := got["benchmark (informers, submissions)"]; !ok {
 		t.Fatalf("readCPU(self) = %v, want this process", got)
+	}
+}
+
+// TestCPUPerJobCountsOnlyTheComponentsABackendInvolves: the benchmark
+// itself never counts, and an operator only for the backends that use it.
+func TestCPUPerJobCountsOnlyTheComponentsABackendInvolves(t *testing.T) {
+	cpu := cpuTimes{componentBench: 9, componentOperator: 2, componentKubeflow: 4, "kube-apiserver": 10}
+	cases := map[string]string{
+		backendBare: "0.100 core-seconds in all components: kube-apiserver 100.0 ms",
+		"native":    "0.120 core-seconds in all components: kube-apiserver 100.0 ms, our operator 20.0 ms",
+		"kubeflow":  "0.160 core-seconds in all components: kube-apiserver 100.0 ms, Kubeflow 40.0 ms, our operator 20.0 ms",
+	}
+	for backendName, want := range cases {
+		if got := cpu.perJob(100, backendName); got != want {
+			t.Errorf("%s: %q, want %q", backendName, got, want)
+		}
+		r := &result{phase: phase{backend: backendName, jobs: 100}, cpu: cpu}
+		if got, wantSum := fmt.Sprintf("%.3f", r.coreSecondsPerJob()), want[:5]; got != wantSum {
+			t.Errorf("%s: %s core-seconds per job, want %s", backendName, got, wantSum)
+		}
 	}
 }

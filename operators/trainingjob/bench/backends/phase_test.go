@@ -215,9 +215,13 @@ func submit(ctx context.Context, c client.Client, trk *tracker, s settings, p ph
 			at := start.Add(time.Duration(float64(i) / p.rate * float64(time.Second)))
 			time.Sleep(time.Until(at))
 		}
-		tj := trainingJob(namespaces[i%len(namespaces)], fmt.Sprintf("j%05d", i), s, p.backend)
-		trk.submitted(tj.GetNamespace(), tj.GetName(), time.Now())
-		return c.Create(ctx, tj)
+		ns, name := namespaces[i%len(namespaces)], fmt.Sprintf("j%05d", i)
+		obj, err := submission(ns, name, s, p.backend)
+		if err != nil {
+			return err
+		}
+		trk.submitted(ns, name, time.Now())
+		return c.Create(ctx, obj)
 	})
 }
 

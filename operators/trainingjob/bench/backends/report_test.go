@@ -11,7 +11,7 @@ import (
 func clientName(user string) string {
 	switch user {
 	case userBench:
-		return "benchmark (TrainingJob creates)"
+		return "benchmark (creates)"
 	case userKCM:
 		return "kube-controller-manager"
 	case userScheduler:
@@ -65,7 +65,9 @@ func (r *result) report(b *testing.B) {
 			mean(op.stats.queueSeconds, op.stats.queueCount), mean(op.stats.workSeconds, op.stats.workCount))
 	}
 	b.Logf("  CPU of every component, first submission to %s after the last job: %s", lateWrites, r.cpu.share(r.cpuWall, runtime.NumCPU()))
+	b.Logf("  CPU per job: %s", r.cpu.perJob(n, p.backend))
 	b.ReportMetric(r.jobsPerSecond(), p.name+"-jobs/s")
+	b.ReportMetric(r.coreSecondsPerJob(), p.name+"-core-s/job")
 	b.ReportMetric(r.writesPerJob(), p.name+"-writes/job")
 	if r.settleWindow <= 0 {
 		return
@@ -85,7 +87,7 @@ func summarize(b *testing.B, results []*result, ceiling float64) {
 		}
 	}
 	b.Logf("== summary (API server write ceiling %.0f writes/s)", ceiling)
-	for _, backend := range []string{"kubeflow", "native"} {
+	for _, backend := range []string{backendBare, "native", "kubeflow"} {
 		r := best[backend]
 		if r == nil {
 			continue
@@ -98,6 +100,49 @@ func summarize(b *testing.B, results []*result, ceiling float64) {
 		b.Logf("  native / Kubeflow: %.1fx the jobs/s, %.2fx the server-side writes per job",
 			nat.jobsPerSecond()/kf.jobsPerSecond(), nat.writesPerJob()/kf.writesPerJob())
 	}
+	for _, r := range results {
+		if base := sameRunBare(results, r); base != nil && r != base {
+			b.Logf("  %s / %s: %s", r.phase.name, base.phase.name, againstBare(r, base))
+		}
+	}
+}
+
+// sameRunBare is the baseline phase of the same kind (paced or
+// saturation) as r, nil when the run had none.
+func sameRunBare(results []*result, r *result) *result {
+	for _, c := range results {
+		if isBare(c.phase.backend) && (c.phase.rate > 0) == (r.phase.rate > 0) {
+			return c
+		}
+	}
+	return nil
+}
+
+// againstBare compares a backend's phase with the bare Job's of the same
+// run, in the terms of issue 25's goals.
+func againstBare(r, base *result) string {
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	return fmt.Sprintf("%.2fx the jobs/s, %.2fx the server-side writes per job, %.2fx the core-seconds per job (%.3f against %.3f), all pods created p50 %s later",
+		ratio(r.jobsPerSecond(), base.jobsPerSecond()), ratio(r.writesPerJob(), base.writesPerJob()),
+		ratio(r.coreSecondsPerJob(), base.coreSecondsPerJob()), r.coreSecondsPerJob(), base.coreSecondsPerJob(),
+		round(r.podsP50-base.podsP50))
+}
+
+// coreSecondsPerJob is the CPU time of every component involved in the
+// backend's jobs over the run, per job.
+func (r *result) coreSecondsPerJob() float64 {
+	total := 0.0
+	for k, v := range r.cpu {
+		if involved(k, r.phase.backend) {
+			total += v
+		}
+	}
+	return total / float64(r.phase.jobs)
 }
 
 func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }

@@ -70,6 +70,18 @@ func (t *tracker) start(ctx context.Context, cfg *rest.Config) error {
 			return err
 		}
 	}
+	// The baseline's bare Jobs end when the Job controller decides.
+	jobs, err := c.GetInformer(ctx, &batchv1.Job{})
+	if err != nil {
+		return err
+	}
+	bare := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    t.onBareJob,
+		UpdateFunc: func(_, obj any) { t.onBareJob(obj) },
+	}
+	if _, err := jobs.AddEventHandler(bare); err != nil {
+		return err
+	}
 	tjs, err := c.GetInformer(ctx, &trainingv1alpha1.TrainingJob{})
 	if err != nil {
 		return err
@@ -157,6 +169,27 @@ func (t *tracker) onTrainingJob(obj any) {
 		j.succeeded = now
 	}
 	if j.failed.IsZero() && conditions.IsTrue(tj, commonv1alpha1.ConditionFailed) {
+		j.failed = now
+	}
+}
+
+func (t *tracker) onBareJob(obj any) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	succeeded, failed := bareSucceeded(job), bareFailed(job)
+	if !succeeded && !failed {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j := t.job(job.Namespace + "/" + job.Labels[trainingv1alpha1.LabelJobName])
+	if succeeded && j.succeeded.IsZero() {
+		j.succeeded = now
+	}
+	if failed && j.failed.IsZero() {
 		j.failed = now
 	}
 }

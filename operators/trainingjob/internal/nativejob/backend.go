@@ -73,7 +73,8 @@ func (*Backend) SuspendPatch(suspend bool) client.Patch {
 
 // Build returns the Indexed Job of a run: completions = parallelism = the
 // ranks, rank i at completion index i with host name <job>-<i> in the
-// subdomain of the run's headless Service. The Job never retries a pod
+// subdomain of the run's headless Service (a run of one pod has no
+// Service). The Job never retries a pod
 // (restartPolicy Never, backoffLimit 0): any failure ends the run, and the
 // operator's failure classification decides whether the next run starts
 // from the checkpoint. A job with a queue name is created suspended with
@@ -90,7 +91,9 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	}
 	topo := topologyOf(tj, run, l)
 	template.Spec.RestartPolicy = corev1.RestartPolicyNever
-	template.Spec.Subdomain = topo.job
+	if topo.pods > 1 {
+		template.Spec.Subdomain = topo.job
+	}
 	c := &template.Spec.Containers[0]
 	// The framework's variables come after the user's, so they win, as
 	// on the kubeflow backend.
@@ -121,10 +124,11 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 }
 
 // Companions is the run's headless Service. It publishes ranks before they
-// are ready, because ranks must find each other to become ready at all.
+// are ready, because ranks must find each other to become ready at all. A
+// run of one pod has nobody to find and gets none.
 func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object {
 	l, ok := b.launchers[tj.Spec.Framework]
-	if !ok {
+	if !ok || tj.WorkerPods() <= 1 {
 		return nil
 	}
 	labels := backend.Labels(b.settings.OperatorName, tj.Name, run)

@@ -2,6 +2,7 @@ package nativejob
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -57,6 +58,38 @@ func TestBuildIsOneIndexedJobThatNeverRetries(t *testing.T) {
 	}
 	if p := spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort != svc.Spec.Ports[0].Port {
 		t.Errorf("container ports %v, service ports %v", p, svc.Spec.Ports)
+	}
+}
+
+// TestSinglePodRunHasNoServiceAndNoPeerNames: a run of one pod has nobody
+// to find, so it gets no headless Service (whose Endpoints and
+// EndpointSlice the cluster would write about 6 times per run), no
+// subdomain, and no host name of a Service in its environment.
+func TestSinglePodRunHasNoServiceAndNoPeerNames(t *testing.T) {
+	for _, fw := range []trainingv1alpha1.Framework{trainingv1alpha1.FrameworkPyTorch, trainingv1alpha1.FrameworkXGBoost, trainingv1alpha1.FrameworkTensorFlow, trainingv1alpha1.FrameworkPaddle} {
+		t.Run(string(fw), func(t *testing.T) {
+			b := NewBackend(settings)
+			tj := newTJ(fw, 1)
+			if svcs := b.Companions(tj, 1); len(svcs) != 0 {
+				t.Errorf("a single-pod run has companions %v, want none", svcs)
+			}
+			obj, err := b.Build(tj, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := obj.(*batchv1.Job).Spec.Template.Spec
+			if spec.Subdomain != "" {
+				t.Errorf("subdomain %q without a Service", spec.Subdomain)
+			}
+			for k, v := range expand(spec.Containers[0].Env, 0) {
+				if strings.Contains(v, "mnist-r1") && k != "PADDLE_JOB_ID" {
+					t.Errorf("%s=%q names a host of the run's Service", k, v)
+				}
+			}
+		})
+	}
+	if svcs := NewBackend(settings).Companions(newTJ(trainingv1alpha1.FrameworkPyTorch, 2), 1); len(svcs) != 1 {
+		t.Errorf("a two-pod run has %d companions, want its headless Service", len(svcs))
 	}
 }
 

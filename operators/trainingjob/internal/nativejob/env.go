@@ -50,8 +50,26 @@ type topology struct {
 }
 
 // host is the stable name of rank i, resolvable in the namespace through
-// the headless Service, as Kubeflow's per-pod Service names are.
-func (t topology) host(i int32) string { return fmt.Sprintf("%s-%d.%s", t.job, i, t.job) }
+// the headless Service, as Kubeflow's per-pod Service names are. A run of
+// one pod has no peers and so no Service (it, its Endpoints and its
+// EndpointSlice cost the cluster about 7 writes per run for nothing): its
+// one rank reaches itself as localhost.
+func (t topology) host(i int32) string {
+	if t.pods <= 1 {
+		return "localhost"
+	}
+	return fmt.Sprintf("%s-%d.%s", t.job, i, t.job)
+}
+
+// fqdn is host(i) with the namespace and .svc, for the frameworks whose
+// resolvers (gRPC, Open MPI's ssh) are given the full name; localhost
+// stays as it is.
+func (t topology) fqdn(i int32) string {
+	if t.pods <= 1 {
+		return "localhost"
+	}
+	return fmt.Sprintf("%s.%s.svc", t.host(i), t.namespace)
+}
 
 // launchers are the frameworks the native backend runs, registered
 // explicitly.
@@ -145,7 +163,7 @@ func tensorflowEnv(t topology) []corev1.EnvVar {
 	}
 	workers := make([]string, 0, t.pods)
 	for i := int32(0); i < t.pods; i++ {
-		workers = append(workers, fmt.Sprintf("%s.%s.svc:%d", t.host(i), t.namespace, t.port))
+		workers = append(workers, fmt.Sprintf("%s:%d", t.fqdn(i), t.port))
 	}
 	// Written by hand around the marshalled host list, because the index
 	// is a reference the kubelet expands into a JSON number, not JSON
@@ -167,7 +185,7 @@ func jaxEnv(t topology) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		indexVar(),
 		value("PYTHONUNBUFFERED", "1"),
-		value("JAX_COORDINATOR_ADDRESS", fmt.Sprintf("%s.%s.svc:%d", t.host(0), t.namespace, t.port)),
+		value("JAX_COORDINATOR_ADDRESS", fmt.Sprintf("%s:%d", t.fqdn(0), t.port)),
 		value("JAX_COORDINATOR_PORT", itoa(t.port)),
 		value("JAX_NUM_PROCESSES", itoa(t.pods)),
 		value("JAX_PROCESS_ID", completionIndex),
@@ -201,7 +219,7 @@ func mpiEnv(topology) []corev1.EnvVar { return []corev1.EnvVar{indexVar()} }
 func mpiShape(tj *trainingv1alpha1.TrainingJob, t topology, job *batchv1.JobSpec) {
 	hosts := make([]string, 0, t.pods-1)
 	for i := int32(1); i < t.pods; i++ {
-		hosts = append(hosts, fmt.Sprintf("%s.%s.svc", t.host(i), t.namespace))
+		hosts = append(hosts, t.fqdn(i))
 	}
 	mpi.Apply(&job.Template.Spec, mpi.SecretName(tj.Name), "", mpi.Hostfile(hosts, tj.Spec.MPI.Slots()))
 	job.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0")}}}

@@ -49,11 +49,15 @@ type kubeflowPod struct {
 
 // kubeflowHosts maps Kubeflow's per-pod Service names of run job to the
 // native backend's host names of the same rank: the coordinator (Master,
-// Chief, paddle's Worker 0) is rank 0 and Worker k is rank k+1.
-func kubeflowHosts(job string, coordinator string) func(string) string {
+// Chief, paddle's Worker 0) is rank 0 and Worker k is rank k+1. A run of
+// one pod has no Service on the native backend and names itself localhost.
+func kubeflowHosts(job string, coordinator string, pods int) func(string) string {
 	re := regexp.MustCompile(regexp.QuoteMeta(job) + `-(master|chief|worker)-(\d+)`)
 	return func(s string) string {
 		return re.ReplaceAllStringFunc(s, func(m string) string {
+			if pods == 1 {
+				return "localhost"
+			}
 			parts := re.FindStringSubmatch(m)
 			var idx int
 			_, _ = fmt.Sscan(parts[2], &idx)
@@ -166,7 +170,7 @@ func TestFrameworkEnvironmentMatchesKubeflow(t *testing.T) {
 			if got := int(*job.Spec.Completions); got != len(tc.pods) {
 				t.Fatalf("completions = %d, want one per Kubeflow pod (%d)", got, len(tc.pods))
 			}
-			toNative := kubeflowHosts("mnist-r1", tc.coordinator)
+			toNative := kubeflowHosts("mnist-r1", tc.coordinator, len(tc.pods))
 			for _, p := range tc.pods {
 				rank := p.index
 				if p.role != tc.coordinator {
@@ -279,5 +283,19 @@ func TestJAXEnvironmentIsKubeflowTrainers(t *testing.T) {
 				t.Errorf("rank %d: %s=%q, want %q", rank, k, got[k], v)
 			}
 		}
+	}
+}
+
+// TestSinglePodJAXCoordinatesOnLocalhost: a run of one pod has no headless
+// Service, so its coordinator is the pod itself, not a name under a
+// Service that does not exist.
+func TestSinglePodJAXCoordinatesOnLocalhost(t *testing.T) {
+	obj, err := NewBackend(settings).Build(newTJ(trainingv1alpha1.FrameworkJAX, 1), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := expand(obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Env, 0)
+	if got["JAX_COORDINATOR_ADDRESS"] != "localhost:8899" || got["JAX_NUM_PROCESSES"] != "1" {
+		t.Errorf("JAX_COORDINATOR_ADDRESS=%q JAX_NUM_PROCESSES=%q, want localhost:8899 and 1", got["JAX_COORDINATOR_ADDRESS"], got["JAX_NUM_PROCESSES"])
 	}
 }

@@ -3,7 +3,9 @@ package trainingjob
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -619,6 +621,54 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	}
 }
 
+// TestSinglePodNativeRunCreatesNoService: a run of one pod has no peers,
+// so its first reconcile creates the Job alone, with no headless Service
+// (whose Endpoints and EndpointSlice would cost the cluster about 6 more
+// writes) and no host of one in the pod's environment.
+func TestSinglePodNativeRunCreatesNoService(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	writes := testenv.NewWriteCounter()
+	oc, err := client.New(writes.Wrap(operatorConfig(t)), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
+	r.runner = r.newRunner()
+
+	tj := newTrainingJob(ns, "alone", 1)
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "alone-r1"}, job); err != nil {
+		t.Fatalf("the first reconcile created no Job: %v", err)
+	}
+	services := &corev1.ServiceList{}
+	if err := c.List(t.Context(), services, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(services.Items) != 0 {
+		t.Errorf("a single-pod run has Services %v, want none", services.Items)
+	}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		if strings.Contains(e.Value, "alone-r1.") {
+			t.Errorf("%s=%q names a host of a Service that does not exist", e.Name, e.Value)
+		}
+	}
+	want := map[string]int{"create jobs": 1, "patch trainingjobs/status": 1}
+	if diff := cmp.Diff(want, writes.Namespace(ns).Snapshot()); diff != "" {
+		t.Errorf("writes of the first reconcile (-want +got):\n%s", diff)
+	}
+}
+
 // TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget: the ranks
 // of a run end at different times, each changing the Job's counts. The
 // job stays Running, with no status write, until the Job decides; the
@@ -674,6 +724,95 @@ func TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget(t *testing.T) 
 	if w := op.nsWrites.in(ns); before+len(w) > 6 {
 		t.Errorf("a lifecycle whose ranks ended one by one cost %d writes, want at most 6: %d until Running, then %v", before+len(w), before, w)
 	}
+}
+
+// reconcileCounter counts the reconciles of one TrainingJob: each starts by
+// reading it, once, through the reconciler's client. Map functions of the
+// watches (refusedOwner) read it too, outside a reconcile: those are not
+// counted.
+type reconcileCounter struct {
+	client.Client
+	key   client.ObjectKey
+	count atomic.Int32
+}
+
+func (c *reconcileCounter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*trainingv1alpha1.TrainingJob); ok && key == c.key && calledFrom(".(*Reconciler).Reconcile") {
+		c.count.Add(1)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// calledFrom is whether a function whose name ends in suffix is among the
+// callers, within a few frames.
+func calledFrom(suffix string) bool {
+	pcs := make([]uintptr, 8)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, suffix) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// TestNativeLifecycleTakesThreeReconciles: created, Running, Succeeded. The
+// Job's creation (the reconcile that created it recorded it) and its
+// changes after the run ended (Complete after SuccessCriteriaMet) wake
+// none.
+func TestNativeLifecycleTakesThreeReconciles(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	tj := native(newTrainingJob(ns, "three", 2))
+	counter := &reconcileCounter{key: client.ObjectKeyFromObject(tj)}
+	op := startOperator(t, func(r *Reconciler) {
+		counter.Client = r.Client
+		r.Client = counter
+	})
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "three-r1")
+	waitTJ(t, c, tj, "Created", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionCreated)
+	})
+	settle(t, c, op, ns, job)
+	pods := runRanks(t, c, job)
+	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
+	})
+	at := metav1.NewTime(time.Now().Truncate(time.Second))
+	for _, pod := range pods {
+		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodSucceeded
+			s.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			s.ContainerStatuses[0].Ready = false
+			s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: at}}
+		})
+	}
+	// The Job controller decides first, and writes Complete later.
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		s.Active, s.Ready, s.Succeeded, s.CompletedIndexes = 0, ptr.To[int32](0), 2, "0-1"
+		batchCond(s, batchv1.JobSuccessCriteriaMet, "CompletionsReached", "Reached expected number of succeeded pods", at)
+	})
+	waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionSucceeded)
+	})
+	settle(t, c, op, ns, job)
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		s.CompletionTime = &at
+		batchCond(s, batchv1.JobComplete, "CompletionsReached", "Reached expected number of succeeded pods", at)
+	})
+	settle(t, c, op, ns, job, tj)
+	testenv.Consistently(t, "three reconciles in all", 3*time.Second, func(context.Context) error {
+		if n := counter.count.Load(); n != 3 {
+			return fmt.Errorf("the lifecycle took %d reconciles, want 3 (created, Running, Succeeded)", n)
+		}
+		return nil
+	})
 }
 
 // TestNativeMountsTheFeatureStoreOnceReady: a native job waits for its

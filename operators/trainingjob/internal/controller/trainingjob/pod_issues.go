@@ -32,8 +32,12 @@ func podIssues(pods []corev1.Pod) []podIssue {
 	for _, p := range pods {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				// Once per run, not per pod: the ranks of a run wait for
+				// the same capacity, the scheduler tells each pod's own
+				// story, and an event per pod cost a write per rank
+				// whenever a cluster was briefly full.
 				out = append(out, podIssue{
-					key:   fmt.Sprintf("%s/Unschedulable", p.UID),
+					key:   fmt.Sprintf("run %s/Unschedulable", p.Labels[trainingv1alpha1.LabelRun]),
 					event: ev(corev1.EventTypeWarning, "PodUnschedulable", fmt.Sprintf("Pod %s cannot be scheduled: %s", p.Name, c.Message)),
 				})
 			}

@@ -57,6 +57,14 @@ func TestWakesOnlyForWhatChangesTheOutcome(t *testing.T) {
 	oneDone.Status.Active, oneDone.Status.Ready, oneDone.Status.Succeeded = 1, ptr.To[int32](1), 1
 	succeeded := oneDone.DeepCopy()
 	succeeded.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}}
+	complete := succeeded.DeepCopy()
+	complete.Status.Active, complete.Status.Ready, complete.Status.Succeeded = 0, ptr.To[int32](0), 2
+	complete.Status.Conditions = append(complete.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue})
+	failing := ready.DeepCopy()
+	failing.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue}}
+	failed := failing.DeepCopy()
+	failed.Status.Active, failed.Status.Failed = 0, 2
+	failed.Status.Conditions = append(failed.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue})
 	jobs := map[string]struct {
 		before, after *batchv1.Job
 		want          bool
@@ -66,10 +74,17 @@ func TestWakesOnlyForWhatChangesTheOutcome(t *testing.T) {
 		"a rank ends, the run goes on":    {before: ready, after: oneDone, want: false},
 		"the Job meets success":           {before: oneDone, after: succeeded, want: true},
 		"a status write changing nothing": {before: ready, after: ready.DeepCopy(), want: false},
+		"the Job completes after success": {before: succeeded, after: complete, want: false},
+		"the Job decides it failed":       {before: ready, after: failing, want: true},
+		"the Job fails after deciding":    {before: failing, after: failed, want: false},
 	}
 	for name, tc := range jobs {
 		if got := r.childMatters().Update(ctrlevent.UpdateEvent{ObjectOld: tc.before, ObjectNew: tc.after}); got != tc.want {
 			t.Errorf("Job update %q wakes %t, want %t", name, got, tc.want)
 		}
+	}
+	// The reconcile that created the child recorded it already.
+	if r.childMatters().Create(ctrlevent.CreateEvent{Object: created}) {
+		t.Error("the creation of a Job wakes a reconcile")
 	}
 }

@@ -416,17 +416,29 @@ func deletedOnly() predicate.Funcs {
 // change nothing the operator records, and waking for them would cost a
 // reconcile each. The start time alone is one of them: the child records
 // it in its first status write, before the run is Running, and the
-// reconcile that records Running reads it then.
+// reconcile that records Running reads it then. So is every change after
+// the run ended (the Job's Complete after SuccessCriteriaMet, Failed after
+// FailureTarget): the reconcile that saw the end recorded it, and a
+// recorded outcome is final. A child's creation wakes nothing either: the
+// operator created it in a reconcile that recorded it, and after a restart
+// every TrainingJob is reconciled anyway.
 func (r *Reconciler) childMatters() predicate.Funcs {
 	return predicate.Funcs{
+		CreateFunc: func(ctrlevent.CreateEvent) bool { return false },
 		UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
 			if !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) || e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() {
 				return true
 			}
 			before, ok1 := r.Backends.Observe(e.ObjectOld)
 			after, ok2 := r.Backends.Observe(e.ObjectNew)
+			if !ok1 || !ok2 {
+				return true
+			}
+			if before.Finished() && after.Finished() {
+				return false
+			}
 			before.StartTime, after.StartTime = nil, nil
-			return !ok1 || !ok2 || !equality.Semantic.DeepEqual(before, after)
+			return !equality.Semantic.DeepEqual(before, after)
 		},
 	}
 }

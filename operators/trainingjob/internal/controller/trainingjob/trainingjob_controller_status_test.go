@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -438,6 +439,36 @@ func TestPodIssues(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"PodUnschedulable", "PodCrashLoopBackOff", "PodOOMKilled"}, got); diff != "" {
 		t.Errorf("issues (-want +got):\n%s", diff)
+	}
+}
+
+// TestUnschedulableIsReportedOncePerRun: every rank of a run waits for the
+// same capacity, so the job says so once per run, not once per pod.
+func TestUnschedulableIsReportedOncePerRun(t *testing.T) {
+	unschedulable := func(name, run string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{trainingv1alpha1.LabelRun: run}}, Status: corev1.PodStatus{
+			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes have nvidia.com/gpu"}},
+		}}
+	}
+	r := &Reconciler{}
+	tj := &trainingv1alpha1.TrainingJob{ObjectMeta: metav1.ObjectMeta{UID: "tj"}}
+	count := func(events []event) int {
+		n := 0
+		for _, e := range events {
+			if e.Reason == "PodUnschedulable" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(r.podIssueEvents(tj, []corev1.Pod{unschedulable("a-0", "1"), unschedulable("a-1", "1")})); n != 1 {
+		t.Errorf("two unschedulable ranks of run 1 gave %d events, want 1", n)
+	}
+	if n := count(r.podIssueEvents(tj, []corev1.Pod{unschedulable("a-0", "1"), unschedulable("a-1", "1"), unschedulable("a-2", "1")})); n != 0 {
+		t.Errorf("a third unschedulable rank of run 1 gave %d events, want none", n)
+	}
+	if n := count(r.podIssueEvents(tj, []corev1.Pod{unschedulable("b-0", "2")})); n != 1 {
+		t.Errorf("an unschedulable rank of run 2 gave %d events, want 1", n)
 	}
 }
 
