@@ -22,11 +22,12 @@ var (
 )
 
 // ForTest runs a fresh Kueue for one test, as user (a cluster
-// administrator of env, whose name the audit log shows), with frameworks
-// switched on. The binary is built once per process; a test is skipped
+// administrator of env, whose name the audit log shows), with opts'
+// frameworks and visibility server; ForTest fills in the binary, the
+// module and a work dir. The binary is built once per process; a test is skipped
 // when it cannot be built. Kueue's log is printed when the test fails, and
 // Kueue is stopped when it ends.
-func ForTest(t testing.TB, env *testenv.Env, user string, frameworks ...string) *Kueue {
+func ForTest(t testing.TB, env *testenv.Env, user string, opts Options) *Kueue {
 	t.Helper()
 	buildOnce.Do(func() {
 		if binary, buildErr = Binary(testenv.RepoRoot()); buildErr == nil {
@@ -41,7 +42,8 @@ func ForTest(t testing.TB, env *testenv.Env, user string, frameworks ...string) 
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	k, err := Start(t.Context(), admin, Options{Binary: binary, ModuleDir: moduleDir, WorkDir: dir, Frameworks: frameworks})
+	opts.Binary, opts.ModuleDir, opts.WorkDir = binary, moduleDir, dir
+	k, err := Start(t.Context(), admin, opts)
 	if err != nil {
 		if b, rerr := os.ReadFile(filepath.Join(dir, "kueue.log")); rerr == nil {
 			t.Logf("Kueue's log:\n%s", b)

@@ -90,7 +90,7 @@ type stack struct {
 func startStack(t *testing.T) *stack {
 	t.Helper()
 	s := &stack{c: env.AdminClient(t, scheme), clock: clocktesting.NewFakeClock(t0), prober: &prober{obs: map[string]jupyter.Observation{}}}
-	s.kueue = kueue.ForTest(t, env, kueueUser, frameworks...)
+	s.kueue = kueue.ForTest(t, env, kueueUser, kueue.Options{Frameworks: frameworks})
 	// Kueue deletes nothing when a StatefulSet scales to zero: the
 	// garbage collector deletes the Workload once its owners (the pods)
 	// are gone. The collector learns of Kueue's CRDs, installed after it

@@ -3,7 +3,6 @@ package kueuecompat
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/testenv"
+	"github.com/ml-platform/ml-platform/shared/testenv/kueue"
 )
 
 var (
@@ -59,9 +59,6 @@ var (
 	chartOnce   sync.Once
 	chartErr    error
 	operatorCfg *rest.Config
-	kueueBin    string
-	kueueMod    string
-	kueueErr    error
 )
 
 // operatorUser is the operator's identity in the audit log.
@@ -74,7 +71,7 @@ const kueueUser = "kueue"
 type stack struct {
 	c     client.Client
 	ns    string
-	kueue *harness.Kueue
+	kueue *kueue.Kueue
 	op    *harness.Operator
 }
 
@@ -99,9 +96,6 @@ type stackOptions struct {
 func startStackWith(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	chartOnce.Do(func() {
-		if kueueBin, kueueErr = harness.KueueBinary(testenv.RepoRoot()); kueueErr == nil {
-			kueueMod, kueueErr = harness.KueueModuleDir(testenv.RepoRoot())
-		}
 		if _, chartErr = charttest.Install(env.Config, filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator"), chartRelease, chartNamespace, map[string]any{}, t.Logf); chartErr != nil {
 			return
 		}
@@ -114,9 +108,6 @@ func startStackWith(t *testing.T, opts stackOptions) *stack {
 		}
 		operatorCfg = charttest.ImpersonateServiceAccount(env.Config, chartNamespace, harness.OperatorName)
 	})
-	if kueueErr != nil {
-		t.Skipf("the Kueue controller manager cannot be built (operators/trainingjob/hack/kueue-bin.sh): %v", kueueErr)
-	}
 	if chartErr != nil {
 		t.Fatalf("installing the chart: %v", chartErr)
 	}
@@ -125,7 +116,9 @@ func startStackWith(t *testing.T, opts stackOptions) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{c: c}
-	s.kueue = startKueue(t, opts.visibility)
+	// Kueue with the batch/Job integration the native backend needs; the
+	// test is skipped when Kueue cannot be built.
+	s.kueue = kueue.ForTest(t, env, kueueUser, kueue.Options{Frameworks: []string{"batch/job"}, Visibility: opts.visibility})
 	s.op, err = harness.StartOperator(operatorCfg, scheme, opts.operator)
 	if err != nil {
 		t.Fatal(err)
@@ -136,35 +129,6 @@ func startStackWith(t *testing.T, opts stackOptions) *stack {
 		_ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}})
 	})
 	return s
-}
-
-// startKueue runs Kueue for one test, with the batch/Job integration the
-// native backend needs, and prints its log when the test fails.
-func startKueue(t *testing.T, visibility bool) *harness.Kueue {
-	t.Helper()
-	admin, err := env.AddUser(kueueUser, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	k, err := harness.StartKueue(t.Context(), admin, harness.KueueOptions{
-		Binary: kueueBin, ModuleDir: kueueMod, WorkDir: dir, Frameworks: []string{"batch/job"}, Visibility: visibility,
-	})
-	if err != nil {
-		if b, rerr := os.ReadFile(filepath.Join(dir, "kueue.log")); rerr == nil {
-			t.Logf("Kueue's log:\n%s", b)
-		}
-		t.Fatalf("starting Kueue: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("Kueue's log:\n%s", k.Log())
-		}
-		if err := k.Stop(); err != nil {
-			t.Errorf("stopping Kueue: %v", err)
-		}
-	})
-	return k
 }
 
 // waitServed waits until the chart's CRD is served.
