@@ -573,17 +573,7 @@ func TestBackendAdmission(t *testing.T) {
 func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	writes := testenv.NewWriteCounter()
-	oc, err := client.New(writes.Wrap(operatorConfig(t)), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
-	r.runner = r.newRunner()
+	r, writes := handReconciler(t)
 
 	tj := newTrainingJob(ns, "first", 2)
 	if err := c.Create(t.Context(), tj); err != nil {
@@ -628,17 +618,7 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 func TestSinglePodNativeRunCreatesNoService(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	writes := testenv.NewWriteCounter()
-	oc, err := client.New(writes.Wrap(operatorConfig(t)), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
-	r.runner = r.newRunner()
+	r, writes := handReconciler(t)
 
 	tj := newTrainingJob(ns, "alone", 1)
 	if err := c.Create(t.Context(), tj); err != nil {
@@ -926,4 +906,22 @@ func TestNativeCleanPodPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// handReconciler is a Reconciler for reconciles run by hand, with no
+// manager, whose writes are counted.
+func handReconciler(t *testing.T) (*Reconciler, *testenv.WriteCounter) {
+	t.Helper()
+	writes := testenv.NewWriteCounter()
+	oc, err := client.New(writes.Wrap(operatorConfig(t)), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
+	r.runner = r.newRunner()
+	return r, writes
 }
