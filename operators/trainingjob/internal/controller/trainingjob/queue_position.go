@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -33,6 +34,9 @@ import (
 // refreshed by default.
 const DefaultQueuePositionRefresh = 30 * time.Second
 
+// fetchTimeout bounds one call to Kueue's visibility API.
+const fetchTimeout = 10 * time.Second
+
 // positionJitter spreads the refreshes of the jobs queued together, so
 // that they do not all wake at once.
 const positionJitter = 0.2
@@ -52,11 +56,14 @@ func positionRefresh(period time.Duration) time.Duration {
 
 // queuePositions caches each LocalQueue's pending workloads for ttl. The
 // fetch of one queue runs once at a time: reconciles of the queue's jobs
-// that arrive meanwhile wait for its answer rather than asking again.
+// that arrive meanwhile wait for its answer rather than asking again. A
+// fetch is bounded by fetchTimeout, so that a hung aggregated API server
+// holds the queue's reconciles for seconds, not for as long as TCP waits.
 type queuePositions struct {
-	fetch func(ctx context.Context, queue types.NamespacedName) (map[string]int32, error)
-	ttl   time.Duration
-	clock clock.PassiveClock
+	fetch   func(ctx context.Context, queue types.NamespacedName) (map[string]int32, error)
+	ttl     time.Duration
+	timeout time.Duration
+	clock   clock.PassiveClock
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*positionEntry
@@ -72,7 +79,7 @@ type positionEntry struct {
 }
 
 func newQueuePositions(fetch func(context.Context, types.NamespacedName) (map[string]int32, error), ttl time.Duration, clk clock.PassiveClock) *queuePositions {
-	return &queuePositions{fetch: fetch, ttl: ttl, clock: clk, entries: map[types.NamespacedName]*positionEntry{}}
+	return &queuePositions{fetch: fetch, ttl: ttl, timeout: fetchTimeout, clock: clk, entries: map[types.NamespacedName]*positionEntry{}}
 }
 
 // get returns the positions in queue, fetching them when the cached
@@ -82,7 +89,9 @@ func (q *queuePositions) get(ctx context.Context, queue types.NamespacedName) (m
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.fetched.IsZero() || q.clock.Since(e.fetched) >= q.ttl {
-		e.positions, e.err = q.fetch(ctx, queue)
+		fctx, cancel := context.WithTimeout(ctx, q.timeout)
+		e.positions, e.err = q.fetch(fctx, queue)
+		cancel()
 		e.fetched = q.clock.Now()
 	}
 	return e.positions, e.err
@@ -138,7 +147,9 @@ func pendingPositions(summary *unstructured.Unstructured) map[string]int32 {
 		}
 		name, _, _ := unstructured.NestedString(m, "metadata", "name")
 		pos, found, _ := unstructured.NestedInt64(m, "positionInLocalQueue")
-		if name != "" && found && pos >= 0 {
+		// A position beyond int32 (no queue holds that many) is dropped
+		// rather than wrapped into a small or negative one.
+		if name != "" && found && pos >= 0 && pos < math.MaxInt32 {
 			out[name] = int32(pos) + 1
 		}
 	}

@@ -3,6 +3,7 @@ package trainingjob
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -78,6 +80,8 @@ func TestPendingPositionsStartAtOne(t *testing.T) {
 		map[string]any{"metadata": map[string]any{"name": "a"}, "positionInLocalQueue": int64(0)},
 		map[string]any{"metadata": map[string]any{"name": "b"}, "positionInLocalQueue": int64(1)},
 		map[string]any{"metadata": map[string]any{"name": "c"}},
+		map[string]any{"metadata": map[string]any{"name": "d"}, "positionInLocalQueue": int64(math.MaxInt32)},
+		map[string]any{"metadata": map[string]any{"name": "e"}, "positionInLocalQueue": int64(math.MaxInt64)},
 	}}}
 	if diff := cmp.Diff(map[string]int32{"a": 1, "b": 2}, pendingPositions(summary)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -136,5 +140,29 @@ func TestQueuedShowsItsPlace(t *testing.T) {
 				t.Errorf("Queued condition %+v, want message %q", c, tc.wantMessage)
 			}
 		})
+	}
+}
+
+// TestAHungVisibilityAPIHoldsAQueueForTheTimeoutOnly: a fetch that never
+// answers is cut off, its error kept like an answer, so the queue's
+// reconciles go on.
+func TestAHungVisibilityAPIHoldsAQueueForTheTimeoutOnly(t *testing.T) {
+	q := newQueuePositions(func(ctx context.Context, _ types.NamespacedName) (map[string]int32, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, time.Minute, clock.RealClock{})
+	q.timeout = 50 * time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.get(t.Context(), types.NamespacedName{Namespace: "team", Name: "hung"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v, want the fetch's deadline", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a hung fetch held the queue for a minute")
 	}
 }
