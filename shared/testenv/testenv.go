@@ -77,6 +77,8 @@ type Env struct {
 	controllers []string
 	// auditLog is the API server's audit log with Options.AuditWrites.
 	auditLog string
+	// apiServerDown is true between StopAPIServer and StartAPIServer.
+	apiServerDown bool
 }
 
 // BinaryDir is where the control-plane binaries are: KUBEBUILDER_ASSETS when
@@ -201,6 +203,7 @@ func (e *Env) StopAPIServer() error {
 	// StopTimeout; an abrupt stop is a restart too, so only a port that
 	// stays bound is an error.
 	_ = apiServer.Stop()
+	e.apiServerDown = true
 	return waitClosed(net.JoinHostPort(apiServer.SecureServing.Address, apiServer.SecureServing.Port), 30*time.Second)
 }
 
@@ -208,11 +211,18 @@ func (e *Env) StopAPIServer() error {
 // port with the same certificates, and returns once it serves. It restarts
 // kube-controller-manager too: its informers back off through the outage
 // like any client-go reflector (up to a minute), and the next tests need
-// the garbage collector and the namespace controller at once.
+// the garbage collector and the namespace controller at once. While the
+// apiserver runs it does nothing, so a test may call it again in a cleanup:
+// a second start would replace the process envtest stops at the end, and
+// leave the first one running after the tests.
 func (e *Env) StartAPIServer() error {
+	if !e.apiServerDown {
+		return nil
+	}
 	if err := e.env.ControlPlane.APIServer.Start(); err != nil {
 		return fmt.Errorf("starting kube-apiserver again: %w", err)
 	}
+	e.apiServerDown = false
 	if e.kcm != nil {
 		return e.RestartControllerManager()
 	}

@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +109,36 @@ func TestRestartAPIServerKeepsObjectsAndClients(t *testing.T) {
 		got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
 		return err == nil && got.UID == cm.UID, nil
 	})
+	// A start while it serves (a test's cleanup after its own restart)
+	// must not leave a second kube-apiserver behind the tests.
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if n := apiServerProcesses(t, env.workDir); n != 1 {
+		t.Errorf("%d kube-apiserver processes of this environment run, want 1", n)
+	}
+}
+
+// apiServerProcesses counts the running kube-apiservers whose command line
+// names workDir (their certificate folder is in it).
+func apiServerProcesses(t *testing.T, workDir string) int {
+	t.Helper()
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, path := range cmdlines {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // the process ended meanwhile
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 0 && filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(string(b), workDir+"/") {
+			n++
+		}
+	}
+	return n
 }
 
 func TestWriteCounterCountsWritesOnly(t *testing.T) {
