@@ -71,6 +71,18 @@ func Object(kind, ns, name string, fields map[string]any) *unstructured.Unstruct
 	return u
 }
 
+// CreateAll creates Kueue's objects for one test, in order, and deletes
+// them when it ends.
+func CreateAll(t testing.TB, c client.Client, objs ...*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(t.Context(), o); err != nil {
+			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
+	}
+}
+
 // WaitActive waits until Kueue marks a ClusterQueue Active (flavors found,
 // quota valid): it admits nothing into it before.
 func WaitActive(t testing.TB, c client.Client, cq *unstructured.Unstructured) {

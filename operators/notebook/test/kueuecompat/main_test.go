@@ -171,12 +171,7 @@ func (s *stack) createQueues(t *testing.T, queue, cpu, gpu string) {
 		}}),
 		kueue.Object("LocalQueue", s.ns, queue, map[string]any{"spec": map[string]any{"clusterQueue": name}}),
 	}
-	for _, o := range objs {
-		if err := s.c.Create(t.Context(), o); err != nil {
-			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-		t.Cleanup(func() { _ = s.c.Delete(context.Background(), o) })
-	}
+	kueue.CreateAll(t, s.c, objs...)
 	kueue.WaitActive(t, s.c, objs[1])
 }
 

@@ -145,14 +145,6 @@ func waitServed(cfg *rest.Config) error {
 // kueueGV is the version Kueue v0.17 stores its objects in.
 var kueueGV = schema.GroupVersion{Group: "kueue.x-k8s.io", Version: "v1beta2"}
 
-func kueueObject(kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: fields}
-	u.SetGroupVersionKind(kueueGV.WithKind(kind))
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
-}
-
 // quota is a ClusterQueue's nominal quota of each resource.
 type quota struct{ cpu, memory, gpu string }
 
@@ -169,11 +161,11 @@ func (s *stack) createQueues(t *testing.T, queue string, q quota) {
 	t.Helper()
 	flavor := s.ns + "-" + queue
 	objs := []*unstructured.Unstructured{
-		kueueObject("ResourceFlavor", "", flavor, map[string]any{"spec": map[string]any{
+		kueue.Object("ResourceFlavor", "", flavor, map[string]any{"spec": map[string]any{
 			"nodeLabels":  map[string]any{flavorLabel: flavor},
 			"tolerations": []any{map[string]any{"key": flavorToleration.Key, "operator": string(flavorToleration.Operator), "effect": string(flavorToleration.Effect)}},
 		}}),
-		kueueObject("ClusterQueue", "", flavor, map[string]any{"spec": map[string]any{
+		kueue.Object("ClusterQueue", "", flavor, map[string]any{"spec": map[string]any{
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{corev1.LabelMetadataName: s.ns}},
 			"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
 			"resourceGroups": []any{map[string]any{
@@ -185,29 +177,18 @@ func (s *stack) createQueues(t *testing.T, queue string, q quota) {
 				}}},
 			}},
 		}}),
-		kueueObject("LocalQueue", s.ns, queue, map[string]any{"spec": map[string]any{"clusterQueue": flavor}}),
+		kueue.Object("LocalQueue", s.ns, queue, map[string]any{"spec": map[string]any{"clusterQueue": flavor}}),
 	}
-	for _, o := range objs {
-		if err := s.c.Create(t.Context(), o); err != nil {
-			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-		t.Cleanup(func() { _ = s.c.Delete(context.Background(), o) })
-	}
+	kueue.CreateAll(t, s.c, objs...)
 	// Kueue admits nothing into a ClusterQueue it has not yet marked
 	// Active (flavors found, quota valid).
-	cq := objs[1]
-	testenv.Eventually(t, "ClusterQueue "+cq.GetName()+" is Active", func(ctx context.Context) (bool, error) {
-		if err := s.c.Get(ctx, client.ObjectKeyFromObject(cq), cq); err != nil {
-			return false, err
-		}
-		return conditionStatus(cq, "Active") == "True", nil
-	})
+	kueue.WaitActive(t, s.c, objs[1])
 }
 
 // createPriorityClass creates a WorkloadPriorityClass.
 func (s *stack) createPriorityClass(t *testing.T, name string, value int64) {
 	t.Helper()
-	o := kueueObject("WorkloadPriorityClass", "", name, map[string]any{"value": value})
+	o := kueue.Object("WorkloadPriorityClass", "", name, map[string]any{"value": value})
 	if err := s.c.Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
