@@ -104,8 +104,15 @@ func TestKueueAdmitsWithinQuotaWithoutAFight(t *testing.T) {
 // user, from the API server's audit log.
 func (s *stack) jobWrites(t *testing.T, job *batchv1.Job) map[string]int {
 	t.Helper()
+	return s.writesOn(t, "jobs", job.Namespace, job.Name)
+}
+
+// writesOn counts the successful writes on one object's main resource by
+// user.
+func (s *stack) writesOn(t *testing.T, resource, ns, name string) map[string]int {
+	t.Helper()
 	out := map[string]int{}
-	for _, w := range s.jobWriteLog(t, job) {
+	for _, w := range s.writeLog(t, resource, ns, name) {
 		if w.Succeeded() {
 			out[w.User]++
 		}
@@ -117,13 +124,20 @@ func (s *stack) jobWrites(t *testing.T, job *batchv1.Job) map[string]int {
 // ones (conflicts) included, oldest first.
 func (s *stack) jobWriteLog(t *testing.T, job *batchv1.Job) []testenv.AuditedWrite {
 	t.Helper()
+	return s.writeLog(t, "jobs", job.Namespace, job.Name)
+}
+
+// writeLog is every write request on one object's main resource, from
+// the API server's audit log.
+func (s *stack) writeLog(t *testing.T, resource, ns, name string) []testenv.AuditedWrite {
+	t.Helper()
 	writes, err := env.AuditedWrites()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []testenv.AuditedWrite
 	for _, w := range writes {
-		if w.Resource == "jobs" && w.Namespace == job.Namespace && w.Name == job.Name {
+		if w.Resource == resource && w.Namespace == ns && w.Name == name {
 			out = append(out, w)
 		}
 	}

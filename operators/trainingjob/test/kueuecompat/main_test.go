@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -91,6 +92,11 @@ type stackOptions struct {
 	visibility bool
 	// operator tunes the operator.
 	operator harness.Options
+	// kubeflow installs the Kubeflow training-operator's CRDs before
+	// Kueue starts and switches on Kueue's PyTorchJob integration: Kueue
+	// sets up an integration only for a kind served when it starts. The
+	// CRDs stay for the rest of the package, whose other jobs are native.
+	kubeflow bool
 }
 
 func startStackWith(t *testing.T, opts stackOptions) *stack {
@@ -118,7 +124,12 @@ func startStackWith(t *testing.T, opts stackOptions) *stack {
 	s := &stack{c: c}
 	// Kueue with the batch/Job integration the native backend needs; the
 	// test is skipped when Kueue cannot be built.
-	s.kueue = kueue.ForTest(t, env, kueueUser, kueue.Options{Frameworks: []string{"batch/job"}, Visibility: opts.visibility})
+	frameworks := []string{"batch/job"}
+	if opts.kubeflow {
+		installKubeflowCRDs(t)
+		frameworks = append(frameworks, kueuePyTorchJobFramework)
+	}
+	s.kueue = kueue.ForTest(t, env, kueueUser, kueue.Options{Frameworks: frameworks, Visibility: opts.visibility})
 	s.op, err = harness.StartOperator(operatorCfg, scheme, opts.operator)
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +140,20 @@ func startStackWith(t *testing.T, opts stackOptions) *stack {
 		_ = c.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}})
 	})
 	return s
+}
+
+// kueuePyTorchJobFramework is the name of Kueue's integration of the
+// Kubeflow PyTorchJob in its configuration.
+const kueuePyTorchJobFramework = "kubeflow.org/pytorchjob"
+
+// installKubeflowCRDs installs the chart's Kubeflow CRDs and waits until
+// they are served.
+func installKubeflowCRDs(t *testing.T) {
+	t.Helper()
+	crds := filepath.Join(testenv.RepoRoot(), "charts", "trainingjob-operator", "files", "kubeflow-crds")
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{crds}}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitServed waits until the chart's CRD is served.
