@@ -138,4 +138,3 @@ func podSets(wl *unstructured.Unstructured) []any {
 	sets, _, _ := unstructured.NestedSlice(wl.Object, "spec", "podSets")
 	return sets
 }
-

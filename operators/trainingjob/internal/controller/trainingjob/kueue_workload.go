@@ -51,7 +51,7 @@ func newWorkload() *unstructured.Unstructured { return kueue.NewWorkload() }
 // admission happened, for the queue-wait metric). Without Kueue's CRD there
 // is nothing to read.
 func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if !r.WatchesWorkloads || s.job == nil || s.tj.Spec.QueueName == "" || s.finished || s.end != nil {
+	if !r.watchesWorkloads() || s.job == nil || s.tj.Spec.QueueName == "" || s.finished || s.end != nil {
 		return ctrl.Result{}, nil
 	}
 	queued := s.state.SpecSuspended

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -98,8 +99,10 @@ type Reconciler struct {
 	// refused a pod; SetupWithManagerAs sets it, and nil reads none.
 	Refusals *podrefusal.Watch
 	// WatchesWorkloads is false when Kueue's Workload CRD was not
-	// installed at start; queued jobs then show no reason of Kueue's.
+	// installed at start; queued jobs then show no reason of Kueue's until
+	// it appears (kueue_arrival.go), when workloadsArrived turns true.
 	WatchesWorkloads bool
+	workloadsArrived atomic.Bool
 	// QueuePositionRefresh is how often a queued job's position in its
 	// LocalQueue is read again from Kueue's visibility API (with up to 20%
 	// jitter); one read of a LocalQueue serves its jobs for half of it.
@@ -209,7 +212,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	// The Runner is built here, once, from the fields as the caller left
 	// them after NewReconciler (tests swap the client or the clock).
 	r.runner = r.newRunner()
-	if r.WatchesWorkloads && r.QueuePositionRefresh > 0 {
+	if r.QueuePositionRefresh > 0 {
 		r.positions = newQueuePositions(r.fetchPositions, r.QueuePositionRefresh/2, r.Clock)
 	}
 	// Our own status writes change neither generation, labels nor
@@ -247,12 +250,22 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	if r.WatchesWorkloads {
 		b = b.Watches(newWorkload(), handler.EnqueueRequestsFromMapFunc(workloadToTrainingJob))
 	}
-	arrival := r.watchKubeflowArrival(b)
+	var arrivals []*crdArrival
+	for _, a := range []*crdArrival{r.kubeflowArrival(), r.kueueArrival()} {
+		if a != nil {
+			arrivals = append(arrivals, a.register(b))
+		}
+	}
 	c, err := b.Build(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
-	if err != nil || arrival == nil {
+	if err != nil {
 		return err
 	}
-	return arrival.start(mgr, c)
+	for _, a := range arrivals {
+		if err := a.start(mgr, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // podToTrainingJob maps a pod of a run to its TrainingJob through the label
