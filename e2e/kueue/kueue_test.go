@@ -3,6 +3,8 @@ package kueue
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,19 +212,25 @@ func requireKueue(t *testing.T, e *steps.Env) {
 // that feeds it. It returns the LocalQueue's name.
 func createQueues(t *testing.T, e *steps.Env, ns string, cpu, memory resource.Quantity) string {
 	t.Helper()
+	return createQueuesWith(t, e, ns, corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory})
+}
+
+// createQueuesWith is createQueues with a quota of each resource given.
+func createQueuesWith(t *testing.T, e *steps.Env, ns string, quota corev1.ResourceList) string {
+	t.Helper()
+	var covered, resources []any
+	for _, name := range slices.Sorted(maps.Keys(quota)) {
+		q := quota[name]
+		covered = append(covered, string(name))
+		resources = append(resources, map[string]any{"name": string(name), "nominalQuota": q.String()})
+	}
 	flavor := object("ResourceFlavor", "", ns, map[string]any{})
 	cq := object("ClusterQueue", "", ns, map[string]any{
 		"namespaceSelector": map[string]any{"matchLabels": map[string]any{corev1.LabelMetadataName: ns}},
 		"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
 		"resourceGroups": []any{map[string]any{
-			"coveredResources": []any{"cpu", "memory"},
-			"flavors": []any{map[string]any{
-				"name": ns,
-				"resources": []any{
-					map[string]any{"name": "cpu", "nominalQuota": cpu.String()},
-					map[string]any{"name": "memory", "nominalQuota": memory.String()},
-				},
-			}},
+			"coveredResources": covered,
+			"flavors":          []any{map[string]any{"name": ns, "resources": resources}},
 		}},
 	})
 	lq := object("LocalQueue", ns, "team-queue", map[string]any{"clusterQueue": ns})
