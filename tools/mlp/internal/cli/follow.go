@@ -25,6 +25,9 @@ type jobState struct {
 	Name     string
 	Phase    string
 	Queue    string // "queued" (with its place when known), "admitted" or "" without a queue
+	// Place is the job's place in its LocalQueue while it waits there
+	// and the operator knows it, such as "position 2 in team-queue".
+	Place string
 	Ready    int
 	Pods     int
 	Run      int32
@@ -39,10 +42,19 @@ type jobState struct {
 // line is the one-line summary; it leaves out the ETA, which changes every
 // second, so that the plain mode prints a line only when something happened.
 func (s jobState) line(now time.Time, withETA bool) string {
-	parts := []string{s.Name + ": " + orDash(s.Phase)}
-	if s.Queue != "" {
-		parts = append(parts, s.Queue)
+	head := s.Name + ": " + orDash(s.Phase)
+	switch {
+	case s.Phase == string(trainingv1alpha1.PhaseQueued) && s.Place != "":
+		// As mlp train list shows it: "Queued (position 2 in team-queue)".
+		head += " (" + s.Place + ")"
+	case s.Phase == string(trainingv1alpha1.PhaseQueued) && s.Queue == "queued":
+		// The phase says it already.
+	case s.Place != "":
+		head += ", " + s.Queue + " (" + s.Place + ")"
+	case s.Queue != "":
+		head += ", " + s.Queue
 	}
+	parts := []string{head}
 	if s.Pods > 0 {
 		parts = append(parts, fmt.Sprintf("pods ready %d/%d", s.Ready, s.Pods))
 	}
@@ -77,8 +89,8 @@ func observe(ctx context.Context, s *session, u *unstructured.Unstructured) (job
 	}
 	if c := meta.FindStatusCondition(tj.Status.Conditions, trainingv1alpha1.ConditionQueued); c != nil {
 		st.Queue = map[bool]string{true: "queued", false: "admitted"}[c.Status == "True"]
-		if place := queuePlace(tj); place != "" && c.Status == "True" {
-			st.Queue += " (" + place + ")"
+		if c.Status == "True" {
+			st.Place = queuePlace(tj)
 		}
 	}
 	st.Waiting = conditionText(waitingCondition(tj))

@@ -165,10 +165,10 @@ func TestSubmitFollowsTheJobToSuccess(t *testing.T) {
 		{do: jobStatus(ns, "job", func(st *trainingv1alpha1.TrainingJobStatus) {
 			st.Phase = trainingv1alpha1.PhaseQueued
 			setCondition(st, trainingv1alpha1.ConditionQueued, metav1.ConditionTrue, "Queued")
-		}), expect: "job: Queued, queued\n"},
+		}), expect: "job: Queued\n"},
 		{do: jobStatus(ns, "job", func(st *trainingv1alpha1.TrainingJobStatus) {
 			st.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: "team-a", Position: ptr.To[int32](2)}
-		}), expect: "job: Queued, queued (position 2 in team-a)\n"},
+		}), expect: "job: Queued (position 2 in team-a)\n"},
 		{do: podsOfRun(ns, "job", false, "Master", "Worker"), expect: ""},
 		{do: jobStatus(ns, "job", running), expect: "job: Running, admitted, pods ready 0/2, run 1, restarts 0\n"},
 		{do: podsOfRun(ns, "job", true, "Master", "Worker"), expect: "job: Running, admitted, pods ready 2/2, run 1, restarts 0\n"},
@@ -183,8 +183,8 @@ func TestSubmitFollowsTheJobToSuccess(t *testing.T) {
 	}
 	want := `trainingjob.training.mlplatform.dev/job created
 job: -
-job: Queued, queued
-job: Queued, queued (position 2 in team-a)
+job: Queued
+job: Queued (position 2 in team-a)
 job: Running, admitted, pods ready 0/2, run 1, restarts 0
 job: Running, admitted, pods ready 2/2, run 1, restarts 0
 job: Running, admitted, pods ready 2/2, run 1, restarts 0, step 50/100 (50%) epoch 1 loss=0.3
