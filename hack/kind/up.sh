@@ -69,6 +69,7 @@ for ns in kube-system local-path-storage; do
   done
 done
 "$kubectl" get storageclass standard >/dev/null
+service_cidr=$("$kubectl" get servicecidr kubernetes -o jsonpath='{.spec.cidrs[0]}')
 
 # The NetworkPolicy engine (manifests/network-policy.yaml) unless switched
 # off. The cluster says it enforces policies only once every node has the
@@ -78,7 +79,6 @@ if [[ ${KIND_NETWORK_POLICY:-1} == 1 ]]; then
   if [[ $image == "$default_image" ]]; then
     "$kind" load image-archive --name "$KIND_CLUSTER_NAME" "$(awk '$1 ~ /\/kube-router:/ {print $2}' "$images/images.txt")"
   fi
-  service_cidr=$("$kubectl" get servicecidr kubernetes -o jsonpath='{.spec.cidrs[0]}')
   sed -e "s#@KUBE_ROUTER_IMAGE@#$kube_router_image#" -e "s#@SERVICE_CIDR@#$service_cidr#" \
     "$KIND_ROOT/manifests/network-policy.yaml" | "$kubectl" apply -f - >/dev/null
   "$kubectl" -n kube-system rollout status daemonset/kube-router --timeout=3m >/dev/null
@@ -106,5 +106,23 @@ for node in $("$kind" get nodes --name "$KIND_CLUSTER_NAME"); do
     die "$node: cgroup drivers differ (containerd SystemdCgroup=$runtime_driver, kubelet cgroupDriver=$kubelet_driver, pods in ${pod_cgroups:-?})"
   log "$node: containerd and kubelet both use the systemd cgroup driver (pods under $pod_cgroups)"
 done
+# A connection to a Service's ClusterIP that kube-proxy has not programmed
+# yet is not translated: it leaves the node by its default route, to the
+# Docker host, where on the build machines an HTTPS endpoint answers any
+# address (404 to everything). The client then keeps a live connection to
+# that endpoint and never reaches the Service: the API server's aggregator,
+# which checks an APIService created in the same release as its Service
+# (Kueue's visibility API), reused such a connection every 30 s and kept the
+# APIService unavailable (FailedDiscoveryCheck, 404) for as long as the
+# cluster ran. The nodes reject what is still addressed to the service range
+# after kube-proxy's translation, as a cluster without a route there would:
+# the client's next connection reaches the Service.
+for node in $("$kind" get nodes --name "$KIND_CLUSTER_NAME"); do
+  for chain in OUTPUT FORWARD; do
+    docker exec "$node" iptables -C "$chain" -d "$service_cidr" -j REJECT 2>/dev/null ||
+      docker exec "$node" iptables -I "$chain" -d "$service_cidr" -j REJECT
+  done
+done
+log "traffic to the service range $service_cidr that kube-proxy did not translate is rejected on every node"
 log "cluster $KIND_CLUSTER_NAME is up: created in $((SECONDS - create_start))s, kind-up took $((SECONDS - start))s"
 log "kubeconfig: $KIND_KUBECONFIG (export KUBECONFIG=$KIND_KUBECONFIG)"
