@@ -2,6 +2,7 @@ package notebook
 
 import (
 	"context"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
+	"github.com/ml-platform/ml-platform/shared/crdarrival"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/kueue"
 	"github.com/ml-platform/ml-platform/shared/metrics"
@@ -104,8 +106,10 @@ type Reconciler struct {
 	Namespaces map[string]cache.Config
 
 	// WatchesWorkloads is false when Kueue's Workload CRD was not
-	// installed at start; queued Notebooks then show no wait of Kueue's.
+	// installed at start; queued Notebooks then show no wait of Kueue's
+	// until it appears (kueueArrival), when workloadsArrived turns true.
 	WatchesWorkloads bool
+	workloadsArrived atomic.Bool
 
 	// PhaseMetrics times the reconcile's phases.
 	PhaseMetrics *phase.Metrics
@@ -190,11 +194,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Watches(&corev1.Pod{}, byLabel).
 		WithOptions(opts).
 		Named("notebook")
+	var arrival *crdarrival.Arrival
 	if _, err := mgr.GetRESTMapper().RESTMapping(kueue.WorkloadGVK.GroupKind(), kueue.WorkloadGVK.Version); err == nil {
 		r.WatchesWorkloads = true
 		b = b.Watches(kueue.NewWorkload(), handler.EnqueueRequestsFromMapFunc(workloadToNotebook))
 	} else {
-		mgr.GetLogger().Info("Kueue's Workload API not served; queued Notebooks show no reason of Kueue's", "reason", err.Error())
+		mgr.GetLogger().Info("Kueue's Workload API not served; queued Notebooks show no reason of Kueue's until it is", "reason", err.Error())
+		// CRDs are cluster-scoped: a namespace-scoped install may not
+		// watch them, and needs a restart once Kueue is installed.
+		if r.Namespaces == nil {
+			arrival = r.kueueArrival().Register(b)
+		}
 	}
 	for _, src := range events.Sources(r.failedCreateOwner) {
 		b = b.WatchesRawSource(src)
@@ -208,7 +218,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	} else {
 		mgr.GetLogger().Info("FeatureStore API not served; FeatureStore changes are picked up at the next reconcile", "reason", err.Error())
 	}
-	return b.Complete(tracing.Reconciler("notebook", panics.Reconciler(mgr, "notebook", &notebooksv1alpha1.Notebook{}, r)))
+	c, err := b.Build(tracing.Reconciler("notebook", panics.Reconciler(mgr, "notebook", &notebooksv1alpha1.Notebook{}, r)))
+	if err != nil || arrival == nil {
+		return err
+	}
+	return arrival.Start(mgr, c, "notebook")
 }
 
 // failedCreateOwner maps a FailedCreate event to the Notebook of its

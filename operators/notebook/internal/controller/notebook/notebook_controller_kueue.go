@@ -8,10 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/crdarrival"
 	"github.com/ml-platform/ml-platform/shared/kueue"
 )
 
@@ -39,7 +42,7 @@ type queueObservation struct {
 // observeQueue reads the Workload Kueue keeps for a queued Notebook's
 // StatefulSet; without Kueue's CRD there is nothing to read.
 func (r *Reconciler) observeQueue(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if !r.WatchesWorkloads || s.nb.Spec.QueueName == "" || s.sts == nil {
+	if !r.watchesWorkloads() || s.nb.Spec.QueueName == "" || s.sts == nil {
 		return ctrl.Result{}, nil
 	}
 	wls, err := kueue.WorkloadsOf(ctx, r.Client, s.nb.Namespace, s.sts.UID)
@@ -120,4 +123,44 @@ func workloadToNotebook(_ context.Context, o client.Object) []reconcile.Request 
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: a[kueue.JobOwnerNameAnnotation]}}}
+}
+
+// Kueue may be installed after the operator started (for a team that had
+// none, or the umbrella's kueue.enabled turned on in a running platform).
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+
+// kueueArrival, for an operator that started without Kueue's Workload CRD,
+// starts watching Workloads when it appears (shared/crdarrival): queued
+// Notebooks then show Kueue's wait, as in an operator started after Kueue.
+func (r *Reconciler) kueueArrival() *crdarrival.Arrival {
+	return &crdarrival.Arrival{
+		Name:  "kueue",
+		Kinds: []client.Object{kueue.NewWorkload()},
+		Watch: func(mgr ctrl.Manager, obj client.Object) source.Source {
+			return source.Kind(mgr.GetCache(), obj, handler.EnqueueRequestsFromMapFunc(workloadToNotebook))
+		},
+		Arrived: func(ctx context.Context) {
+			r.workloadsArrived.Store(true)
+			ctrl.LoggerFrom(ctx).Info("Kueue's Workload CRD appeared: queued Notebooks show Kueue's wait now")
+		},
+		Waiting: func(ctx context.Context) ([]client.Object, error) {
+			list := &notebooksv1alpha1.NotebookList{}
+			if err := r.Client.List(ctx, list); err != nil {
+				return nil, err
+			}
+			var out []client.Object
+			for i := range list.Items {
+				if list.Items[i].Spec.QueueName != "" {
+					out = append(out, &list.Items[i])
+				}
+			}
+			return out, nil
+		},
+	}
+}
+
+// watchesWorkloads is true when Kueue's Workloads are watched: their CRD
+// was installed at start, or appeared since.
+func (r *Reconciler) watchesWorkloads() bool {
+	return r.WatchesWorkloads || r.workloadsArrived.Load()
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
+	"github.com/ml-platform/ml-platform/shared/crdarrival"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/panics"
@@ -191,14 +192,7 @@ func OptionalOwnedObjects() []client.Object {
 	return kubeflowjob.NewBackend(backend.Settings{}, nil).Owned()
 }
 
-func installed(mgr ctrl.Manager, obj client.Object) bool {
-	gvk, err := mgr.GetClient().GroupVersionKindFor(obj)
-	if err != nil {
-		return false
-	}
-	_, err = mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
-	return err == nil
-}
+func installed(mgr ctrl.Manager, obj client.Object) bool { return crdarrival.Served(mgr, obj) }
 
 // SetupWithManager registers the controller and its watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
@@ -250,10 +244,10 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	if r.WatchesWorkloads {
 		b = b.Watches(newWorkload(), handler.EnqueueRequestsFromMapFunc(workloadToTrainingJob))
 	}
-	var arrivals []*crdArrival
-	for _, a := range []*crdArrival{r.kubeflowArrival(), r.kueueArrival()} {
+	var arrivals []*crdarrival.Arrival
+	for _, a := range []*crdarrival.Arrival{r.kubeflowArrival(), r.kueueArrival()} {
 		if a != nil {
-			arrivals = append(arrivals, a.register(b))
+			arrivals = append(arrivals, a.Register(b))
 		}
 	}
 	c, err := b.Build(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
@@ -261,7 +255,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		return err
 	}
 	for _, a := range arrivals {
-		if err := a.start(mgr, c); err != nil {
+		if err := a.Start(mgr, c, Name); err != nil {
 			return err
 		}
 	}
