@@ -22,12 +22,12 @@ import (
 
 // jobState is what a waiting command shows of a TrainingJob.
 type jobState struct {
-	Name     string
-	Phase    string
-	Queue    string // "queued" (with its place when known), "admitted" or "" without a queue
+	Name  string
+	Phase string
+	Queue string // "queued" (with its place when known), "admitted" or "" without a queue
 	// Place is the job's place in its LocalQueue while it waits there
 	// and the operator knows it, such as "position 2 in team-queue".
-	Place string
+	Place    string
 	Ready    int
 	Pods     int
 	Run      int32
