@@ -24,7 +24,7 @@ import (
 type jobState struct {
 	Name  string
 	Phase string
-	Queue string // "queued" (with its place when known), "admitted" or "" without a queue
+	Queue string // "queued", "admitted" or "" without a queue
 	// Place is the job's place in its LocalQueue while it waits there
 	// and the operator knows it, such as "position 2 in team-queue".
 	Place    string
