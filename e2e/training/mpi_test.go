@@ -60,7 +60,8 @@ func allowBaseline(t *testing.T, e *steps.Env, ns string) {
 // allreduce, started by mpirun on the launcher over the operator's SSH
 // transport; rank 0 reports the reduced sum of rank+1 over the four ranks
 // (10), which the test checks against the world size, and that ranks ran
-// on both pods.
+// on both pods; status.progress shows the same numbers, reported by world
+// rank 0 through the progress helper.
 func TestMPIAllreduceSucceeds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *steps.Env, ns, backend string) {
 		if backend == string(trainingv1alpha1.BackendKubeflow) {
@@ -88,6 +89,9 @@ func TestMPIAllreduceSucceeds(t *testing.T) {
 		if size != 4 || sum != size*(size+1)/2 || hosts != 2 {
 			t.Errorf("allreduce over %d ranks on %d hosts summed %d; want 4 ranks on 2 hosts summing 10", size, hosts, sum)
 		}
+		// World rank 0, on the launcher, reported the same result as the
+		// training's progress: the operator accepted it from that pod.
+		waitProgress(t, e, tj, 1, 1, map[string]string{"sum": "10", "ranks": "4", "hosts": "2"})
 	})
 }
 
@@ -118,4 +122,53 @@ func TestMPIKubeflowLauncherIsRefusedUnderRestricted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no refusal of the launcher's kubectl-delivery container among the MPIJob's MPIJobFailed events %q: %v", seen, err)
 	}
+}
+
+// launcherGivesUp is an MPI program whose every rank prints a marker and
+// exits 3, so that mpirun, on the launcher, fails the run.
+var launcherGivesUp = []string{"mpirun", "python3", "-c",
+	"import sys\nfrom mpi4py import MPI\nprint('rank %d gives up' % MPI.COMM_WORLD.Get_rank(), flush=True)\nsys.exit(3)"}
+
+// isLauncher says whether pod is the MPI launcher of its run: completion
+// index 0 on the native backend, the Launcher replica on the kubeflow one.
+func isLauncher(pod *corev1.Pod) bool {
+	if idx, ok := pod.Annotations["batch.kubernetes.io/job-completion-index"]; ok {
+		return idx == "0"
+	}
+	return pod.Labels["training.kubeflow.org/replica-type"] == "launcher"
+}
+
+// TestMPILauncherFailureFailsTheJobWithItsReason: when mpirun fails on the
+// launcher (every rank exits 3), the job fails at once (one run, no
+// restart: a program that exits non-zero is the user's) and its failure
+// names the launcher's container, mpirun's exit code and the end of the
+// launcher's log, not a worker whose SSH server was stopped as a
+// consequence.
+func TestMPILauncherFailureFailsTheJobWithItsReason(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *steps.Env, ns, backend string) {
+		if backend == string(trainingv1alpha1.BackendKubeflow) {
+			allowBaseline(t, e, ns)
+		}
+		tj := mpiJob(t, ns, "gives-up", 2, 1)
+		tj.Spec.Command = launcherGivesUp
+		create(t, e, tj, backend)
+		e.WaitCondition(t, tj, "Failed", metav1.ConditionTrue, "Succeeded", trainTimeout)
+		f := tj.Status.Failure
+		if f == nil {
+			t.Fatalf("Failed without status.failure: %+v", tj.Status)
+		}
+		var pod corev1.Pod
+		if err := e.C.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: f.Pod}, &pod); err != nil {
+			t.Fatalf("status.failure names pod %q: %v", f.Pod, err)
+		}
+		if !isLauncher(&pod) || f.ExitCode != 3 || f.Class != trainingv1alpha1.FailureClassUser {
+			t.Errorf("status.failure %+v: want the launcher's container, exit code 3, a user failure", f)
+		}
+		if !strings.Contains(f.TerminationMessage, "gives up") {
+			t.Errorf("status.failure's termination message %q lacks the launcher's log", f.TerminationMessage)
+		}
+		if tj.Status.RestartCount != 0 {
+			t.Errorf("%d restarts of a failing program, want none", tj.Status.RestartCount)
+		}
+	})
 }
