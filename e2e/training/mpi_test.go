@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -171,4 +172,52 @@ func TestMPILauncherFailureFailsTheJobWithItsReason(t *testing.T) {
 			t.Errorf("%d restarts of a failing program, want none", tj.Status.RestartCount)
 		}
 	})
+}
+
+// TestMPIWorkerThatNeverStartsIsVisibleAndFailsTheLauncher: a namespace
+// whose quota admits one pod gets the launcher (the Job controller creates
+// completion index 0 first) and refuses the worker. While the launcher
+// waits for the worker's SSH server, the TrainingJob says why on its
+// Running condition (PodsRefused, with the quota's words); when the
+// launcher's bounded wait (MLPLATFORM_MPI_WAIT_SECONDS) ends, the job
+// fails with the launcher's reason instead of hanging. Native backend
+// only: training-operator v1 creates an MPIJob's launcher after its
+// workers, so there the quota refuses the launcher, a refusal
+// TestMPIKubeflowLauncherIsRefusedUnderRestricted covers.
+func TestMPIWorkerThatNeverStartsIsVisibleAndFailsTheLauncher(t *testing.T) {
+	if !slices.Contains(backends(), string(trainingv1alpha1.BackendNative)) {
+		t.Skip("the native backend is not under test")
+	}
+	e := steps.Connect(t)
+	ns := e.Namespace(t, "e2e-training")
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "one-pod"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}},
+	}
+	if err := e.C.Create(t.Context(), quota); err != nil {
+		t.Fatal(err)
+	}
+	tj := mpiJob(t, ns, "lonely", 2, 1)
+	tj.Spec.Env = append(tj.Spec.Env, corev1.EnvVar{Name: "MLPLATFORM_MPI_WAIT_SECONDS", Value: "90"})
+	create(t, e, tj, string(trainingv1alpha1.BackendNative))
+	var running *metav1.Condition
+	steps.Until(t, "the worker's refusal on the Running condition", trainTimeout, func(ctx context.Context) (bool, error) {
+		if err := e.C.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
+			return false, err
+		}
+		running = meta.FindStatusCondition(tj.Status.Conditions, "Running")
+		return running != nil && running.Reason == commonv1alpha1.ReasonPodsRefused, nil
+	})
+	if !strings.Contains(running.Message, "exceeded quota") {
+		t.Errorf("Running=%s %s: %q does not say the quota refused the worker", running.Status, running.Reason, running.Message)
+	}
+	e.WaitCondition(t, tj, "Failed", metav1.ConditionTrue, "Succeeded", trainTimeout)
+	f := tj.Status.Failure
+	if f == nil || !strings.Contains(f.TerminationMessage, "did not answer in time") {
+		t.Fatalf("status.failure %+v: want the launcher's words on the worker that never answered", f)
+	}
+	var pod corev1.Pod
+	if err := e.C.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: f.Pod}, &pod); err != nil || !isLauncher(&pod) {
+		t.Errorf("status.failure names pod %q (%v), not the launcher", f.Pod, err)
+	}
 }
