@@ -126,6 +126,15 @@ func TestContractProgramChecksTheDocumentedEnvironment(t *testing.T) {
 			"cannot reach worker:1"},
 		"paddle without PADDLE_NNODES": {"paddle", map[string]string{"PADDLE_MASTER": addr(0), "PADDLE_JOB_ID": "j"}, "PADDLE_NNODES"},
 		"paddle master without a port": {"paddle", map[string]string{"PADDLE_MASTER": ip, "PADDLE_NNODES": "1", "PADDLE_JOB_ID": "j"}, "is not host:port"},
+		"jax without a coordinator":    {"jax", map[string]string{"JAX_NUM_PROCESSES": "1", "JAX_PROCESS_ID": "0"}, "JAX_COORDINATOR_ADDRESS is not set"},
+		"jax coordinator without a port": {"jax", map[string]string{"JAX_COORDINATOR_ADDRESS": ip, "JAX_NUM_PROCESSES": "1", "JAX_PROCESS_ID": "0"},
+			"is not host:port"},
+		"jax port not the address's": {"jax", jaxEnv(addr(0), ports[1], 1, 0), "is not the port of JAX_COORDINATOR_ADDRESS"},
+		"jax process id outside":     {"jax", jaxEnv(addr(0), ports[0], 2, 2), "JAX_PROCESS_ID 2 outside 0..1"},
+		"jax no processes":           {"jax", jaxEnv(addr(0), ports[0], 0, 0), "JAX_NUM_PROCESSES '0' is not an integer of at least 1"},
+		"jax process 1 on the coordinator's address": {"jax", jaxEnv(addr(0), ports[0], 2, 1),
+			"resolves to process 1's own pod"},
+		"jax process 0 elsewhere": {"jax", jaxEnv("192.0.2.1:"+strconv.Itoa(ports[0]), ports[0], 2, 0), "not to process 0's pod"},
 	}
 	for name, tc := range refused {
 		t.Run(name, func(t *testing.T) {
@@ -135,6 +144,17 @@ func TestContractProgramChecksTheDocumentedEnvironment(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("jax alone is its own coordinator", func(t *testing.T) {
+		r := localContract(t, "jax", jaxEnv(addr(0), ports[0], 1, 0))[0]
+		var env jaxFacts
+		if err := json.Unmarshal(r.Env, &env); err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK || !env.Coordinator || r.Identity != "process:0" || r.World != 1 || env.Address != addr(0) {
+			t.Errorf("%+v, %+v: want ok, process 0 of 1, the coordinator at %s", r, env, addr(0))
+		}
+	})
 
 	t.Run("paddle alone is its own master", func(t *testing.T) {
 		r := localContract(t, "paddle", map[string]string{"PADDLE_MASTER": addr(0), "PADDLE_NNODES": "1", "PADDLE_JOB_ID": "j"})[0]
@@ -151,4 +171,13 @@ func TestContractProgramChecksTheDocumentedEnvironment(t *testing.T) {
 			t.Errorf("collective variables (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// jaxEnv is the environment of JAX process id of n whose coordinator is
+// at address, with JAX_COORDINATOR_PORT port.
+func jaxEnv(address string, port, n, id int) map[string]string {
+	return map[string]string{
+		"JAX_COORDINATOR_ADDRESS": address, "JAX_COORDINATOR_PORT": strconv.Itoa(port),
+		"JAX_NUM_PROCESSES": strconv.Itoa(n), "JAX_PROCESS_ID": strconv.Itoa(id),
+	}
 }

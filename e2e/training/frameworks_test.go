@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -83,6 +84,31 @@ func terminated(t *testing.T, e *steps.Env, tj *trainingv1alpha1.TrainingJob, po
 	return messages, byName
 }
 
+// waitProgress waits until tj's status shows the progress its rank 0
+// reported last: step of total steps, with metrics among the values
+// (the operator writes a final report at once, but after the report
+// returned, so possibly after the job ended).
+func waitProgress(t *testing.T, e *steps.Env, tj *trainingv1alpha1.TrainingJob, step, total int64, metrics map[string]string) *trainingv1alpha1.TrainingProgress {
+	t.Helper()
+	var got *trainingv1alpha1.TrainingProgress
+	steps.Until(t, fmt.Sprintf("status.progress of %s at step %d of %d", tj.Name, step, total), trainTimeout, func(ctx context.Context) (bool, error) {
+		if err := e.C.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
+			return false, err
+		}
+		got = tj.Status.Progress
+		return got != nil && got.Step == step, nil
+	})
+	if got.TotalSteps != total || got.Percent == nil || *got.Percent != 100 {
+		t.Errorf("status.progress %+v: want %d of %d steps, 100%%", got, step, total)
+	}
+	for k, v := range metrics {
+		if got.Metrics[k] != v {
+			t.Errorf("status.progress metric %s = %q, want %q (metrics %v)", k, got.Metrics[k], v, got.Metrics)
+		}
+	}
+	return got
+}
+
 // xgboostResult is what images/xgboost's training script reports.
 type xgboostResult struct {
 	Rank         int     `json:"rank"`
@@ -133,6 +159,12 @@ func TestXGBoostTrainsOneModelOnEveryWorker(t *testing.T) {
 				t.Errorf("pod %s: %d rounds, RMSE %g -> %g; want %d rounds that at least halve the error", pod, r.Rounds, r.FirstRMSE, r.LastRMSE, xgboostRounds)
 			}
 		}
+		// Rank 0 reported every round through the progress helper; the
+		// last one is the model's final error, the same on every rank.
+		p := waitProgress(t, e, tj, xgboostRounds, xgboostRounds, nil)
+		if rmse, err := strconv.ParseFloat(p.Metrics["rmse"], 64); err != nil || len(rmses) == 0 || math.Abs(rmse-mustFloat(t, rmses[0])) > 1e-6 {
+			t.Errorf("status.progress metric rmse %q, want the final train-rmse %v", p.Metrics["rmse"], rmses)
+		}
 		slices.Sort(ranks)
 		if diff := cmp.Diff([]int{0, 1, 2}, ranks); diff != "" {
 			t.Errorf("ranks (-want +got):\n%s", diff)
@@ -144,6 +176,15 @@ func TestXGBoostTrainsOneModelOnEveryWorker(t *testing.T) {
 		}
 		t.Logf("%s: XGBoost on %d pods, %d rounds, final train-rmse %s, in %s", backend, workers, xgboostRounds, rmses[0], time.Since(start).Round(time.Second))
 	})
+}
+
+func mustFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // contractResult is what testdata/contract.py reports.
@@ -210,6 +251,9 @@ func runContract(t *testing.T, e *steps.Env, ns, backend string, framework train
 	if len(ranks) != int(pods) || len(slices.Compact(identities)) != int(pods) {
 		t.Errorf("ranks %v, identities %v: want %d distinct", ranks, identities, pods)
 	}
+	// Rank 0, and only rank 0, reports the proof through the progress
+	// helper: every rank proven, every other one reached.
+	waitProgress(t, e, tj, int64(pods), int64(pods), map[string]string{"reached": strconv.Itoa(int(pods) - 1)})
 	t.Logf("%s: %s contract on %d pods (%v) proved in %s", backend, framework, pods, identities, time.Since(start).Round(time.Second))
 	return tj, results, byName
 }
@@ -327,4 +371,61 @@ func TestPaddleContract(t *testing.T) {
 			t.Errorf("%d pods found their own address in PADDLE_MASTER, want 1", masters)
 		}
 	})
+}
+
+// jaxFacts is JAX's coordinator environment as the contract program read
+// it.
+type jaxFacts struct {
+	Address      string `json:"JAX_COORDINATOR_ADDRESS"`
+	Port         string `json:"JAX_COORDINATOR_PORT"`
+	NumProcesses string `json:"JAX_NUM_PROCESSES"`
+	ProcessID    string `json:"JAX_PROCESS_ID"`
+	Coordinator  bool   `json:"coordinator"`
+	PodIP        string `json:"podIP"`
+}
+
+// TestJAXContract: three pods of a native jax job get the variables
+// jax.distributed.initialize is fed (JAX_COORDINATOR_ADDRESS read by JAX
+// itself, JAX_NUM_PROCESSES and JAX_PROCESS_ID for num_processes and
+// process_id, as Kubeflow Trainer's JAX runtime sets them). Process 0's
+// pod is the coordinator's address (the program checks the address
+// resolves to it and to no other process's pod), every process registers
+// its id there on the port given (the coordinator answers only when the
+// three registered, ids 0 to 2 once each), and the processes reach one
+// another. The process id is the pod's completion index. The kubeflow
+// backend has no JAX (training-operator v1.8 has no JAXJob).
+func TestJAXContract(t *testing.T) {
+	if !slices.Contains(backends(), string(trainingv1alpha1.BackendNative)) {
+		t.Skip("jax runs on the native backend only, which is not under test")
+	}
+	e := steps.Connect(t)
+	ns := e.Namespace(t, "e2e-training")
+	const pods = 3
+	tj, results, byName := runContract(t, e, ns, string(trainingv1alpha1.BackendNative), trainingv1alpha1.FrameworkJAX, pods)
+	job := tj.Name + "-r1"
+	coordinators := 0
+	for pod, r := range results {
+		var env jaxFacts
+		if err := json.Unmarshal(r.Env, &env); err != nil {
+			t.Fatalf("pod %s: %v", pod, err)
+		}
+		host, port, err := net.SplitHostPort(env.Address)
+		if err != nil || port != "8899" || env.Port != port || !strings.HasPrefix(host, job+"-0.") || !strings.HasSuffix(host, "."+ns+".svc") {
+			t.Errorf("pod %s: JAX_COORDINATOR_ADDRESS %q, JAX_COORDINATOR_PORT %q; want %s-0.....%s.svc:8899 and its port", pod, env.Address, env.Port, job, ns)
+		}
+		if env.NumProcesses != strconv.Itoa(pods) || env.ProcessID != strconv.Itoa(r.Rank) ||
+			env.ProcessID != byName[pod].Annotations["batch.kubernetes.io/job-completion-index"] {
+			t.Errorf("pod %s (index %s): JAX_NUM_PROCESSES %q, JAX_PROCESS_ID %q, process %d; want %d processes, the index as id",
+				pod, byName[pod].Annotations["batch.kubernetes.io/job-completion-index"], env.NumProcesses, env.ProcessID, r.Rank, pods)
+		}
+		if env.Coordinator {
+			coordinators++
+			if r.Rank != 0 || env.PodIP != byName[pod].Status.PodIP {
+				t.Errorf("pod %s: the coordinator is process %d on %s; want process 0 on the pod's IP %s", pod, r.Rank, env.PodIP, byName[pod].Status.PodIP)
+			}
+		}
+	}
+	if coordinators != 1 {
+		t.Errorf("%d coordinators, want 1", coordinators)
+	}
 }

@@ -75,7 +75,7 @@ Try it:
   kubectl -n $samples_namespace apply -f deploy/samples/
   kubectl -n $samples_namespace get mlplatform          # every ml-platform object
   kubectl -n $samples_namespace wait --for=condition=Ready featurestores.features.mlplatform.dev/demo notebooks.notebooks.mlplatform.dev/demo --timeout=10m
-  kubectl -n $samples_namespace wait --for=condition=Succeeded trainingjobs.training.mlplatform.dev/demo trainingjobs.training.mlplatform.dev/xgboost --timeout=15m
+  kubectl -n $samples_namespace wait --for=condition=Succeeded trainingjobs.training.mlplatform.dev --all --timeout=15m
   kubectl -n $samples_namespace logs -l training.kubeflow.org/job-role=master --tail=3
 
 The samples are described in deploy/samples/README.md. make e2e-quickstart

@@ -1,6 +1,6 @@
 """Proves a framework's distributed contract on Kubernetes without the framework.
 
-Usage: python3 contract.py tensorflow|paddle   (Python's standard library only)
+Usage: python3 contract.py tensorflow|paddle|jax   (Python's standard library only)
 
 Each pod of a TrainingJob runs this program. It reads the framework's
 environment exactly as the framework documents it, checks the values
@@ -27,6 +27,27 @@ PADDLE_TRAINER_ID (its index in that list) and PADDLE_TRAINERS_NUM. This
 program plays the launcher's part with one trainer per node: it runs the
 rendezvous on the master, derives those variables and checks them.
 
+JAX (jax.distributed.initialize, as Kubeflow Trainer's JAX runtime feeds
+it): JAX_COORDINATOR_ADDRESS, which initialize() reads itself, is
+"host:port" of process 0, where process 0 starts the coordination service,
+bound on every interface at that port ("[::]:port", initialize()'s default
+coordinator_bind_address); "localhost" suits one process only, never
+several hosts. JAX_NUM_PROCESSES and JAX_PROCESS_ID are what the program
+passes as num_processes and process_id: the ids are a dense range 0 to
+num_processes-1, one per process. JAX_COORDINATOR_PORT, where set, is the
+address's port. Every process, process 0 included, connects to the
+coordinator's address and registers its process id there, as the
+coordination client does; the coordinator answers when num_processes
+processes registered. This program plays the coordinator's part: each
+process registers its id with the endpoint it listens on for its peers
+(the coordinator's port + 1), checks the ids and reaches every peer.
+
+The program reports its result as the training's progress (one step per
+rank proven, with the peers reached as a metric) through the platform's
+progress helper when the image has it; the helper sends from rank 0 only,
+which it finds in TF_CONFIG, PADDLE_TRAINER_ID (set here as Paddle's
+launcher sets it in each trainer) or JAX_PROCESS_ID.
+
 The result (identity, rank, world, the peers reached and the peers that
 reached this rank, the variables read and derived) is printed as
 "RESULT {json}" and written as the container's termination message. The
@@ -39,6 +60,11 @@ import socket
 import sys
 import threading
 import time
+
+try:
+    from mlplatform import progress
+except ImportError:  # an image without the progress helper
+    progress = None
 
 TIMEOUT = float(os.environ.get("CONTRACT_TIMEOUT_SECONDS", "600"))
 TERMINATION_LOG = "/dev/termination-log"
@@ -122,7 +148,9 @@ def paddle():
     deadline = time.monotonic() + TIMEOUT
     server = None
     if is_master:
-        server = threading.Thread(target=rendezvous_server, args=(mport, nnodes, endpoint), daemon=True)
+        def answer(endpoints):
+            return [endpoint] + sorted(e for e in endpoints if e != endpoint)
+        server = threading.Thread(target=rendezvous_server, args=(mport, nnodes, answer), daemon=True)
         server.start()
     endpoints = register(master, endpoint, deadline)
     if server:
@@ -138,15 +166,19 @@ def paddle():
     }
     check(len(endpoints) == nnodes, "%d trainers registered, PADDLE_NNODES is %d" % (len(endpoints), nnodes))
     check((trainer_id == 0) == is_master, "trainer %d, master %s: trainer 0 is the master's node" % (trainer_id, is_master))
+    # Paddle's launcher starts each trainer with its id in the environment,
+    # where the progress helper finds rank 0.
+    os.environ["PADDLE_TRAINER_ID"] = str(trainer_id)
     peers = {"trainer:%d" % i: e for i, e in enumerate(endpoints)}
     facts = {"PADDLE_MASTER": master, "PADDLE_NNODES": str(nnodes), "PADDLE_JOB_ID": job_id,
              "master": is_master, "podIP": ip, "derived": derived}
     return "trainer:%d" % trainer_id, trainer_id, mport + 1, peers, facts
 
 
-def rendezvous_server(port, nnodes, own_endpoint):
-    """The launcher's rendezvous on the master: collects nnodes endpoints and
-    answers every node with the list, the master's own endpoint first."""
+def rendezvous_server(port, nnodes, answer):
+    """A rendezvous (Paddle's launcher on the master, JAX's coordinator on
+    process 0): collects nnodes registrations and answers every node with
+    answer(registrations) as JSON. It listens on every interface."""
     srv = socket.create_server(("", port), reuse_port=False)
     srv.settimeout(TIMEOUT)
     conns, endpoints = [], []
@@ -159,16 +191,15 @@ def rendezvous_server(port, nnodes, own_endpoint):
             continue
         conns.append(conn)
         endpoints.append(line[len("REGISTER "):])
-    others = sorted(e for e in endpoints if e != own_endpoint)
-    answer = (json.dumps([own_endpoint] + others) + "\n").encode()
+    reply = (json.dumps(answer(endpoints)) + "\n").encode()
     for conn in conns:
-        conn.sendall(answer)
+        conn.sendall(reply)
         conn.close()
     srv.close()
 
 
 def register(master, endpoint, deadline):
-    """Registers endpoint at the rendezvous; returns every trainer's endpoint."""
+    """Registers endpoint (one line) at the rendezvous; returns its answer."""
     host, port = split_address(master)
     while True:
         try:
@@ -181,6 +212,53 @@ def register(master, endpoint, deadline):
         except OSError as e:
             check(time.monotonic() < deadline, "cannot register at the rendezvous %s: %s" % (master, e))
             time.sleep(1)
+
+
+def env_count(name, minimum):
+    """The integer environment variable name, at least minimum."""
+    value = os.environ.get(name, "")
+    check(value.isdigit() and int(value) >= minimum, "%s %r is not an integer of at least %d" % (name, value, minimum))
+    return int(value)
+
+
+def jax():
+    """Reads JAX's coordinator variables, runs the coordinator on process 0
+    and registers every process there; same result shape as tensorflow()."""
+    coordinator = os.environ.get("JAX_COORDINATOR_ADDRESS", "")
+    check(coordinator, "JAX_COORDINATOR_ADDRESS is not set")
+    chost, cport = split_address(coordinator)
+    port = os.environ.get("JAX_COORDINATOR_PORT")
+    check(port is None or port == str(cport), "JAX_COORDINATOR_PORT %r is not the port of JAX_COORDINATOR_ADDRESS %s" % (port, coordinator))
+    num = env_count("JAX_NUM_PROCESSES", 1)
+    pid = env_count("JAX_PROCESS_ID", 0)
+    check(pid < num, "JAX_PROCESS_ID %d outside 0..%d" % (pid, num - 1))
+    ip, deadline = own_ip(), time.monotonic() + TIMEOUT
+    # Process 0 runs the coordinator: its address leads to process 0's pod
+    # (or, for a single process, to the loopback interface), to no other.
+    addresses = resolve(chost, deadline)
+    if pid == 0:
+        check(ip in addresses or (num == 1 and all(a.startswith("127.") for a in addresses)),
+              "JAX_COORDINATOR_ADDRESS %s resolves to %s, not to process 0's pod (%s)" % (coordinator, addresses, ip))
+    else:
+        check(ip not in addresses, "JAX_COORDINATOR_ADDRESS %s resolves to process %d's own pod (%s), not process 0's" % (coordinator, pid, ip))
+    endpoint = "%s:%d" % (ip, cport + 1)
+    server = None
+    if pid == 0:
+        def answer(lines):
+            return sorted([int(i), e] for i, e in (line.split(" ", 1) for line in lines))
+        server = threading.Thread(target=rendezvous_server, args=(cport, num, answer), daemon=True)
+        server.start()
+    registered = register(coordinator, "%d %s" % (pid, endpoint), deadline)
+    if server:
+        server.join()
+    ids = [i for i, _ in registered]
+    check(ids == list(range(num)), "the coordinator registered process ids %s, want 0..%d once each" % (ids, num - 1))
+    check(registered[pid][1] == endpoint, "process %d registered as %s, not %s" % (pid, registered[pid][1], endpoint))
+    peers = {"process:%d" % i: e for i, e in registered}
+    facts = {"JAX_COORDINATOR_ADDRESS": coordinator, "JAX_COORDINATOR_PORT": port,
+             "JAX_NUM_PROCESSES": str(num), "JAX_PROCESS_ID": str(pid),
+             "coordinator": pid == 0, "podIP": ip}
+    return "process:%d" % pid, pid, cport + 1, peers, facts
 
 
 class Mesh:
@@ -255,11 +333,20 @@ class Mesh:
         check(self.reached_by == set(self.others), "reached by %s of %s" % (sorted(self.reached_by), self.others))
 
 
+def report_progress(world, reached):
+    """Reports the proof as the training's progress (from rank 0 only)."""
+    if progress is None:
+        return
+    progress.report(step=world, total=world, metrics={"reached": reached})
+    if not progress.flush(15):
+        log("progress: the final report was not sent")
+
+
 def main():
     framework = sys.argv[1] if len(sys.argv) > 1 else ""
     result = {"framework": framework}
     try:
-        read = {"tensorflow": tensorflow, "paddle": paddle}.get(framework)
+        read = {"tensorflow": tensorflow, "paddle": paddle, "jax": jax}.get(framework)
         check(read, "unknown framework %r" % framework)
         me, rank, port, peers, facts = read()
         result.update(identity=me, rank=rank, world=len(peers), env=facts)
@@ -275,6 +362,7 @@ def main():
         finally:
             result.update(reached=sorted(mesh.reached), reachedBy=sorted(mesh.reached_by))
         result["ok"] = True
+        report_progress(len(peers), len(mesh.reached))
     except (ContractError, KeyError, ValueError, OSError) as e:
         result.update(ok=False, error="%s: %s" % (type(e).__name__, e))
     line = json.dumps(result, sort_keys=True)

@@ -7,6 +7,7 @@ import http.server
 import json
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def make_cert(directory):
 class Server:
     """An HTTPS server that answers with the next scripted (code, headers) and records requests."""
 
-    def __init__(self, crt, key, script=()):
+    def __init__(self, crt, key, script=(), port=0):
         self.requests = []
         self.script = list(script)
         outer = self
@@ -52,7 +53,7 @@ class Server:
             def log_message(self, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(crt, key)
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
@@ -133,8 +134,25 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual([b["step"] for _, _, _, b in s.requests], [1, 2])
         down = progress.Reporter("https://127.0.0.1:9/progress", self.token, self.ca, min_interval=0.05, timeout=1)
         down.report(step=1)
-        self.assertTrue(down.flush(10))
+        self.assertFalse(down.flush(1), "a report nobody received counts as sent")
         down.close(1)
+
+    def test_an_unreachable_endpoint_gets_the_report_once_it_answers(self):
+        # A port nobody listens on yet refuses connections, as a
+        # NetworkPolicy engine does for a pod it does not know yet.
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        url = "https://localhost:%d/v1/namespaces/ns/trainingjobs/demo/progress" % port
+        r = progress.Reporter(url, self.token, self.ca, min_interval=0.05, timeout=1)
+        self.addCleanup(r.close, 1.0)
+        r.report(step=5, total=5)
+        time.sleep(0.5)
+        s = Server(self.crt, self.key, port=port)
+        self.addCleanup(s.close)
+        self.assertTrue(r.flush(10), "the report was dropped after a refused connection")
+        self.assertEqual([b for _, _, _, b in s.requests], [{"step": 5, "totalSteps": 5}])
 
 
 # The variables the launchers of every framework set; a test's environment

@@ -84,13 +84,13 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	return Build(b.frameworks[tj.Spec.Framework], tj, run, stores, b.settings)
 }
 
-// Companions is the headless Service of an MPI run, which names its pods;
-// the other Kubeflow kinds get their Services from Kubeflow.
+// Companions are the headless Services of an MPI run's workers, which
+// name them; the other Kubeflow kinds get their Services from Kubeflow.
 func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object {
 	if tj.Spec.Framework != trainingv1alpha1.FrameworkMPI {
 		return nil
 	}
-	return []client.Object{mpiService(tj, run, b.settings)}
+	return mpiServices(tj, run, b.settings)
 }
 
 // SuspendPatch sets runPolicy.suspend.

@@ -3,6 +3,8 @@ package kubeflowjob
 import (
 	"fmt"
 	"maps"
+	"strconv"
+	"strings"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,8 +29,9 @@ type RoleShaper interface {
 // with kubectl delivered by an init container) is not used: the launcher
 // starts ranks over the operator's SSH, exactly as on the native backend,
 // and runs ranks itself, so workers counts the same pods on both backends.
-// The workers become resolvable through the run's headless Service (a
-// companion) named as the pods' subdomain.
+// training-operator v1 gives MPI worker pods no hostname, so no DNS name
+// follows from their pod names: each worker becomes resolvable through a
+// headless Service of its own (a companion) named as its pod.
 type mpiJob struct{}
 
 var (
@@ -70,37 +73,49 @@ func (mpiJob) Parts(obj client.Object) (*kubeflowv1.RunPolicy, *kubeflowv1.JobSt
 	return &j.Spec.RunPolicy, &j.Status
 }
 
-// ShapeRole gives the launcher the hostfile of every worker pod and the
-// workers their SSH server; both join the run's headless Service as their
-// subdomain.
+// ShapeRole gives the launcher the hostfile of every worker pod, by the
+// names of their Services, and the workers their SSH server.
 func (mpiJob) ShapeRole(tj *trainingv1alpha1.TrainingJob, run int32, role Role, spec *corev1.PodSpec) {
-	job := backend.JobName(tj.Name, run)
-	spec.Subdomain = job
 	if role.Type != kubeflowv1.MPIJobReplicaTypeLauncher {
 		mpi.Apply(spec, mpi.SecretName(tj.Name), mpi.RoleWorker, "")
 		return
 	}
 	hosts := make([]string, 0, tj.WorkerPods()-1)
 	for i := range tj.WorkerPods() - 1 {
-		hosts = append(hosts, fmt.Sprintf("%s%s-%d.%s.%s.svc", job, mpiWorkerSuffix, i, job, tj.Namespace))
+		hosts = append(hosts, fmt.Sprintf("%s.%s.svc", mpiWorkerName(tj.Name, run, i), tj.Namespace))
 	}
 	mpi.Apply(spec, mpi.SecretName(tj.Name), mpi.RoleLauncher, mpi.Hostfile(hosts, tj.Spec.MPI.Slots()))
 }
 
-// mpiService is the headless Service that makes an MPIJob's pods
-// resolvable by name (training-operator v1 creates none for MPIJob). It
-// publishes pods before they are ready, because the launcher must reach
-// the workers for the run to start.
-func mpiService(tj *trainingv1alpha1.TrainingJob, run int32, s backend.Settings) *corev1.Service {
+// mpiWorkerName is training-operator v1's name of worker i's pod, which
+// its Service shares. The CRD bounds the TrainingJob's name and workers so
+// that it is a DNS label.
+func mpiWorkerName(name string, run, i int32) string {
+	return fmt.Sprintf("%s%s-%d", backend.JobName(name, run), mpiWorkerSuffix, i)
+}
+
+// mpiServices are the headless Services that make an MPIJob's workers
+// resolvable by name (training-operator v1 creates none for MPIJob), one
+// per worker, selecting it by the replica labels training-operator v1
+// gives it. They publish pods before they are ready, because the launcher
+// must reach the workers for the run to start.
+func mpiServices(tj *trainingv1alpha1.TrainingJob, run int32, s backend.Settings) []client.Object {
 	labels := backend.Labels(s.OperatorName, tj.Name, run)
-	return &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: backend.JobName(tj.Name, run), Labels: labels},
-		Spec: corev1.ServiceSpec{
-			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 maps.Clone(labels),
-			PublishNotReadyAddresses: true,
-			Ports:                    []corev1.ServicePort{{Name: "ssh", Port: mpi.Port, Protocol: corev1.ProtocolTCP}},
-		},
+	out := make([]client.Object, 0, tj.WorkerPods()-1)
+	for i := range tj.WorkerPods() - 1 {
+		selector := maps.Clone(labels)
+		selector[kubeflowv1.ReplicaTypeLabel] = strings.ToLower(string(kubeflowv1.MPIJobReplicaTypeWorker))
+		selector[kubeflowv1.ReplicaIndexLabel] = strconv.Itoa(int(i))
+		out = append(out, &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: mpiWorkerName(tj.Name, run, i), Labels: labels},
+			Spec: corev1.ServiceSpec{
+				ClusterIP:                corev1.ClusterIPNone,
+				Selector:                 selector,
+				PublishNotReadyAddresses: true,
+				Ports:                    []corev1.ServicePort{{Name: "ssh", Port: mpi.Port, Protocol: corev1.ProtocolTCP}},
+			},
+		})
 	}
+	return out
 }

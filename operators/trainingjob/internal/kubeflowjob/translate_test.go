@@ -4,8 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -304,9 +306,11 @@ func TestBuildRejectsUnknownAcceleratorType(t *testing.T) {
 
 // TestMPILauncherReachesEveryWorkerByName checks the names in the
 // launcher's hostfile against what training-operator v1.8.1 makes of the
-// MPIJob (worker pods <job>-worker-<i>, whose subdomain is the run's
-// headless Service) and against that Service's selector, so that each
-// hostfile entry is a name the cluster's DNS serves.
+// MPIJob: worker pods named <job>-worker-<i>, labelled with their replica
+// type and index, and without a hostname, so that a subdomain gives them
+// no DNS name. Each hostfile entry must be the name of a headless
+// companion Service that selects that worker and no other pod, which is a
+// name the cluster's DNS serves.
 func TestMPILauncherReachesEveryWorkerByName(t *testing.T) {
 	tj := newTJ(trainingv1alpha1.FrameworkMPI, 3).obj()
 	obj, err := Build(mpiJob{}, tj, 1, nil, settings)
@@ -314,29 +318,54 @@ func TestMPILauncherReachesEveryWorkerByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := obj.(*kubeflowv1.MPIJob)
-	svc := NewBackend(settings, nil).Companions(tj, 1)[0].(*corev1.Service)
+	services := map[string]*corev1.Service{}
+	for _, o := range NewBackend(settings, nil).Companions(tj, 1) {
+		svc := o.(*corev1.Service)
+		services[svc.Name+"."+svc.Namespace+".svc"] = svc
+	}
 	var hostfile string
 	for _, e := range job.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeLauncher].Template.Spec.Containers[0].Env {
 		if e.Name == "MLPLATFORM_MPI_HOSTFILE" {
 			hostfile = e.Value
 		}
 	}
+	launcher := job.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeLauncher].Template
 	workers := job.Spec.MPIReplicaSpecs[kubeflowv1.MPIJobReplicaTypeWorker]
-	var want strings.Builder
-	want.WriteString("localhost slots=1\n")
-	for i := range *workers.Replicas {
+	// The labels training-operator v1.8.1 gives its pods (newWorker,
+	// getOrCreateWorker, newLauncher).
+	podLabels := func(tmpl corev1.PodTemplateSpec, role string, index int) labels.Set {
+		l := labels.Set(maps.Clone(tmpl.Labels))
+		l[kubeflowv1.ReplicaTypeLabel] = role
+		if index >= 0 {
+			l[kubeflowv1.ReplicaIndexLabel] = strconv.Itoa(index)
+		}
+		return l
+	}
+	lines := strings.Split(strings.TrimSuffix(hostfile, "\n"), "\n")
+	if len(lines) != int(*workers.Replicas)+1 || lines[0] != "localhost slots=1" {
+		t.Fatalf("hostfile %q: want localhost and %d workers", hostfile, *workers.Replicas)
+	}
+	if len(services) != int(*workers.Replicas) {
+		t.Errorf("%d Services for %d workers", len(services), *workers.Replicas)
+	}
+	for i, line := range lines[1:] {
+		host, _, _ := strings.Cut(line, " ")
+		svc := services[host]
+		if svc == nil || svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
+			t.Errorf("hostfile entry %q is no headless Service publishing unready pods: %+v", line, svc)
+			continue
+		}
+		selector := labels.SelectorFromSet(svc.Spec.Selector)
+		if !selector.Matches(podLabels(workers.Template, "worker", i)) {
+			t.Errorf("Service %s (selector %v) does not select worker %d", svc.Name, svc.Spec.Selector, i)
+		}
+		if selector.Matches(podLabels(workers.Template, "worker", i+1)) || selector.Matches(podLabels(launcher, "launcher", -1)) {
+			t.Errorf("Service %s (selector %v) selects more than worker %d", svc.Name, svc.Spec.Selector, i)
+		}
 		// training-operator v1.8.1's worker pod name (getOrCreateWorker).
-		pod := fmt.Sprintf("%s-worker-%d", job.Name, i)
-		fmt.Fprintf(&want, "%s.%s.%s.svc slots=1\n", pod, workers.Template.Spec.Subdomain, tj.Namespace)
-	}
-	if diff := cmp.Diff(want.String(), hostfile); diff != "" {
-		t.Errorf("hostfile (-want +got):\n%s", diff)
-	}
-	if svc.Name != workers.Template.Spec.Subdomain || svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
-		t.Errorf("service %s (clusterIP %q, publishNotReady %t), worker subdomain %s", svc.Name, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses, workers.Template.Spec.Subdomain)
-	}
-	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(workers.Template.Labels)) {
-		t.Errorf("service selector %v does not select the workers %v", svc.Spec.Selector, workers.Template.Labels)
+		if want := fmt.Sprintf("%s-worker-%d", job.Name, i); svc.Name != want {
+			t.Errorf("Service %s, want the pod's name %s", svc.Name, want)
+		}
 	}
 	if got := NewBackend(settings, nil).Companions(newTJ(trainingv1alpha1.FrameworkPyTorch, 2).obj(), 1); got != nil {
 		t.Errorf("pytorch got companions %v: Kubeflow makes its Services", got)

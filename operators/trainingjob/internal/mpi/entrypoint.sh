@@ -27,6 +27,11 @@ EOF
 # pod without capabilities lacks; the user's own value wins.
 : "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
 export OMPI_MCA_btl_vader_single_copy_mechanism
+# Open MPI cuts a hostfile's names at the first dot unless told to keep
+# them, and a pod's short name resolves nowhere: the hosts are
+# <pod>.<service>.<namespace>.svc names. The user's own value wins.
+: "${OMPI_MCA_orte_keep_fqdn_hostnames:=true}"
+export OMPI_MCA_orte_keep_fqdn_hostnames
 if [ "${MLPLATFORM_MPI_ROLE:-}" = launcher ] || { [ -z "${MLPLATFORM_MPI_ROLE:-}" ] && [ "${JOB_COMPLETION_INDEX:-}" = 0 ]; }; then
   printf '%s' "$MLPLATFORM_MPI_HOSTFILE" >"$d/hostfile"
   export OMPI_MCA_orte_default_hostfile="$d/hostfile"

@@ -190,20 +190,25 @@ func (a *Authorizer) object(ctx context.Context, ref *metav1.OwnerReference, nam
 }
 
 // rankZero says whether pod runs rank 0: completion index 0 of a native
-// Indexed Job, the first Master or Chief of a Kubeflow job, or the first
+// Indexed Job, the first Master or Chief of a Kubeflow job, the first
 // Worker of a PaddleJob, which the kubeflow backend runs in collective
-// mode with Workers only (worker 0 is PADDLE_MASTER).
+// mode with Workers only (worker 0 is PADDLE_MASTER), or the Launcher of
+// an MPIJob, whose hostfile lists the launcher itself first, so that
+// mpirun starts world rank 0 there. training-operator v1 gives the one
+// launcher no replica index.
 func rankZero(pod *corev1.Pod) bool {
 	if idx, ok := pod.Annotations[annotationCompletionIndex]; ok {
 		return idx == "0"
 	}
 	first := pod.Labels[labelKubeflowReplicaIndex] == "0"
+	owner := metav1.GetControllerOf(pod)
 	switch strings.ToLower(pod.Labels[labelKubeflowReplicaType]) {
 	case "master", "chief":
 		return first
 	case "worker":
-		owner := metav1.GetControllerOf(pod)
 		return first && owner != nil && owner.Kind == "PaddleJob"
+	case "launcher":
+		return owner != nil && owner.Kind == "MPIJob"
 	}
 	return false
 }

@@ -82,13 +82,16 @@ func TestReportIsAuthorizedByThePodBehindTheToken(t *testing.T) {
 
 // TestKubeflowRankZeroReports: on the Kubeflow backend rank 0 is the
 // first Master (or Chief); a PaddleJob has Workers only and its worker 0
-// (the rendezvous point) is rank 0. Every other pod is refused.
+// (the rendezvous point) is rank 0; an MPIJob's Launcher, which
+// training-operator v1 labels with no replica index, runs world rank 0.
+// Every other pod is refused.
 func TestKubeflowRankZeroReports(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-kf")
 	dir, pool := certDir(t)
 	ep := startOperator(t, dir, pool, nil)
 
+	// A negative index is no replica-index label.
 	type pod struct {
 		role  string
 		index int
@@ -105,6 +108,10 @@ func TestKubeflowRankZeroReports(t *testing.T) {
 			job:   &kubeflowv1.PaddleJob{Spec: kubeflowv1.PaddleJobSpec{PaddleReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}}},
 			rank0: pod{"worker", 0}, refused: pod{"worker", 1},
 		},
+		"mpi": {
+			job:   &kubeflowv1.MPIJob{Spec: kubeflowv1.MPIJobSpec{MPIReplicaSpecs: map[kubeflowv1.ReplicaType]*kubeflowv1.ReplicaSpec{}}},
+			rank0: pod{"launcher", -1}, refused: pod{"worker", 0},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -120,8 +127,11 @@ func TestKubeflowRankZeroReports(t *testing.T) {
 			}
 			f.run = tc.job
 			token := func(p pod) string {
-				labels := map[string]string{"training.kubeflow.org/replica-type": p.role, "training.kubeflow.org/replica-index": strconv.Itoa(p.index)}
-				return f.pod(t, c, cs, fmt.Sprintf("%s-r1-%s-%d", name, p.role, p.index), progress.Audience, nil, labels)
+				labels := map[string]string{"training.kubeflow.org/replica-type": p.role}
+				if p.index >= 0 {
+					labels["training.kubeflow.org/replica-index"] = strconv.Itoa(p.index)
+				}
+				return f.pod(t, c, cs, strings.TrimSuffix(fmt.Sprintf("%s-r1-%s-%d", name, p.role, p.index), "--1"), progress.Audience, nil, labels)
 			}
 			if code, body, _ := ep.post(t, ns, name, token(tc.refused), goodReport); code != 403 || !strings.Contains(body, "not rank 0") {
 				t.Errorf("%s %d: %d %s, want 403 not rank 0", tc.refused.role, tc.refused.index, code, body)

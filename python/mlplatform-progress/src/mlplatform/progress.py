@@ -9,8 +9,10 @@
 report() never blocks and never raises: a background thread sends the
 newest report over HTTPS (the contract is in the trainingjob-operator
 chart's README), at most one per `min_interval` seconds, waits as long as
-a 429 or 503 answer's Retry-After says, and drops older reports that were
-not sent yet. Failures are printed once to stderr; training goes on.
+a 429 or 503 answer's Retry-After says, retries the newest report when the
+endpoint cannot be reached (backing off up to 30 seconds), and drops older
+reports that were not sent yet. Failures are printed once to stderr;
+training goes on.
 
 The operator gives every training pod MLPLATFORM_PROGRESS_URL,
 MLPLATFORM_PROGRESS_TOKEN_FILE and MLPLATFORM_PROGRESS_CA. Without them,
@@ -33,6 +35,7 @@ import urllib.request
 __all__ = ["report", "flush", "rank", "is_rank_zero", "Reporter"]
 
 _MAX_RETRY_AFTER = 300.0
+_MAX_RETRY_DELAY = 30.0
 
 
 class Reporter:
@@ -51,6 +54,7 @@ class Reporter:
         self._not_before = 0.0
         self._closed = False
         self._warned = set()
+        self._failures = 0
         self.sent = 0
         self._thread = threading.Thread(target=self._run, name="mlplatform-progress", daemon=True)
         self._thread.start()
@@ -96,9 +100,17 @@ class Reporter:
                 body, self._pending, self._sending = self._pending, None, True
             try:
                 delay = self._send(body)
+                self._failures = 0
             except Exception as e:  # never let the thread die
-                delay = self._min_interval
-                self._warn("error", "mlplatform.progress: report failed: %s" % e)
+                # The endpoint could not be reached (the operator restarting,
+                # a NetworkPolicy engine that does not know a new pod yet):
+                # the newest report is retried, backing off, never lost.
+                self._failures += 1
+                delay = min(self._min_interval * 2 ** (self._failures - 1), _MAX_RETRY_DELAY)
+                with self._cond:
+                    if self._pending is None:
+                        self._pending = body
+                self._warn("error", "mlplatform.progress: report failed, retrying: %s" % e)
             with self._cond:
                 self._sending = False
                 self._not_before = self._clock() + delay
