@@ -190,7 +190,7 @@ func (lo *logsOptions) Run(ctx context.Context) error {
 		// A restart deletes the run's pods, which may cut their streams;
 		// that is no failure when the next run follows.
 		next, err := nextRun(ctx, s, lo.name, run, changed)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			return err
 		}
 		if next == 0 {

@@ -111,14 +111,12 @@ func runNotStarted(tj *trainingv1alpha1.TrainingJob, pinned, run int32, pods []c
 }
 
 // nextRun waits, for a follow, until the job starts the run after run and
-// returns it; 0 when the job finished instead or the user interrupted.
+// returns it; 0 when the job finished instead, and ctx's error when the user
+// ended the follow.
 func nextRun(ctx context.Context, s *session, name string, run int32, changed <-chan struct{}) (int32, error) {
 	for {
 		tj, err := readJob(ctx, s, name)
 		if err != nil {
-			if ctx.Err() != nil {
-				return 0, nil
-			}
 			return 0, err
 		}
 		if tj.Status.Run > run {
@@ -129,7 +127,7 @@ func nextRun(ctx context.Context, s *session, name string, run int32, changed <-
 		}
 		select {
 		case <-ctx.Done():
-			return 0, nil
+			return 0, ctx.Err()
 		case <-changed:
 		}
 	}
