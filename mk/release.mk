@@ -18,3 +18,9 @@ charts-push: charts-package ## Push the chart archives to the OCI registry CHART
 test-charts-oci: ## Package the charts, push them to an OCI registry on loopback (built from Go modules) and pull them back.
 	hack/charts-oci-test.sh
 
+.PHONY: test-krew-mlp
+test-krew-mlp: ## Build the mlp archives for two platforms and check them with krew's own manifest validator and krew install, offline.
+	hack/krew-mlp-test.sh
+
+.PHONY: release
+release: charts-package krew-mlp ## Build every release artifact: bin/charts/*.tgz, and bin/krew/ (the mlp archives and their krew manifest).
