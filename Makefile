@@ -31,13 +31,14 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers; copy Kueue's chart from its module into the umbrella.
+generate: ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers; copy Kueue's chart from its module into the umbrella and the local subcharts into their parents.
 	controller_gen=$$(hack/tool.sh controller-gen); \
 	$$controller_gen object paths=./apis/... paths=./shared/internal/sample/...; \
 	rm -f shared/internal/sample/crd/*.yaml; \
 	$$controller_gen crd paths=./shared/internal/sample/... output:crd:artifacts:config=shared/internal/sample/crd; \
 	for op in $(OPERATORS); do hack/generate-operator.sh "$$controller_gen" $$op; done; \
-	hack/kueue-chart.sh
+	hack/kueue-chart.sh; \
+	hack/subcharts.sh
 
 .PHONY: fmt
 fmt: ## Format every module's Go code.

@@ -5,13 +5,21 @@
 #   URL_BASE is where the archives will be published, e.g.
 #   https://github.com/ml-platform/ml-platform/releases/download/v0.2.0
 # MLP_PLATFORMS (default: linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
-# chooses the platforms.
+# chooses the platforms, MLP_KREW_OUT the folder (default bin/krew), and
+# MLP_LICENSE the license file every archive carries beside kubectl-mlp
+# (default LICENSE at the repository's root), as krew's index requires.
+# hack/krew-mlp-test.sh checks the result with krew itself.
 set -euo pipefail
 
 version=${1:?usage: krew-mlp.sh VERSION URL_BASE}
 url_base=${2:?usage: krew-mlp.sh VERSION URL_BASE}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out="$root/bin/krew"
+out=${MLP_KREW_OUT:-$root/bin/krew}
+license=${MLP_LICENSE:-$root/LICENSE}
+if [[ ! -f $license ]]; then
+  echo "krew-mlp.sh: no license file $license: krew's index takes no plugin without one in its archives" >&2
+  exit 1
+fi
 mkdir -p "$out"
 
 platforms=""
@@ -23,7 +31,8 @@ for platform in ${MLP_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm
     -o "$stage/kubectl-mlp" ./cmd/mlp)
   archive="mlp_${os}_${arch}.tar.gz"
   # A fixed owner and mtime keep the archive, and so its sha256, reproducible.
-  tar --owner=0 --group=0 --mtime='2000-01-01 00:00Z' -C "$stage" -czf "$out/$archive" kubectl-mlp
+  install -m 0644 "$license" "$stage/LICENSE"
+  tar --owner=0 --group=0 --mtime='2000-01-01 00:00Z' -C "$stage" -czf "$out/$archive" kubectl-mlp LICENSE
   rm -rf "$stage"
   sha=$(sha256sum "$out/$archive" | cut -d' ' -f1)
   platforms+="  - selector:
@@ -32,6 +41,11 @@ for platform in ${MLP_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm
         arch: $arch
     uri: $url_base/$archive
     sha256: $sha
+    files:
+    - from: kubectl-mlp
+      to: .
+    - from: LICENSE
+      to: .
     bin: kubectl-mlp
 "
 done

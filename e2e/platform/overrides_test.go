@@ -134,17 +134,29 @@ func toYAML(t *testing.T, o *unstructured.Unstructured) string {
 
 // TestTrainingJobChartPullsNoPublicImage: the init container the chart
 // gives the Kubeflow training-operator is the busybox the project builds,
-// not an image of a public registry (alpine:3.10 was, and is end of life).
+// not an image of a public registry (alpine:3.10 was, and is end of life),
+// under a registry-neutral name that global.imageRegistry prefixes, as it
+// does the operator images (the kind node's name was the default before).
 func TestTrainingJobChartPullsNoPublicImage(t *testing.T) {
-	objs := objects(t, chartDir("trainingjob-operator"), map[string]any{"kubeflow": map[string]any{"enabled": true}})
-	args := strs(find(t, objs, "Deployment", "-kubeflow").Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"])
-	for _, a := range args {
-		if image, ok := strings.CutPrefix(a, "--pytorch-init-container-image="); ok && !strings.HasPrefix(image, "localhost/ml-platform/") {
-			t.Errorf("init container image %q is not one the project builds", image)
-		}
-	}
-	if !contains(args, "--pytorch-init-container-image=localhost/ml-platform/kind/busybox:1.35.0-4-deb12u1-b1") {
-		t.Errorf("args %v lack the project's busybox as init container image", args)
+	for name, tc := range map[string]struct {
+		global map[string]any
+		want   string
+	}{
+		"default":                 {want: "ml-platform/busybox:1.35.0-4-deb12u1-b1"},
+		"global.imageRegistry":    {global: map[string]any{"imageRegistry": "registry.example/"}, want: "registry.example/ml-platform/busybox:1.35.0-4-deb12u1-b1"},
+		"no global.imageRegistry": {global: map[string]any{"imageRegistry": ""}, want: "ml-platform/busybox:1.35.0-4-deb12u1-b1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			values := map[string]any{"kubeflow": map[string]any{"enabled": true}}
+			if tc.global != nil {
+				values["global"] = tc.global
+			}
+			objs := objects(t, chartDir("trainingjob-operator"), values)
+			args := strs(find(t, objs, "Deployment", "-kubeflow").Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"])
+			if !contains(args, "--pytorch-init-container-image="+tc.want) {
+				t.Errorf("args %v lack --pytorch-init-container-image=%s", args, tc.want)
+			}
+		})
 	}
 }
 

@@ -66,18 +66,23 @@ up() {
   echo "ml-platform is installed in namespace $namespace ($((SECONDS - start)) s)."
   cat <<MSG
 
-Try it:
+Try it (mlp is the CLI in bin/, also kubectl mlp; tools/mlp/README.md):
 
-  export KUBECONFIG=$kubeconfig
+  export KUBECONFIG=$kubeconfig PATH=$root/bin:\$PATH
   kubectl -n $namespace get deployments
   kubectl create namespace $samples_namespace
   kubectl label namespace $samples_namespace pod-security.kubernetes.io/enforce=restricted
   kubectl -n $samples_namespace apply -f deploy/samples/
   kubectl -n $samples_namespace get mlplatform          # every ml-platform object
-  kubectl -n $samples_namespace wait --for=condition=Ready featurestores.features.mlplatform.dev/demo notebooks.notebooks.mlplatform.dev/demo --timeout=10m
-  kubectl -n $samples_namespace wait --for=condition=Succeeded trainingjobs.training.mlplatform.dev --all --timeout=15m
-  kubectl -n $samples_namespace logs -l training.kubeflow.org/job-role=master --tail=3
+  mlp -n $samples_namespace train list                  # the TrainingJobs: status, progress, restarts, duration
+  mlp -n $samples_namespace train wait demo             # follow demo to its end with live progress
+  mlp -n $samples_namespace train logs demo --tail 3    # the last lines of every rank, prefixed [rank N]
+  mlp -n $samples_namespace train describe xgboost      # conditions, runs, pods and events
+  mlp -n $samples_namespace notebook wait demo --timeout 10m
+  mlp -n $samples_namespace notebook open demo          # Jupyter, port-forwarded, with its token
+  mlp -n $samples_namespace featurestore config demo    # the Feast feature_store.yaml, mode 0600
 
+docs/troubleshooting.md says what to do when something does not start.
 The samples are described in deploy/samples/README.md. make e2e-quickstart
 runs the same as a test; make quickstart-down removes the release and the
 samples, make kind-down the whole cluster.

@@ -11,6 +11,7 @@ require (
 	github.com/creack/pty v1.1.18
 	github.com/go-logr/logr v1.4.2
 	github.com/google/go-cmp v0.7.0
+	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/ml-platform/ml-platform/apis v0.0.0-00010101000000-000000000000
 	github.com/ml-platform/ml-platform/shared v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.1
@@ -46,7 +47,6 @@ require (
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/gregjones/httpcache v0.0.0-20190611155906-901d90724c79 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect

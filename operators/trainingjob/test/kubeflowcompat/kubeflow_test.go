@@ -78,7 +78,7 @@ func TestKubeflowRunsTheGeneratedPyTorchJob(t *testing.T) {
 			t.Errorf("pod %s: %v", p.Name, err)
 		}
 		if p.Labels[kubeflowv1.ReplicaTypeLabel] == "worker" {
-			if ic := p.Spec.InitContainers; len(ic) != 1 || ic[0].Image != "localhost/ml-platform/kind/busybox:1.35.0-4-deb12u1-b1" || !strings.Contains(strings.Join(ic[0].Command, " "), "nslookup mnist-r1-master-0") {
+			if ic := p.Spec.InitContainers; len(ic) != 1 || ic[0].Image != "ml-platform/busybox:1.35.0-4-deb12u1-b1" || !strings.Contains(strings.Join(ic[0].Command, " "), "nslookup mnist-r1-master-0") {
 				t.Errorf("worker %s init containers %+v, want the chart's init-pytorch waiting for mnist-r1-master-0", p.Name, ic)
 			}
 		}

@@ -15,8 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 )
 
 // LogOpener opens the log of a pod's container.
@@ -97,6 +95,9 @@ type logsOptions struct {
 	since      time.Duration
 	sinceTime  string
 	timestamps bool
+	// podRunningTimeout is kubectl logs' flag: how long to wait for the
+	// run's pods to start.
+	podRunningTimeout time.Duration
 	// sinceTimeParsed is --since-time once Validate parsed it.
 	sinceTimeParsed *metav1.Time
 }
@@ -104,7 +105,7 @@ type logsOptions struct {
 // validate refuses ranks and runs that cannot exist; -1 (all ranks) and a
 // negative --tail (whole logs) are the documented defaults.
 func (lo *logsOptions) Validate() error {
-	err := errors.Join(atLeast("rank", int64(lo.rank), -1), atLeast("run", int64(lo.run), 0), timeoutFlag("since", lo.since))
+	err := errors.Join(atLeast("rank", int64(lo.rank), -1), atLeast("run", int64(lo.run), 0), timeoutFlag("since", lo.since), timeoutFlag("pod-running-timeout", lo.podRunningTimeout))
 	if lo.since != 0 && lo.sinceTime != "" {
 		err = errors.Join(err, errors.New("--since and --since-time cannot be used together"))
 	}
@@ -158,42 +159,52 @@ func newLogsCommand(o *Options) *cobra.Command {
 	f.DurationVar(&lo.since, "since", 0, "Only lines newer than this, e.g. 5s, 2m or 3h; all when 0")
 	f.StringVar(&lo.sinceTime, "since-time", "", "Only lines after this RFC3339 time")
 	f.BoolVar(&lo.timestamps, "timestamps", false, "Start every line with its RFC3339 timestamp")
+	f.DurationVar(&lo.podRunningTimeout, "pod-running-timeout", defaultPodRunningTimeout, "How long to wait for the run's pods to start; 0 waits without a limit")
 	return cmd
 }
 
-// Run prints the logs of every rank of the run, or of one rank.
+// Run prints the logs of every rank of the run, or of one rank. It waits
+// for the run's pods to start, and a follow of the current run goes on into
+// the next run after a restart, until the job finishes.
 func (lo *logsOptions) Run(ctx context.Context) error {
 	s, err := lo.session(ctx)
 	if err != nil {
 		return err
 	}
-	name := lo.name
-	u, err := s.get(ctx, trainingJobKind, name)
-	if err != nil {
+	if _, err := readJob(ctx, s, lo.name); err != nil {
 		return err
 	}
-	tj, err := typed[trainingv1alpha1.TrainingJob](u)
-	if err != nil {
-		return err
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	changed := s.watchJob(watchCtx, lo.name, lo.PollInterval)
+	pinned := lo.run
+	for {
+		run, pods, err := lo.waitForRun(ctx, s, lo.name, pinned, changed)
+		if err != nil {
+			return err
+		}
+		printErr := lo.printRun(ctx, s, run, pods)
+		if !lo.follow || pinned != 0 {
+			return printErr
+		}
+		// A restart deletes the run's pods, which may cut their streams;
+		// that is no failure when the next run follows.
+		next, err := nextRun(ctx, s, lo.name, run, changed)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if next == 0 {
+			return printErr
+		}
+		fmt.Fprintf(lo.Streams.ErrOut, "TrainingJob %q started run %d; following its pods\n", lo.name, next)
 	}
-	run := lo.run
-	if run == 0 {
-		run = tj.Status.Run
-	}
-	if run == 0 {
-		return fmt.Errorf("TrainingJob %q has not started a run yet (status %s)", name, orDash(string(tj.Status.Phase)))
-	}
-	pods, err := runPods(ctx, s, name, run)
-	if err != nil {
-		return err
-	}
-	if len(pods) == 0 {
-		return fmt.Errorf("no pods of run %d of TrainingJob %q exist (cleanPodPolicy may have deleted them, or they are not created yet)", run, name)
-	}
-	pods = rankedPods(pods)
+}
+
+// printRun prints the logs of one run's pods, all ranks or one.
+func (lo *logsOptions) printRun(ctx context.Context, s *session, run int32, pods []corev1.Pod) error {
 	if lo.rank >= 0 {
 		if lo.rank >= len(pods) {
-			return fmt.Errorf("TrainingJob %q run %d has ranks 0 to %d, not %d", name, run, len(pods)-1, lo.rank)
+			return fmt.Errorf("TrainingJob %q run %d has ranks 0 to %d, not %d", lo.name, run, len(pods)-1, lo.rank)
 		}
 		return lo.copyLog(ctx, s, &pods[lo.rank], "", lo.Streams.Out)
 	}

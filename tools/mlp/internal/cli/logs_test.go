@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 )
 
@@ -49,7 +50,12 @@ func TestTrainLogsRanks(t *testing.T) {
 	if err := c.Create(context.Background(), trainingJob(ns, "job", 2)); err != nil {
 		t.Fatal(err)
 	}
-	setJobStatus(t, c, ns, "job", func(st *trainingv1alpha1.TrainingJobStatus) { st.Run, st.Phase = 2, trainingv1alpha1.PhaseRunning })
+	// The job finished, so the follow ends with the run's streams instead
+	// of waiting for a next run.
+	setJobStatus(t, c, ns, "job", func(st *trainingv1alpha1.TrainingJobStatus) {
+		st.Run, st.Phase = 2, trainingv1alpha1.PhaseSucceeded
+		setCondition(st, commonv1alpha1.ConditionSucceeded, metav1.ConditionTrue, "Completed")
+	})
 	runPod(t, c, ns, "job", 2, "Worker", 0, true)
 	runPod(t, c, ns, "job", 2, "Master", 0, true)
 	runPod(t, c, ns, "job", 1, "Master", 0, false)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os/exec"
 	"runtime"
@@ -16,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport/spdy"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
@@ -214,15 +212,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// portForward is kubectl port-forward's mechanism: SPDY to the pod's
-// portforward subresource.
+// portForward is kubectl port-forward's mechanism: the pod's portforward
+// subresource through portForwardDialer (WebSocket, falling back to SPDY).
 func portForward(ctx context.Context, s *session, pod *corev1.Pod, localPort, podPort int, ready chan<- int) error {
-	transport, upgrader, err := spdy.RoundTripperFor(s.cfg)
+	req := s.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("portforward")
+	dialer, err := portForwardDialer(s.cfg, req.URL())
 	if err != nil {
 		return err
 	}
-	req := s.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("portforward")
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, req.URL())
 	stop, readyCh := make(chan struct{}), make(chan struct{})
 	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("%d:%d", localPort, podPort)}, stop, readyCh, io.Discard, io.Discard)
 	if err != nil {
