@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make nightly: what the nightly pipeline (.github/workflows/nightly.yaml)
-# runs, from a fresh clone and offline: build the operators and every image,
+# runs, from a fresh clone and offline: build the operators, test the release
+# artifacts (charts through OCI, the krew archives), build every image,
 # create the kind cluster, install the platform, run every suite (make e2e),
 # collect the artifacts and the JUnit report, then delete the cluster, even
 # when a step failed. Each step's time goes to $E2E_ARTIFACTS/nightly-times.txt.
@@ -34,6 +35,9 @@ finish() {
 trap finish EXIT
 
 step build make --no-print-directory build
+# The release artifacts need no cluster: the charts through an OCI registry on
+# loopback, the mlp archives through krew itself.
+step release make --no-print-directory test-charts-oci test-krew-mlp
 step images make --no-print-directory images
 step kind-up make --no-print-directory kind-up
 # make e2e installs the platform (make quickstart) before the suites.
