@@ -65,6 +65,9 @@ type Options struct {
 	// QueuePositionRefresh is how often queued jobs read their position
 	// again; zero keeps the operator's default.
 	QueuePositionRefresh time.Duration
+	// WorkloadGrace is how long a queued child may go without a Kueue
+	// Workload before its job is Stalled; zero keeps the default.
+	WorkloadGrace time.Duration
 }
 
 // StartOperator starts the operator against cfg, counting its writes.
@@ -95,6 +98,7 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 			if opts.QueuePositionRefresh > 0 {
 				r.QueuePositionRefresh = opts.QueuePositionRefresh
 			}
+			r.WorkloadGrace = opts.WorkloadGrace
 			var do reconcile.Reconciler = r
 			if opts.Wrap != nil {
 				do = opts.Wrap(do)

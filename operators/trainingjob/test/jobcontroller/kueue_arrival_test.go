@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,9 +23,11 @@ import (
 )
 
 // TestKueueInstalledLaterIsWatched starts the operator in a cluster without
-// Kueue, creates a queued job, then installs and starts the real Kueue:
-// the job shows Kueue's reason for its wait from the Workload Kueue made,
-// without an operator restart. Kueue's CRDs stay installed for the rest
+// Kueue and creates a queued job, which nothing can admit: past the grace it
+// is Stalled, saying that Kueue is not installed and which integration it
+// needs. Then the real Kueue is installed and started: the job shows
+// Kueue's reason for its wait from the Workload Kueue made, and is no longer
+// Stalled, without an operator restart. Kueue's CRDs stay installed for the rest
 // of the package, whose other jobs name no queue.
 func TestKueueInstalledLaterIsWatched(t *testing.T) {
 	scheme := harness.Scheme()
@@ -32,7 +35,7 @@ func TestKueueInstalledLaterIsWatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := harness.StartOperator(env.Config, scheme, harness.Options{})
+	op, err := harness.StartOperator(env.Config, scheme, harness.Options{WorkloadGrace: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +59,13 @@ func TestKueueInstalledLaterIsWatched(t *testing.T) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "waits-r1"}, job)
 		return err == nil && ptr.Deref(job.Spec.Suspend, false), client.IgnoreNotFound(err)
 	})
+
+	stalled := waitTJ(t, c, tj, "Stalled: Kueue is not installed", func(tj *trainingv1alpha1.TrainingJob) bool {
+		s := conditions.Get(tj, commonv1alpha1.ConditionStalled)
+		return s != nil && s.Status == "True" && s.Reason == "NoWorkload" &&
+			strings.Contains(s.Message, "Kueue is not installed") && strings.Contains(s.Message, `"batch/job"`)
+	})
+	t.Logf("Stalled without Kueue: %s", conditions.Get(stalled, commonv1alpha1.ConditionStalled).Message)
 
 	kueue.ForTest(t, env, "kueue", kueue.Options{Frameworks: []string{"batch/job"}})
 	flavor := ns + "-flavor"
@@ -87,7 +97,7 @@ func TestKueueInstalledLaterIsWatched(t *testing.T) {
 	})
 	got := waitTJ(t, c, tj, "Queued with Kueue's reason", func(tj *trainingv1alpha1.TrainingJob) bool {
 		q := conditions.Get(tj, trainingv1alpha1.ConditionQueued)
-		return q != nil && q.Status == "True" && strings.Contains(q.Message, kueueMsg)
+		return q != nil && q.Status == "True" && strings.Contains(q.Message, kueueMsg) && conditions.Get(tj, commonv1alpha1.ConditionStalled) == nil
 	})
 	t.Logf("Queued condition once Kueue appeared: %s", conditions.Get(got, trainingv1alpha1.ConditionQueued).Message)
 }

@@ -9,13 +9,17 @@ import (
 	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	tjcontroller "github.com/ml-platform/ml-platform/operators/trainingjob/internal/controller/trainingjob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/kueue"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -137,4 +141,41 @@ func (s *stack) waitKubeflowWorkload(t *testing.T, job *kubeflowv1.PyTorchJob, w
 func podSets(wl *unstructured.Unstructured) []any {
 	sets, _, _ := unstructured.NestedSlice(wl.Object, "spec", "podSets")
 	return sets
+}
+
+// TestKueueWithoutTheKubeflowIntegrationStallsTheJob: with the Kubeflow
+// CRDs served but Kueue's kubeflow.org/pytorchjob integration off, Kueue
+// makes no Workload for the suspended PyTorchJob and nothing would ever
+// admit it. Past the grace the TrainingJob is Stalled (still Queued), with
+// a Warning event, in words that name the integration Kueue needs; the
+// PyTorchJob stays suspended, since starting it would bypass the quota.
+func TestKueueWithoutTheKubeflowIntegrationStallsTheJob(t *testing.T) {
+	s := startStackWith(t, stackOptions{kubeflowWithoutIntegration: true, operator: harness.Options{WorkloadGrace: 3 * time.Second}})
+	s.createQueues(t, "team-queue", quota{cpu: "4", memory: "8Gi", gpu: "2"})
+
+	tj := s.trainingJob("kf-unmanaged", "team-queue", 1, 0)
+	tj.Spec.Backend = trainingv1alpha1.BackendKubeflow
+	s.create(t, tj)
+	got := s.waitTJ(t, tj, "Stalled naming Kueue's integration", func(tj *trainingv1alpha1.TrainingJob) bool {
+		c := conditions.Get(tj, commonv1alpha1.ConditionStalled)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == tjcontroller.ReasonNoWorkload &&
+			strings.Contains(c.Message, `"`+kueuePyTorchJobFramework+`"`) && queued(tj, tjcontroller.ReasonWaiting)
+	})
+	t.Logf("Stalled: %s", conditions.Get(got, commonv1alpha1.ConditionStalled).Message)
+	testenv.Eventually(t, "a Warning event NoWorkload on "+tj.Name, func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		if err := s.c.List(ctx, events, client.InNamespace(s.ns)); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == tj.Name && e.Type == corev1.EventTypeWarning && e.Reason == tjcontroller.ReasonNoWorkload {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	job := s.waitPyTorchJob(t, "kf-unmanaged-r1", "created suspended", pytorchSuspended)
+	if items, err := kueue.WorkloadsOf(t.Context(), s.c, s.ns, job.UID); err != nil || len(items) != 0 {
+		t.Fatalf("Kueue made %d Workloads (err %v) for a kind it does not manage; the test's premise is wrong", len(items), err)
+	}
 }

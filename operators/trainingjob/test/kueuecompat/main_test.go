@@ -97,6 +97,9 @@ type stackOptions struct {
 	// sets up an integration only for a kind served when it starts. The
 	// CRDs stay for the rest of the package, whose other jobs are native.
 	kubeflow bool
+	// kubeflowWithoutIntegration installs the Kubeflow CRDs but leaves
+	// Kueue's PyTorchJob integration off.
+	kubeflowWithoutIntegration bool
 }
 
 func startStackWith(t *testing.T, opts stackOptions) *stack {
@@ -125,8 +128,10 @@ func startStackWith(t *testing.T, opts stackOptions) *stack {
 	// Kueue with the batch/Job integration the native backend needs; the
 	// test is skipped when Kueue cannot be built.
 	frameworks := []string{"batch/job"}
-	if opts.kubeflow {
+	if opts.kubeflow || opts.kubeflowWithoutIntegration {
 		installKubeflowCRDs(t)
+	}
+	if opts.kubeflow {
 		frameworks = append(frameworks, kueuePyTorchJobFramework)
 	}
 	s.kueue = kueue.ForTest(t, env, kueueUser, kueue.Options{Frameworks: frameworks, Visibility: opts.visibility})

@@ -2,10 +2,13 @@ package trainingjob
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +36,9 @@ type queueObservation struct {
 	// when Kueue's visibility API gave one; unknown says why it did not.
 	position *int32
 	unknown  string
+	// noWorkload says why the child has no Workload past WorkloadGrace:
+	// Kueue does not manage its kind, so nothing will ever admit it.
+	noWorkload string
 }
 
 // admission is Kueue's admission of the current run's child, observed by
@@ -51,16 +57,28 @@ func newWorkload() *unstructured.Unstructured { return kueue.NewWorkload() }
 // admission happened, for the queue-wait metric). Without Kueue's CRD there
 // is nothing to read.
 func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if !r.watchesWorkloads() || s.job == nil || s.tj.Spec.QueueName == "" || s.finished || s.end != nil {
+	if s.job == nil || s.tj.Spec.QueueName == "" || s.finished || s.end != nil {
 		return ctrl.Result{}, nil
 	}
 	queued := s.state.SpecSuspended
+	if !r.watchesWorkloads() {
+		if queued && !s.tj.Spec.Suspend {
+			return r.awaitWorkload(s, false), nil
+		}
+		return ctrl.Result{}, nil
+	}
 	if !queued && admissionRecorded(s.tj) {
 		return ctrl.Result{}, nil
 	}
 	items, err := kueue.WorkloadsOf(ctx, r.Client, s.tj.Namespace, s.job.GetUID())
-	if err != nil || len(items) == 0 {
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if len(items) == 0 {
+		if !queued || s.tj.Spec.Suspend {
+			return ctrl.Result{}, nil
+		}
+		return r.awaitWorkload(s, true), nil
 	}
 	wl := &items[0]
 	if !queued {
@@ -75,6 +93,54 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.observePosition(ctx, s, wl.GetName())}, nil
+}
+
+// DefaultWorkloadGrace is how long a queued child may stay without a
+// Workload before its TrainingJob is Stalled. Kueue makes one within
+// seconds when it manages the child's kind; the grace covers a Kueue that
+// is restarting or slow.
+const DefaultWorkloadGrace = 2 * time.Minute
+
+// awaitWorkload handles a queued child that Kueue has made no Workload
+// for. The child is created suspended for Kueue to admit; when Kueue is not
+// installed (installed false: no Workload CRD), or does not manage the
+// child's kind (its integration is off, or a Kubeflow kind's CRD was
+// installed after Kueue started), nothing ever will, and only Kueue's
+// configuration would say why. Past WorkloadGrace the job says it itself,
+// naming the integration; it stays Stalled until a Workload appears (the
+// Workload watch wakes it), and looks again at the end of each grace in
+// case Workloads are not watched.
+func (r *Reconciler) awaitWorkload(s *scope, installed bool) ctrl.Result {
+	grace := r.WorkloadGrace
+	if grace <= 0 {
+		grace = DefaultWorkloadGrace
+	}
+	waited := s.now.Sub(s.job.GetCreationTimestamp().Time)
+	if waited < grace {
+		return ctrl.Result{RequeueAfter: grace - waited}
+	}
+	ref := s.be.Reference(s.tj, s.run)
+	integration := KueueIntegration(ref)
+	msg := fmt.Sprintf("Kueue is not installed (no Workload CRD), so nothing will admit %s %s from queue %s: "+
+		"install Kueue with its %q integration on, or remove spec.queueName", ref.Kind, ref.Name, s.tj.Spec.QueueName, integration)
+	if installed {
+		msg = fmt.Sprintf("Kueue has made no Workload for %s %s in %s, so nothing will admit it: Kueue must run with its %q integration on "+
+			"(integrations.frameworks in Kueue's configuration), and be restarted when the %s CRD was installed after it started",
+			ref.Kind, ref.Name, waited.Round(time.Second), integration, ref.Kind)
+	}
+	s.queue = &queueObservation{noWorkload: msg}
+	return ctrl.Result{RequeueAfter: grace}
+}
+
+// KueueIntegration is the name of Kueue's integration that manages the
+// kind of ref, as Kueue's configuration lists it: "batch/job",
+// "kubeflow.org/pytorchjob", "kubeflow.org/mpijob".
+func KueueIntegration(ref trainingv1alpha1.JobReference) string {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return strings.ToLower(ref.Kind)
+	}
+	return strings.ToLower(gv.Group + "/" + ref.Kind)
 }
 
 // admissionRecorded is true when status already records Kueue's admission

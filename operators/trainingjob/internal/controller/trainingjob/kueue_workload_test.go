@@ -79,3 +79,17 @@ func TestWorkloadMapsToItsTrainingJob(t *testing.T) {
 		t.Errorf("a Workload of no TrainingJob maps to %v", got)
 	}
 }
+
+func TestKueueIntegrationNamesTheChildsKind(t *testing.T) {
+	for ref, want := range map[trainingv1alpha1.JobReference]string{
+		{APIVersion: "batch/v1", Kind: "Job"}:                  "batch/job",
+		{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob"}:    "kubeflow.org/pytorchjob",
+		{APIVersion: "kubeflow.org/v1", Kind: "MPIJob"}:        "kubeflow.org/mpijob",
+		{APIVersion: "kubeflow.org/v1", Kind: "XGBoostJob"}:    "kubeflow.org/xgboostjob",
+		{APIVersion: "not/a/group/version", Kind: "PaddleJob"}: "paddlejob",
+	} {
+		if got := KueueIntegration(ref); got != want {
+			t.Errorf("KueueIntegration(%s %s) = %q, want %q", ref.APIVersion, ref.Kind, got, want)
+		}
+	}
+}

@@ -108,6 +108,10 @@ type Reconciler struct {
 	// LocalQueue is read again from Kueue's visibility API (with up to 20%
 	// jitter); one read of a LocalQueue serves its jobs for half of it.
 	QueuePositionRefresh time.Duration
+	// WorkloadGrace is how long a queued child may stay without a Kueue
+	// Workload before the job is Stalled (awaitWorkload); zero means
+	// DefaultWorkloadGrace.
+	WorkloadGrace time.Duration
 	// Visibility reads Kueue's visibility API.
 	Visibility dynamic.Interface
 	// Clock is the clock for TTLs and backoffs; tests move it.

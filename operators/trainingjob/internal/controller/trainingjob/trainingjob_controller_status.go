@@ -39,6 +39,9 @@ const (
 	ReasonWaiting  = "Waiting"
 	ReasonEvicted  = "Evicted"
 	ReasonAdmitted = "Admitted"
+	// ReasonNoWorkload: Kueue made no Workload for the queued child, so
+	// it does not manage the child's kind and will never admit it.
+	ReasonNoWorkload = "NoWorkload"
 	// ReasonRunStarted closes the Restarting condition once the next run's
 	// Kubeflow job exists.
 	ReasonRunStarted = "RunStarted"
@@ -349,6 +352,10 @@ func waitingInQueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	conditions.MarkTrue(tj, trainingv1alpha1.ConditionQueued, reason, msg)
 	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
 	markInProgress(tj, ReasonQueued, msg)
+	if q := o.queue; q != nil && q.noWorkload != "" {
+		// Waiting for an admission that cannot come needs a person.
+		conditions.MarkStalled(tj, ReasonNoWorkload, q.noWorkload)
+	}
 	tj.Status.Phase = trainingv1alpha1.PhaseQueued
 	return true
 }

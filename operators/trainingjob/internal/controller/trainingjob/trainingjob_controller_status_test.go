@@ -85,6 +85,13 @@ func TestSetStatus(t *testing.T) {
 				"Finished": "False/InProgress",
 				"Created":  "True/JobCreated", "Queued": "True/Waiting", "Running": "False/Queued", "Reconciling": "True/Queued", "Suspended": "False/NotSuspended"}},
 		},
+		"queued: no Workload from Kueue past the grace is Stalled, still Queued": {
+			queue: "q",
+			o:     observation{job: specSuspended(kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended)), queue: &queueObservation{noWorkload: "no Workload"}},
+			want: summary{Phase: "Queued", Conditions: map[string]string{
+				"Finished": "False/InProgress", "Ready": "False/NoWorkload", "Stalled": "True/NoWorkload",
+				"Created": "True/JobCreated", "Queued": "True/Waiting", "Running": "False/Queued", "Suspended": "False/NotSuspended"}},
+		},
 		"queued: admitted, Kubeflow not caught up": {
 			queue: "q",
 			o:     observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended)},
