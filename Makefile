@@ -132,7 +132,7 @@ MLP_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 .PHONY: build-mlp
 build-mlp: ## Build the mlp CLI into bin/mlp, and bin/kubectl-mlp for `kubectl mlp` (tools/mlp/README.md).
 	cd tools/mlp && CGO_ENABLED=0 go build -trimpath \
-		-ldflags "-s -w -X github.com/ml-platform/ml-platform/tools/mlp/internal/cli.version=$(MLP_VERSION)" \
+		-ldflags "-s -w -X github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util.version=$(MLP_VERSION)" \
 		-o ../../bin/mlp ./cmd/mlp
 	ln -sf mlp bin/kubectl-mlp
 	install -m 0755 tools/mlp/kubectl_complete-mlp bin/kubectl_complete-mlp

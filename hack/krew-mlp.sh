@@ -27,7 +27,7 @@ for platform in ${MLP_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm
   os=${platform%/*} arch=${platform#*/}
   stage=$(mktemp -d)
   (cd "$root/tools/mlp" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
-    -ldflags "-s -w -X github.com/ml-platform/ml-platform/tools/mlp/internal/cli.version=$version" \
+    -ldflags "-s -w -X github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util.version=$version" \
     -o "$stage/kubectl-mlp" ./cmd/mlp)
   archive="mlp_${os}_${arch}.tar.gz"
   # A fixed owner and mtime keep the archive, and so its sha256, reproducible.

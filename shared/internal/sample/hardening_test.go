@@ -44,7 +44,7 @@ func TestCleanupFailingOnAMissingDependencyKeepsTheFinalizer(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := adminClient(t)
+			c := env.AdminClient(t, scheme)
 			ns := testenv.CreateNamespace(t, c, "sample")
 			ext := NewExternal()
 			startOperator(t, ext, nil)
@@ -86,7 +86,7 @@ func TestCleanupFailingOnAMissingDependencyKeepsTheFinalizer(t *testing.T) {
 // until it works, because releasing it would lose the only record of what
 // must still be removed.
 func TestTerminatingNamespaceReleasesOnlyAfterTheHandoffSucceeded(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	var attempts, handedOff atomic.Int32
@@ -141,7 +141,7 @@ func TestTerminatingNamespaceReleasesOnlyAfterTheHandoffSucceeded(t *testing.T) 
 // event) without the panic's value, which may hold a credential, and the
 // reconcile is retried: once the cause is gone the object becomes Ready.
 func TestPanicInReconcileIsReportedAndRetried(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	const secret = "password=hunter2-panic-value"

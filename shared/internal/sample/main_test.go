@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,16 +34,6 @@ func TestMain(m *testing.M) {
 		CRDDirectoryPaths: []string{"crd"},
 		ControllerManager: true,
 	}, &env)
-}
-
-func adminClient(t *testing.T) client.Client {
-	t.Helper()
-	return env.AdminClient(t, scheme)
-}
-
-func newClient(t *testing.T, cfg *rest.Config) client.Client {
-	t.Helper()
-	return testenv.NewClient(t, cfg, scheme)
 }
 
 // operator is a running manager with the Widget reconciler, talking to the

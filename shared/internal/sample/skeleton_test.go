@@ -14,7 +14,7 @@ import (
 // reconcile, so a new Widget costs one metadata patch (the finalizer) and
 // one status patch on its way to Ready.
 func TestOneStatusWriteToBecomeReady(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "skeleton")
 	op := startOperator(t, NewExternal(), nil)
 
@@ -37,7 +37,7 @@ func TestOneStatusWriteToBecomeReady(t *testing.T) {
 // still reports what the external system holds, and the status records the
 // failure for the new generation.
 func TestFailingPhaseDoesNotStopTheOthers(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "skeleton")
 	ext := NewExternal()
 	startOperator(t, ext, nil)

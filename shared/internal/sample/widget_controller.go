@@ -40,7 +40,7 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	External  *External
 	Finalizer *finalizer.Finalizer
-	Runner    *phase.Runner[*samplev1alpha1.Widget, *scope]
+	runner    *phase.Runner[*samplev1alpha1.Widget, *scope]
 	metrics   *phase.Metrics
 }
 
@@ -98,7 +98,7 @@ func (r *Reconciler) newRunner() *phase.Runner[*samplev1alpha1.Widget, *scope] {
 // SetupWithManager builds the Runner, once, from the fields as the caller
 // left them after NewReconciler, and registers the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
-	r.Runner = r.newRunner()
+	r.runner = r.newRunner()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&samplev1alpha1.Widget{}).
 		WithOptions(opts).
@@ -118,7 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if added, err := r.Finalizer.Ensure(ctx, w); added || err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.Runner.Run(ctx, w, &scope{w: w})
+	return r.runner.Run(ctx, w, &scope{w: w})
 }
 
 // provision converges the external record: read, compare, write only when

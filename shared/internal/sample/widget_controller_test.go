@@ -57,7 +57,7 @@ func waitReady(t *testing.T, c client.Client, w *samplev1alpha1.Widget) *samplev
 }
 
 func TestSettledWidgetCostsNoWrites(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	op := startOperator(t, ext, nil)
@@ -105,7 +105,7 @@ func TestSettledWidgetCostsNoWrites(t *testing.T) {
 }
 
 func TestConcurrentMetadataAndConditionsSurvive(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	w := newWidget(ns, "m")
 	if err := c.Create(t.Context(), w); err != nil {
@@ -131,7 +131,7 @@ func TestConcurrentMetadataAndConditionsSurvive(t *testing.T) {
 	})
 
 	writes := testenv.NewWriteCounter()
-	ours := newClient(t, writes.Wrap(env.Config))
+	ours := testenv.NewClient(t, writes.Wrap(env.Config), scheme)
 	f := &finalizer.Finalizer{Name: FinalizerName, Client: ours, APIReader: c}
 	added, err := f.Ensure(t.Context(), stale)
 	if err != nil || !added {
@@ -213,7 +213,7 @@ func TestConcurrentMetadataAndConditionsSurvive(t *testing.T) {
 }
 
 func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	startOperator(t, ext, func(r *Reconciler) { r.Finalizer.Deadline = 3 * time.Second })
@@ -264,7 +264,7 @@ func TestFailingCleanupKeepsFinalizerThenStallsThenFinishes(t *testing.T) {
 }
 
 func TestCleanupTwiceIsHarmless(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	w := newWidget(ns, "twice")
@@ -305,7 +305,7 @@ func TestCleanupTwiceIsHarmless(t *testing.T) {
 }
 
 func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	if err := applyManifests(t.Context(), c, filepath.Join(testenv.RepoRoot(), "deploy", "admission", "abandon-cleanup.yaml")); err != nil {
 		t.Fatal(err)
@@ -347,7 +347,7 @@ func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alice, bob := newClient(t, aliceCfg), newClient(t, bobCfg)
+	alice, bob := testenv.NewClient(t, aliceCfg, scheme), testenv.NewClient(t, bobCfg, scheme)
 
 	ext := NewExternal()
 	startOperator(t, ext, nil)
@@ -403,7 +403,7 @@ func TestAbandonAnnotationNeedsTheVerb(t *testing.T) {
 }
 
 func TestNamespaceDeletionCompletesWhileCleanupFails(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	var handedOff []string
@@ -433,7 +433,7 @@ func TestNamespaceDeletionCompletesWhileCleanupFails(t *testing.T) {
 }
 
 func TestRecoversAfterAPIServerRestart(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	startOperator(t, ext, nil)
@@ -488,7 +488,7 @@ func (r *recordingRecorder) AnnotatedEventf(o runtime.Object, _ map[string]strin
 // then past the deadline: only the second is Stalled, so the deadline is
 // measured on Finalizer.Clock, not on the machine's clock.
 func TestCleanupDeadlineFollowsTheFinalizersClock(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "sample")
 	ext := NewExternal()
 	w := newWidget(ns, "clocked")

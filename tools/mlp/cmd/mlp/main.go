@@ -7,9 +7,9 @@ package main
 import (
 	"os"
 
-	"github.com/ml-platform/ml-platform/tools/mlp/internal/cli"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd"
 )
 
 func main() {
-	os.Exit(cli.Main(os.Args[1:]))
+	os.Exit(cmd.Main(os.Args[1:]))
 }

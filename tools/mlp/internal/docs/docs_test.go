@@ -16,7 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/ml-platform/ml-platform/tools/mlp/internal/cli"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
 )
 
 // update rewrites docs/architecture.md's picture: go test ./internal/docs -update (make docs).
@@ -84,7 +85,7 @@ func parses(line string, mention bool) string {
 		args = append(args, strings.Trim(f, `"'`))
 	}
 	var out bytes.Buffer
-	root := cli.NewRootCommand(cli.DefaultOptions(genericiooptions.IOStreams{In: &out, Out: &out, ErrOut: &out}))
+	root := cmd.NewRootCommand(util.DefaultOptions(genericiooptions.IOStreams{In: &out, Out: &out, ErrOut: &out}))
 	cmd, rest, err := root.Find(args)
 	if err != nil {
 		return err.Error()

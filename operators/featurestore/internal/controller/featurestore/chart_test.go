@@ -94,7 +94,7 @@ func TestChartInstallsAndItsServiceAccountRunsTheOperator(t *testing.T) {
 	installChart(t)
 	sa := charttest.ImpersonateServiceAccount(env.Config, operatorNamespace, "fs-featurestore-operator")
 	ns := testenv.CreateNamespace(t, c, "fs")
-	startOperatorAs(t, sa, nil)
+	startScopedOperator(t, sa, operatorNamespace, nil, nil)
 	fs := waitReady(t, c, createStore(t, c, newStore(ns, "chart", "chart").obj()))
 	testenv.WaitForEvent(t, c, fs, "Ready")
 	if err := c.Delete(t.Context(), fs); err != nil {

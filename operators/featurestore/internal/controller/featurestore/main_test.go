@@ -124,16 +124,11 @@ type operator struct {
 	backends   *featurestorebackend.Reconciler
 }
 
+// startOperator runs the operator as the administrator, in its own
+// namespace, watching every namespace.
 func startOperator(t *testing.T, tune func(*featurestore.Reconciler)) *operator {
 	t.Helper()
-	return startOperatorAs(t, env.Config, tune)
-}
-
-// startOperatorAs runs the operator with the given identity, such as the
-// chart's ServiceAccount.
-func startOperatorAs(t *testing.T, restConfig *rest.Config, tune func(*featurestore.Reconciler)) *operator {
-	t.Helper()
-	return startScopedOperator(t, restConfig, operatorNamespace, nil, tune)
+	return startScopedOperator(t, env.Config, operatorNamespace, nil, tune)
 }
 
 // startScopedOperator runs the operator with the given identity, its own

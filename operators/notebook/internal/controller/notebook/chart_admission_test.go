@@ -113,7 +113,7 @@ func unlabelled(svc *corev1.Service, name string) *corev1.Service {
 // tries to work anywhere else.
 func TestChartNamespaceScopedInstall(t *testing.T) {
 	const release, ns = "nb-scoped", "mlp-nb-scoped"
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	team := testenv.CreateNamespace(t, c, "team")
 	other := testenv.CreateNamespace(t, c, "other")
 	values := map[string]any{"crds": map[string]any{"enabled": false}, "rbac": map[string]any{"namespaces": []any{team}}}
@@ -122,7 +122,7 @@ func TestChartNamespaceScopedInstall(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = charttest.Uninstall(env.Config, release, ns, t.Logf) })
 	saConfig := charttest.ImpersonateServiceAccount(env.Config, ns, release+"-notebook-operator")
-	sa := newClient(t, saConfig)
+	sa := testenv.NewClient(t, saConfig, scheme)
 
 	for name, tc := range map[string]struct {
 		attrs authorizationv1.ResourceAttributes

@@ -125,7 +125,7 @@ func TestChartIngressValuesCreateIngresses(t *testing.T) {
 		"enabled": true, "className": "nginx", "host": "notebooks.example.com", "tlsSecretName": "notebooks-tls",
 		"annotations": map[string]any{"nginx.ingress.kubernetes.io/proxy-body-size": "0"},
 	}}})
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{config: &cfg})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "web"), t0)
@@ -191,8 +191,10 @@ func TestChartInstallsAndItsServiceAccountSuffices(t *testing.T) {
 
 	operatorConfig = charttest.ImpersonateServiceAccount(env.Config, ns, release)
 	defer func() { operatorConfig = nil }()
-	t.Run("GrantsNoMoreThanNeeded", func(t *testing.T) { grantsNoMoreThanNeeded(t, newClient(t, operatorConfig)) })
-	t.Run("RefusesForeignWrites", func(t *testing.T) { refusesForeignWrites(t, adminClient(t), newClient(t, operatorConfig)) })
+	t.Run("GrantsNoMoreThanNeeded", func(t *testing.T) { grantsNoMoreThanNeeded(t, testenv.NewClient(t, operatorConfig, scheme)) })
+	t.Run("RefusesForeignWrites", func(t *testing.T) {
+		refusesForeignWrites(t, env.AdminClient(t, scheme), testenv.NewClient(t, operatorConfig, scheme))
+	})
 	for name, test := range map[string]func(*testing.T){
 		"OwnedObjectsAndReady":            TestOwnedObjectsAndReady,
 		"SuspendAndResume":                TestSuspendAndResume,

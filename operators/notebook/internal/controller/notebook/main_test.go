@@ -47,16 +47,6 @@ func TestMain(m *testing.M) {
 	}, &env)
 }
 
-func adminClient(t *testing.T) client.Client {
-	t.Helper()
-	return env.AdminClient(t, scheme)
-}
-
-func newClient(t *testing.T, cfg *rest.Config) client.Client {
-	t.Helper()
-	return testenv.NewClient(t, cfg, scheme)
-}
-
 // fakeProber answers with scripted observations per Notebook.
 type fakeProber struct {
 	mu     sync.Mutex

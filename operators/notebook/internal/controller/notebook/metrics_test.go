@@ -37,7 +37,7 @@ func TestEveryMetricIsAsserted(t *testing.T) {
 // exported name. The culling and reclaim series are process-wide, so they
 // are compared with their values before the test.
 func TestNotebookMetrics(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	m := op.reconciler.metrics

@@ -31,7 +31,7 @@ func stalledWith(reason string) func(*notebooksv1alpha1.Notebook) bool {
 // a Warning event, the reconcile asks for no retry (no error, no requeue),
 // and fixing the spec brings the Notebook up.
 func TestChildRejectionStallsUntilTheSpecChanges(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	for name, tc := range map[string]struct {
@@ -102,7 +102,7 @@ func TestChildRejectionStallsUntilTheSpecChanges(t *testing.T) {
 // the foreign object is left exactly as it was (no owner reference, no
 // label, no field of ours).
 func TestForeignObjectsAreNeverAdopted(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	startOperator(t, operatorOptions{})
 	labels := map[string]string{"app": "mine"}
@@ -161,7 +161,7 @@ func TestForeignObjectsAreNeverAdopted(t *testing.T) {
 // table that the API server settles before the operator sees anything:
 // an oversized Notebook and names that no child could take.
 func TestHostileNotebooksAreRefusedAtAdmission(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	big := strings.Repeat("x", 64*1024)
 	for name, tc := range map[string]struct {

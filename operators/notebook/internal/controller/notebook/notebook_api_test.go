@@ -17,7 +17,7 @@ import (
 )
 
 func TestAPIDefaults(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	nb := newNotebook(ns, "defaults")
 	if err := c.Create(t.Context(), nb); err != nil {
@@ -30,7 +30,7 @@ func TestAPIDefaults(t *testing.T) {
 }
 
 func TestAPIValidation(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	dur := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	for name, tc := range map[string]struct {
@@ -156,7 +156,7 @@ func TestAPIValidation(t *testing.T) {
 }
 
 func TestAPITransitions(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	nb := newNotebook(ns, "transitions")
 	nb.Spec.Workspace.Size = ptr.To(resource.MustParse("20Gi"))

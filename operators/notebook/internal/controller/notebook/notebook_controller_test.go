@@ -48,7 +48,7 @@ func runningNotebook(t *testing.T, c client.Client, op *operator, nb *notebooksv
 }
 
 func TestOwnedObjectsAndReady(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "owned")
@@ -122,7 +122,7 @@ func nameFor(o client.Object, nb *notebooksv1alpha1.Notebook) string {
 }
 
 func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "settled")
@@ -167,7 +167,7 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 }
 
 func TestSuspendAndResume(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "suspend"), t0)
@@ -208,7 +208,7 @@ func getOwnedPVC(t *testing.T, c client.Client, nb *notebooksv1alpha1.Notebook) 
 }
 
 func TestCullingWarnsCullsAndRestarts(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "cull"), t0.Add(5*time.Minute))
@@ -285,7 +285,7 @@ func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 }
 
 func TestMaxLifetimeCullsABusyNotebook(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "lifetime")
@@ -315,7 +315,7 @@ func TestMaxLifetimeCullsABusyNotebook(t *testing.T) {
 // has to look again by itself: without that the recorded activity stays at
 // the last event (here, the notebook's start) however long the kernel runs.
 func TestBusyNotebookWithoutCullingReportsActivity(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "busy-no-cull")
@@ -349,7 +349,7 @@ func TestBusyNotebookWithoutCullingReportsActivity(t *testing.T) {
 }
 
 func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "deferred"), t0)
@@ -400,7 +400,7 @@ func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
 }
 
 func TestWorkspaceRetainAndDelete(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	retain := runningNotebook(t, c, op, newNotebook(ns, "keep"), t0)
@@ -470,7 +470,7 @@ func createWorkspacePod(t *testing.T, c client.Client, nb *notebooksv1alpha1.Not
 }
 
 func TestNamespaceDeletionCompletes(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	keep := runningNotebook(t, c, op, newNotebook(ns, "keep"), t0)
@@ -490,7 +490,7 @@ func TestNamespaceDeletionCompletes(t *testing.T) {
 }
 
 func TestMissingFeatureStoreDoesNotBlock(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "features")
@@ -503,7 +503,7 @@ func TestMissingFeatureStoreDoesNotBlock(t *testing.T) {
 }
 
 func TestInvalidMountStalls(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	startOperator(t, operatorOptions{})
 	nb := newNotebook(ns, "badmount")
@@ -521,7 +521,7 @@ func TestInvalidMountStalls(t *testing.T) {
 }
 
 func TestPodStartFailureIsReported(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	startOperator(t, operatorOptions{})
 	for name, tc := range map[string]struct {
@@ -591,7 +591,7 @@ func TestPodStartFailureIsReported(t *testing.T) {
 // a full ResourceQuota: the API server refuses the pod, and the controller
 // reports that only as a FailedCreate event on the StatefulSet.
 func TestQuotaRejectionIsReported(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	fillQuota(t, c, ns)
@@ -718,7 +718,7 @@ func waitCached(t *testing.T, op *operator, nb *notebooksv1alpha1.Notebook, cond
 }
 
 func TestDriftOfOwnedFieldsIsRevertedOthersAreKept(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	nb := runningNotebook(t, c, op, newNotebook(ns, "drift"), t0)
@@ -827,7 +827,7 @@ func settle(t *testing.T, c client.Client, op *operator, nb *notebooksv1alpha1.N
 }
 
 func TestCullingMetrics(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	op := startOperator(t, operatorOptions{})
 	m := op.reconciler.metrics

@@ -1,0 +1,9 @@
+package cmd
+
+import (
+	"testing"
+
+	"github.com/ml-platform/ml-platform/tools/mlp/test/clitest"
+)
+
+func TestMain(m *testing.M) { clitest.Main(m, NewRootCommand) }

@@ -1,0 +1,129 @@
+package train
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/describe"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/follow"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
+)
+
+type describeOptions struct {
+	*util.Options
+	util.OneName
+	util.NoFlagChecks
+}
+
+func newDescribeTrainCommand(o *util.Options) *cobra.Command {
+	return &cobra.Command{
+		Use:               "describe NAME",
+		Short:             "Show a TrainingJob in detail: conditions, runs, failure, progress, pods and events",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: util.CompleteNames(o, kube.TrainingJobKind),
+		RunE:              util.RunE(&describeOptions{Options: o}),
+	}
+}
+
+// Run prints the TrainingJob, its pods and events.
+func (do *describeOptions) Run(ctx context.Context) error {
+	s, err := do.Session(ctx)
+	if err != nil {
+		return err
+	}
+	name := do.Name
+	u, err := s.Get(ctx, kube.TrainingJobKind, name)
+	if err != nil {
+		return err
+	}
+	tj, err := kube.Typed[trainingv1alpha1.TrainingJob](u)
+	if err != nil {
+		return err
+	}
+	now := do.Now()
+	w := tabwriter.NewWriter(do.Streams.Out, 0, 8, 2, ' ', 0)
+	field := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	field("Name", tj.Name)
+	field("Namespace", tj.Namespace)
+	field("Framework", string(tj.Spec.Framework))
+	field("Image", tj.Spec.Image)
+	field("Workers", fmt.Sprint(tj.Spec.Workers))
+	field("Status", phaseText(tj))
+	field("Run", fmt.Sprint(tj.Status.Run))
+	field("Restarts", fmt.Sprint(tj.Status.RestartCount))
+	field("Age", output.Age(tj.CreationTimestamp.Time, now))
+	field("Duration", output.OrDash(tj.Status.Duration))
+	if c := follow.WaitingCondition(tj); c != nil {
+		field("Waiting on", follow.ConditionText(c))
+	}
+	if follow.Pending(tj) {
+		if e := follow.LatestWarning(ctx, s, tj); e != nil {
+			field("Last warning", fmt.Sprintf("%s (%s ago): %s", e.Reason, output.Age(kube.EventTime(e), now), strings.TrimSpace(e.Message)))
+		}
+	}
+	if p := follow.ReadProgress(u); p.Reported() {
+		field("Progress", p.Summary(now))
+		field("Last report", output.Age(p.LastReport, now)+" ago")
+	}
+	if f := tj.Status.Failure; f != nil {
+		field("Failure", cmp.Or(f.Cause, f.Reason)+" ("+string(f.Class)+")")
+		field("Failure message", output.OrDash(f.Message))
+		if f.Pod != "" {
+			field("Failed pod", fmt.Sprintf("%s container %s exit code %d", f.Pod, f.Container, f.ExitCode))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	describe.Conditions(do.Streams.Out, tj.Status.Conditions, now)
+	describeRuns(do.Streams.Out, tj.Status.Runs)
+	if tj.Status.Run > 0 {
+		pods, err := follow.RunPods(ctx, s, name, tj.Status.Run)
+		if err != nil {
+			return err
+		}
+		describePods(do.Streams.Out, rankedPods(pods))
+	}
+	return describe.Events(ctx, do.Streams.Out, s, "TrainingJob", name, now)
+}
+
+func describeRuns(out io.Writer, runs []trainingv1alpha1.RunRecord) {
+	if len(runs) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "Ended runs:")
+	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(w, "  RUN\tREASON\tCLASS\tMESSAGE")
+	for _, r := range runs {
+		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\n", r.Run, r.Reason, output.OrDash(string(r.Class)), r.Message)
+	}
+	_ = w.Flush()
+}
+
+func describePods(out io.Writer, pods []corev1.Pod) {
+	fmt.Fprintln(out, "Pods of the current run:")
+	if len(pods) == 0 {
+		fmt.Fprintln(out, "  <none>")
+		return
+	}
+	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(w, "  RANK\tPOD\tPHASE\tREADY\tRESTARTS")
+	for i := range pods {
+		var restarts int32
+		for _, cs := range pods[i].Status.ContainerStatuses {
+			restarts += cs.RestartCount
+		}
+		fmt.Fprintf(w, "  %d\t%s\t%s\t%t\t%d\n", i, pods[i].Name, output.OrDash(string(pods[i].Status.Phase)), kube.PodReady(&pods[i]), restarts)
+	}
+	_ = w.Flush()
+}

@@ -1,0 +1,63 @@
+// Package describe prints the parts that every mlp describe command shows
+// the same way: an object's conditions and its events.
+package describe
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
+)
+
+// Conditions prints an object's conditions as a table.
+func Conditions(out io.Writer, conds []metav1.Condition, now time.Time) {
+	fmt.Fprintln(out, "Conditions:")
+	if len(conds) == 0 {
+		fmt.Fprintln(out, "  <none>")
+		return
+	}
+	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
+	for _, c := range conds {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, output.Age(c.LastTransitionTime.Time, now), c.Message)
+	}
+	_ = w.Flush()
+}
+
+// Events lists the events of an object, oldest first. Events are
+// optional: a user who may not list them still gets the rest.
+func Events(ctx context.Context, out io.Writer, s *kube.Session, kindName, name string, now time.Time) error {
+	var events corev1.EventList
+	err := s.C.List(ctx, &events, client.InNamespace(s.Namespace), client.MatchingFields{
+		"involvedObject.kind": kindName, "involvedObject.name": name,
+	})
+	fmt.Fprintln(out, "Events:")
+	if err != nil {
+		fmt.Fprintf(out, "  <not shown: %v>\n", kube.ExplainCore(err, "events", "list", "", s.Namespace))
+		return nil
+	}
+	if len(events.Items) == 0 {
+		fmt.Fprintln(out, "  <none>")
+		return nil
+	}
+	sort.SliceStable(events.Items, func(i, j int) bool {
+		return kube.EventTime(&events.Items[i]).Before(kube.EventTime(&events.Items[j]))
+	})
+	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(w, "  TYPE\tREASON\tAGE\tMESSAGE")
+	for i := range events.Items {
+		e := &events.Items[i]
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", e.Type, e.Reason, output.Age(kube.EventTime(e), now), strings.TrimSpace(e.Message))
+	}
+	return w.Flush()
+}
