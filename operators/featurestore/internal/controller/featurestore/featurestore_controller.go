@@ -276,8 +276,8 @@ func (r *Reconciler) newRunner() *phase.Runner[*featuresv1alpha1.FeatureStore, *
 		Metrics:    r.PhaseMetrics,
 		Phases: []phase.Phase[*scope]{
 			phase.Step("ensureCredentials", r.ensureCredentials),
-			// The policy comes before the servers, so that they never run
-			// unguarded.
+			// The policy comes before the servers, so that new servers
+			// start guarded.
 			phase.Step("ensureNetworkPolicy", r.ensureNetworkPolicy),
 			phase.Step("ensureOnlineStore", r.ensureOnlineStore),
 			phase.Step("ensureOfflineStore", r.ensureOfflineStore),
