@@ -243,12 +243,23 @@ func TestChartManagedServersNetworkPolicyValue(t *testing.T) {
 
 // TestChartServiceAccountWritesTheManagedServersPolicy: the operator,
 // running as the chart's ServiceAccount (its RBAC and its owned-objects
-// admission policy), writes a managed store's NetworkPolicy.
+// admission policy), writes a managed store's NetworkPolicy, and that
+// ServiceAccount cannot write a NetworkPolicy that is not labelled as the
+// operator's.
 func TestChartServiceAccountWritesTheManagedServersPolicy(t *testing.T) {
 	c := adminClient()
 	installChart(t)
 	sa := charttest.ImpersonateServiceAccount(env.Config, operatorNamespace, "fs-featurestore-operator")
 	ns := testenv.CreateNamespace(t, c, "fs")
+	asOperator, err := client.New(sa, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the owned-objects policy to refuse a tenant's NetworkPolicy", func(ctx context.Context) (bool, error) {
+		tenants := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenants"}}
+		err := asOperator.Create(ctx, tenants, client.DryRunAll)
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), nil
+	})
 	startOperatorAs(t, sa, withNetworkPolicy(true))
 	fs := createStore(t, c, fullyManagedStore(ns, "chart-sa"))
 	waitServers(t, c, fs)
