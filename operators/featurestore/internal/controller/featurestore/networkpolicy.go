@@ -62,7 +62,7 @@ func (r *Reconciler) deleteNetworkPolicy(ctx context.Context, fs *featuresv1alph
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if checkControlled(fs, live, "NetworkPolicy") != nil {
+	if !metav1.IsControlledBy(live, fs) {
 		return nil
 	}
 	return client.IgnoreNotFound(r.Client.Delete(ctx, live, client.Preconditions{UID: &live.UID}))
