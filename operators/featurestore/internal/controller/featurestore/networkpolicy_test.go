@@ -77,7 +77,7 @@ func waitServers(t *testing.T, c client.Client, fs *featuresv1alpha1.FeatureStor
 // a NetworkPolicy that selects exactly its two servers' pods and admits to
 // their ports only the operator's pods (its namespace and labels) and the
 // pods of the store's namespace bound to the store; deleted by hand it is
-// written again.
+// written again, and it goes with the store.
 func TestManagedServersNetworkPolicy(t *testing.T) {
 	c := adminClient()
 	ns := testenv.CreateNamespace(t, c, "fs")
@@ -136,6 +136,13 @@ func TestManagedServersNetworkPolicy(t *testing.T) {
 		t.Errorf("the policy written again differs (-before +after):\n%s", diff)
 	}
 	t.Logf("deleted by hand, NetworkPolicy %s came back as %s", np.UID, again.UID)
+
+	// The garbage collector removes the policy with its FeatureStore.
+	if err := c.Delete(t.Context(), fs); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitGone(t, c, fs)
+	testenv.WaitGone(t, c, again)
 }
 
 // TestForeignNetworkPolicyIsRefusedVisibly: a NetworkPolicy of the managed
