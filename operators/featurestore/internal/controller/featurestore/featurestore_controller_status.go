@@ -63,8 +63,9 @@ func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
 			}
 		}
 	}
-	// Managed servers without their NetworkPolicy are open to every pod of
-	// the cluster: the store is not Ready until a person frees the name.
+	// Managed servers without their own NetworkPolicy admit whatever the
+	// namespace's other policies let in: the store is not Ready until a
+	// person frees the name.
 	if stalled == nil && obs.networkPolicy != nil {
 		stalled = obs.networkPolicy
 	}
