@@ -30,7 +30,8 @@ func managed(memory string) *featuresv1alpha1.ManagedServer {
 // TestFeatureStoreConfigConnects: `mlp featurestore config` writes the
 // store's feature_store.yaml to a file only its owner can read, and a
 // client pod in the cluster given that file (as a Secret, the way a user
-// ships it) connects with it to the store's database and keys.
+// ships it) and the store's binding label connects with it to the store's
+// database and keys.
 func TestFeatureStoreConfigConnects(t *testing.T) {
 	e := steps.Connect(t)
 	ns := e.Namespace(t, "e2e-cli-store")
@@ -69,6 +70,9 @@ func TestFeatureStoreConfigConnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := steps.ClientPod("feast-client", steps.Image(t, "pytorch"), `exec /usr/bin/python3 -c "$CLIENT"`)
+	// A pod of the user's own reaches the managed servers only with the
+	// store's binding label, which the store's NetworkPolicy admits.
+	pod.Labels[commonv1alpha1.FeatureStoreBindingLabel(fs.Name)] = commonv1alpha1.FeatureStoreBindingLabelValue
 	steps.SetEnv(pod, "CLIENT", steps.FeastClient)
 	steps.SetEnv(pod, "WHO", "mlp")
 	steps.SetEnv(pod, "FEAST_FS_YAML_FILE_PATH", "/etc/feast/feature_store.yaml")

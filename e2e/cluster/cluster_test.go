@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,5 +172,37 @@ esac
 	}
 	if err := JudgeConnections(string(out), reach, deny); err != nil {
 		t.Errorf("%v\n%s", err, out)
+	}
+}
+
+// TestTCPConnectionScriptCountsHandshakesOnly runs the Python script on
+// loopback: a listening port is reached, a closed one refused, and the
+// output is what JudgeConnections accepts.
+func TestTCPConnectionScriptCountsHandshakesOnly(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	open, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	reach, deny := []string{open.Addr().String()}, []string{closedAddr}
+	out, err := exec.Command(python, "-c", TCPConnectionScript(reach, deny)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	if err := JudgeConnections(string(out), reach, deny); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
+	if err := JudgeConnections(string(out), deny, reach); err == nil {
+		t.Errorf("the judge accepts the opposite outcome:\n%s", out)
 	}
 }

@@ -78,3 +78,44 @@ func JudgeConnections(logs string, reach, deny []string) error {
 	}
 	return nil
 }
+
+// TCPConnectionScript is ConnectionScript for servers that do not speak
+// HTTP (PostgreSQL, Redis): a Python program, for images with python3 and
+// for a Jupyter kernel (it never exits the interpreter), that opens a TCP
+// connection to each host:port target of reach and deny once a second and
+// prints the same lines, judged by JudgeConnections. A connection counts
+// as reached when the handshake completed within 5 s.
+func TCPConnectionScript(reach, deny []string) string {
+	return fmt.Sprintf(`import socket, time
+def connects(target):
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        return True
+    except OSError:
+        return False
+def rounds(reach, deny, attempts):
+    want = "".join(" reach=" + t for t in reach) + "".join(" refused=" + t for t in deny)
+    good = 0
+    for i in range(1, attempts + 1):
+        line = "".join((" reach=" if connects(t) else " refused=") + t for t in reach + deny)
+        print("round %%d:%%s" %% (i, line), flush=True)
+        if line == want:
+            good += 1
+            if good >= 3:
+                return
+        elif good > 0:
+            return
+        time.sleep(1)
+rounds(%s, %s, %d)
+`, pyList(reach), pyList(deny), ConnectionAttempts)
+}
+
+// pyList is a Python list literal of plain strings (host:port targets).
+func pyList(items []string) string {
+	quoted := make([]string, len(items))
+	for i, s := range items {
+		quoted[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}

@@ -9,6 +9,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,6 +45,13 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How often Ready stores, and every FeatureStoreBackend's admin credentials, are checked again on their servers.")
 	fs.StringVar(&o.Images.Postgres, "managed-postgres-image", "postgres:15", "Image of managed PostgreSQL servers.")
 	fs.StringVar(&o.Images.Redis, "managed-redis-image", "redis:7.0", "Image of managed Redis servers.")
+	fs.BoolVar(&o.NetworkPolicy.Enabled, "managed-network-policy", true,
+		"Give every FeatureStore with a managed server a NetworkPolicy admitting to its PostgreSQL and Redis only the operator's pods (--operator-pod-labels in --operator-namespace) and the pods bound to the store. Turn it off where no NetworkPolicy engine runs or the operator runs outside the cluster.")
+	fs.Func("operator-pod-labels", "Labels (k=v,k2=v2) that select the operator's own pods in --operator-namespace, for the managed servers' NetworkPolicy. Empty admits every pod of that namespace.", func(v string) error {
+		set, err := labels.ConvertSelectorToLabelsMap(v)
+		o.NetworkPolicy.OperatorPodLabels = set
+		return err
+	})
 }
 
 func defaultNamespace() string {
@@ -66,7 +75,7 @@ func ManagerOptions(opts *Options) manager.Options {
 		Name:        featurestore.OperatorName,
 		AddToScheme: addToScheme,
 		OwnedObjects: []client.Object{
-			&corev1.Secret{}, &corev1.Service{}, &corev1.ConfigMap{}, &appsv1.StatefulSet{},
+			&corev1.Secret{}, &corev1.Service{}, &corev1.ConfigMap{}, &appsv1.StatefulSet{}, &networkingv1.NetworkPolicy{},
 		},
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error { return Setup(mgr, cfg, opts) },
 	}

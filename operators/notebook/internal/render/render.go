@@ -172,6 +172,7 @@ func PodTemplate(in Input) corev1.PodTemplateSpec {
 	if nb.Spec.QueueName != "" {
 		podLabels[LabelQueueName] = nb.Spec.QueueName
 	}
+	featureref.Bind(podLabels, in.Stores)
 	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: pod}
 }
 

@@ -145,6 +145,7 @@ func PodTemplate(tj *trainingv1alpha1.TrainingJob, labels map[string]string, nam
 		podLabels = map[string]string{}
 	}
 	maps.Copy(podLabels, labels)
+	featureref.Bind(podLabels, stores)
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: maps.Clone(patch.Annotations)},
 		Spec:       spec,

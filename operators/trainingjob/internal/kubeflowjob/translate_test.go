@@ -109,7 +109,10 @@ func TestBuildGolden(t *testing.T) {
 				s.Env = []corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "INFO"}}
 				s.WorkingDir = "/workspace"
 				s.Template = &trainingv1alpha1.PodTemplatePatch{
-					Labels:             map[string]string{"team": "vision", trainingv1alpha1.LabelRun: "spoofed"},
+					// A binding label the job's references do not give is
+					// stripped: only the operator binds pods to stores.
+					Labels: map[string]string{"team": "vision", trainingv1alpha1.LabelRun: "spoofed",
+						commonv1alpha1.FeatureStoreBindingLabel("someone-elses"): "true"},
 					Annotations:        map[string]string{"sidecar.istio.io/inject": "false"},
 					Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "imagenet"}}}},
 					VolumeMounts:       []trainingv1alpha1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}},

@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/shared/featureref"
 )
 
 func TestBuildIsOneIndexedJobThatNeverRetries(t *testing.T) {
@@ -255,5 +257,36 @@ func job(parallelism int32, suspend bool, ready int32, st batchv1.JobStatus) bat
 		ObjectMeta: metav1.ObjectMeta{Name: "j"},
 		Spec:       batchv1.JobSpec{Parallelism: ptr.To(parallelism), Suspend: ptr.To(suspend)},
 		Status:     st,
+	}
+}
+
+// TestBuildBindsEveryRankToItsStoresOnly: the pods of a run carry one
+// binding label per referenced store, and a binding label written into the
+// job's pod template (a store the job does not reference) is gone, so the
+// FeatureStore's NetworkPolicy admits the ranks to their own stores only.
+func TestBuildBindsEveryRankToItsStoresOnly(t *testing.T) {
+	tj := newTJ(trainingv1alpha1.FrameworkPyTorch, 2)
+	tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Labels: map[string]string{
+		"team": "vision",
+		commonv1alpha1.FeatureStoreBindingLabel("someone-elses"): "true",
+	}}
+	stores := []featureref.Store{{Name: "sales", SecretName: "sales-feast", Key: "k"}, {Name: "ads", SecretName: "ads-feast", Key: "k"}}
+	obj, err := NewBackend(settings).Build(tj, 1, stores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for k, v := range obj.(*batchv1.Job).Spec.Template.Labels {
+		if commonv1alpha1.IsFeatureStoreBindingLabel(k) || k == "team" {
+			got[k] = v
+		}
+	}
+	want := map[string]string{
+		"team":                                "vision",
+		"bound.features.mlplatform.dev/sales": "true",
+		"bound.features.mlplatform.dev/ads":   "true",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pod labels (-want +got):\n%s", diff)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -75,6 +76,8 @@ type Reconciler struct {
 	// restores users lost by a server that restarted without its aclfile.
 	DriftInterval time.Duration
 	Images        Images
+	// NetworkPolicy configures the managed servers' NetworkPolicy.
+	NetworkPolicy NetworkPolicyOptions
 	// CleanupFailures counts failed cleanups; nil counts nothing.
 	CleanupFailures *claims.CleanupFailures
 	// Clock says what time it is; NewReconciler sets the real one.
@@ -94,6 +97,7 @@ type Options struct {
 	GracePeriod   time.Duration
 	DriftInterval time.Duration
 	Images        Images
+	NetworkPolicy NetworkPolicyOptions
 }
 
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch;update;patch
@@ -120,6 +124,7 @@ func NewReconciler(mgr ctrl.Manager, opts Options, adminSecrets cache.Cache) (*R
 		GracePeriod:   orDefault(opts.GracePeriod, DefaultGracePeriod),
 		DriftInterval: orDefault(opts.DriftInterval, DefaultDriftInterval),
 		Images:        opts.Images,
+		NetworkPolicy: opts.NetworkPolicy,
 		adminSecrets:  adminSecrets,
 		// Shared with the pending-cleanup controller (controller.Setup).
 		CleanupFailures: claims.NewCleanupFailures(),
@@ -185,6 +190,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.StatefulSet{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		// A backend's own status writes matter only when its Ready
 		// condition flips: stores waiting for the server retry at once.
 		Watches(&featuresv1alpha1.FeatureStoreBackend{}, handler.EnqueueRequestsFromMapFunc(r.storesOfBackend),
@@ -270,6 +276,9 @@ func (r *Reconciler) newRunner() *phase.Runner[*featuresv1alpha1.FeatureStore, *
 		Metrics:    r.PhaseMetrics,
 		Phases: []phase.Phase[*scope]{
 			phase.Step("ensureCredentials", r.ensureCredentials),
+			// The policy comes before the servers, so that new servers
+			// start guarded.
+			phase.Step("ensureNetworkPolicy", r.ensureNetworkPolicy),
 			phase.Step("ensureOnlineStore", r.ensureOnlineStore),
 			phase.Step("ensureOfflineStore", r.ensureOfflineStore),
 			phase.Step("ensureRegistry", r.ensureRegistry),

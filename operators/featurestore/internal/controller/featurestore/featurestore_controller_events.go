@@ -26,6 +26,9 @@ func events(s *scope, old, fs *featuresv1alpha1.FeatureStore) []phase.Event {
 		}
 		out = append(out, phase.Event{Type: conditions.EventType(c.Reason, featuresv1alpha1.ReasonWaitingForServer), Reason: c.Reason, Message: c.Message})
 	}
+	if np := s.networkPolicyFailure; np != nil && conditionChanged(before, fs.Status.Conditions, commonv1alpha1.ConditionStalled) {
+		out = append(out, phase.Event{Type: corev1.EventTypeWarning, Reason: reasonFor(np.outcome), Message: np.message})
+	}
 	if conditions.IsTrue(fs, commonv1alpha1.ConditionReady) && conditionChanged(before, fs.Status.Conditions, commonv1alpha1.ConditionReady) {
 		out = append(out, phase.Event{Type: corev1.EventTypeNormal, Reason: "Ready", Message: conditions.Get(fs, commonv1alpha1.ConditionReady).Message})
 	}

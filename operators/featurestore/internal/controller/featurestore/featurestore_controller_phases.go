@@ -46,7 +46,11 @@ type scope struct {
 	// clientConfigFailure is a foreign Secret in the place of the client
 	// configuration.
 	clientConfigFailure error
-	events              []event
+	// networkPolicyFailure is a managed servers' NetworkPolicy the
+	// operator cannot write: a foreign one in its place, or one the API
+	// server refused.
+	networkPolicyFailure *storeResult
+	events               []event
 }
 
 type event = phase.Event
@@ -86,6 +90,7 @@ func (s *scope) observations() observations {
 		clientConfig:     s.clientSecretCurrent,
 		clientConfigErr:  s.clientConfigFailure,
 		rotationDeferred: s.rotationDeferred,
+		networkPolicy:    s.networkPolicyFailure,
 	}
 }
 

@@ -21,6 +21,9 @@ type observations struct {
 	// credentials is why the credentials could not be loaded; every
 	// store shares that state then.
 	credentials *storeResult
+	// networkPolicy is why the managed servers' NetworkPolicy could not
+	// be written; nil when it was, or when none is wanted.
+	networkPolicy *storeResult
 }
 
 // computeStatus sets every condition and the published fields from the
@@ -59,6 +62,12 @@ func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
 				waiting = &st.res
 			}
 		}
+	}
+	// Managed servers without their own NetworkPolicy admit whatever the
+	// namespace's other policies let in: the store is not Ready until a
+	// person frees the name.
+	if stalled == nil && obs.networkPolicy != nil {
+		stalled = obs.networkPolicy
 	}
 	if obs.clientConfig {
 		fs.Status.ClientConfig = &commonv1alpha1.FeatureStoreClientConfig{

@@ -32,6 +32,16 @@ const managedUID = 999
 // FeatureStore, so no per-store names are needed.
 const managedUser = "feast"
 
+// Ports of the managed servers.
+const (
+	managedPostgresPort int32 = 5432
+	managedRedisPort    int32 = 6379
+)
+
+// managedServerComponent is the app.kubernetes.io/component label of the
+// managed servers' pods.
+const managedServerComponent = "featurestore-server"
+
 // Managed server names.
 func managedPostgresName(fs string) string { return fs + "-postgres" }
 func managedRedisName(fs string) string    { return fs + "-redis" }
@@ -45,7 +55,7 @@ func (r *Reconciler) ensureManagedPostgres(ctx context.Context, s *scope) (store
 	res, err := r.ensureManagedServer(ctx, s, managedServer{
 		name:  managedPostgresName(s.fs.Name),
 		image: r.Images.Postgres,
-		port:  5432,
+		port:  managedPostgresPort,
 		files: func(password string) map[string][]byte { return map[string][]byte{"password": []byte(password)} },
 		container: func(c *corev1.Container) {
 			c.Env = []corev1.EnvVar{
@@ -82,7 +92,7 @@ func (r *Reconciler) ensureManagedRedis(ctx context.Context, s *scope) (storeRes
 	return r.ensureManagedServer(ctx, s, managedServer{
 		name:  managedRedisName(s.fs.Name),
 		image: r.Images.Redis,
-		port:  6379,
+		port:  managedRedisPort,
 		files: func(password string) map[string][]byte {
 			return map[string][]byte{"users.acl": []byte("user default off resetpass nocommands\nuser " + managedUser + " on >" + password + " ~* &* +@all -@admin -@dangerous\n")}
 		},
@@ -196,12 +206,12 @@ func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha
 func serverLabels(fs *featuresv1alpha1.FeatureStore, m managedServer) map[string]string {
 	l := childLabels(fs)
 	l["app.kubernetes.io/name"] = m.name
-	l["app.kubernetes.io/component"] = "featurestore-server"
+	l["app.kubernetes.io/component"] = managedServerComponent
 	return l
 }
 
 func selectorLabels(m managedServer) map[string]string {
-	return map[string]string{"app.kubernetes.io/name": m.name, "app.kubernetes.io/component": "featurestore-server"}
+	return map[string]string{"app.kubernetes.io/name": m.name, "app.kubernetes.io/component": managedServerComponent}
 }
 
 func serverService(fs *featuresv1alpha1.FeatureStore, m managedServer) *corev1.Service {

@@ -38,7 +38,7 @@ func (r *Reconciler) dataVolumes(ctx context.Context, fs *featuresv1alpha1.Featu
 	if err := r.APIReader.List(ctx, list, client.InNamespace(fs.Namespace), client.MatchingLabels{
 		LabelFeatureStore:             fs.Name,
 		"app.kubernetes.io/name":      server,
-		"app.kubernetes.io/component": "featurestore-server",
+		"app.kubernetes.io/component": managedServerComponent,
 	}); err != nil {
 		return nil, fmt.Errorf("listing the volumes of %s: %w", server, err)
 	}

@@ -119,6 +119,9 @@ func TestFeatureStoreMountedOnceReady(t *testing.T) {
 	if !slices.Contains(container.Env, wantEnv) {
 		t.Errorf("env %v lacks %v", container.Env, wantEnv)
 	}
+	if l := sts.Spec.Template.Labels; l[commonv1alpha1.FeatureStoreBindingLabel("sales")] != commonv1alpha1.FeatureStoreBindingLabelValue {
+		t.Errorf("the pod is not bound to the store, which its NetworkPolicy admits: labels %v", l)
+	}
 	actOutStatefulSet(t, c, nb)
 	got = waitNotebook(t, c, nb, "FeatureStoresReady", func(nb *notebooksv1alpha1.Notebook) bool {
 		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionFeatureStoresReady) && isReady(nb)

@@ -857,6 +857,9 @@ func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
 	if spec := job.Spec.Template.Spec; !hasSecretVolume(spec.Volumes, "customers-feast") {
 		t.Errorf("the store's client configuration is not mounted in the Job's pods: %+v", spec.Volumes)
 	}
+	if l := job.Spec.Template.Labels; l[commonv1alpha1.FeatureStoreBindingLabel("customers")] != commonv1alpha1.FeatureStoreBindingLabelValue {
+		t.Errorf("the Job's pods are not bound to the store, which its NetworkPolicy admits: labels %v", l)
+	}
 	waitTJ(t, c, tj, "FeatureStoresReady and Created", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return condStatus(tj, trainingv1alpha1.ConditionFeatureStoresReady) == metav1.ConditionTrue &&
 			condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionTrue
