@@ -55,4 +55,3 @@ func waitPolicySpec(t *testing.T, c client.Client, nb client.Object, what string
 		return cmp.Equal(want, np.Spec), nil
 	})
 }
-

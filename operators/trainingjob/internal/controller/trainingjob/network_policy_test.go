@@ -296,7 +296,7 @@ func TestRankNetworkPolicyOffDeletesOnlyTheOperatorsOwn(t *testing.T) {
 	waitBatchJob(t, c, ns, "later-r1")
 	testenv.Consistently(t, "no policy made while off", 3*time.Second, func(ctx context.Context) error {
 		if _, err := getPolicy(ctx, c, ns, "made"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the policy of made: %v", err)
+			return fmt.Errorf("the policy of made: %w", err)
 		}
 		return nil
 	})
