@@ -10,6 +10,12 @@
 // list does not name and a pod of another namespace. The operators' metrics
 // ports admit the scraper (the charts' networkPolicy.metricsFrom) and refuse
 // other pods; the TrainingJob operator's progress endpoint admits rank 0 of
-// a real TrainingJob and refuses another pod of its namespace. The tests
-// skip on clusters that say they do not enforce NetworkPolicy.
+// a real TrainingJob and refuses another pod of its namespace. The two ranks
+// of a real TrainingJob reach each other and the progress endpoint behind
+// the operator's rank NetworkPolicy, which refuses a rank of another
+// TrainingJob and a pod of another namespace carrying the job's labels.
+// With the Notebook operator's egress policy turned on for one test, a
+// Notebook's kernel resolves names through kube-dns and reaches the listed
+// destination, and is refused by a server the list does not name. The
+// tests skip on clusters that say they do not enforce NetworkPolicy.
 package network

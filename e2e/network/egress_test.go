@@ -1,0 +1,201 @@
+package network
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ml-platform/ml-platform/e2e/cluster"
+	"github.com/ml-platform/ml-platform/e2e/notebooks"
+	"github.com/ml-platform/ml-platform/e2e/steps"
+)
+
+// rolloutTimeout bounds the Notebook operator's rollout after a change of
+// its configuration, on the loaded nightly machine.
+const rolloutTimeout = steps.PodTimeout
+
+// egressProbe is Python run in a Notebook's kernel: like
+// cluster.ConnectionScript, once a second it resolves every name of
+// $RESOLVE and connects to every host:port of $REACH and $DENY, printing
+// "round N: reach=X ... refused=Y ..." (a name as dns://NAME, an address as
+// tcp://HOST:PORT), until three rounds in a row had the expected outcome,
+// or a round after such a one differed, or ConnectionAttempts rounds
+// passed; cluster.JudgeConnections reads the lines.
+const egressProbe = `
+import os, socket, time
+def ok(target):
+    kind, _, where = target.partition("://")
+    try:
+        if kind == "dns":
+            socket.getaddrinfo(where, None)
+        else:
+            host, _, port = where.rpartition(":")
+            socket.create_connection((host, int(port)), timeout=5).close()
+        return True
+    except OSError:
+        return False
+reach, deny = os.environ["REACH"].split(), os.environ["DENY"].split()
+want = "".join(" reach=" + t for t in reach) + "".join(" refused=" + t for t in deny)
+good = 0
+for i in range(1, int(os.environ["ROUNDS"]) + 1):
+    line = "".join((" reach=" if ok(t) else " refused=") + t for t in reach + deny)
+    print("round %d:%s" % (i, line), flush=True)
+    if line == want:
+        good += 1
+        if good >= 3:
+            break
+    elif good:
+        break
+    time.sleep(1)
+`
+
+// TestNotebookEgressAdmitsDNSAndListedDestinationsOnly turns the Notebook
+// operator's egress policy on for its duration (its configuration, as the
+// chart's notebooks.networkPolicy.egress renders it, with one listed
+// destination: a server's pods in another namespace), then from a kernel
+// of a Ready Notebook resolves a cluster name through kube-dns and
+// connects to the listed server, and is refused by an unguarded server of
+// its own namespace that the list does not name, which a plain pod of the
+// namespace reaches. It runs alone (not in parallel): the operator
+// restarts twice.
+func TestNotebookEgressAdmitsDNSAndListedDestinationsOnly(t *testing.T) {
+	e := steps.Connect(t)
+	cluster.RequireNetworkPolicyEnforcement(t, e.CS)
+	ns := e.Namespace(t, "e2e-net-egress")
+	listedNS := e.Namespace(t, "e2e-net-listed")
+	image, err := cluster.BusyboxImage(t.Context(), e.CS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlisted := openServer(t, e, ns, image)
+	listed := openServer(t, e, listedNS, image)
+	withNotebookEgress(t, e, map[string]any{
+		"enabled": true,
+		"dns":     map[string]any{"namespace": "kube-system", "podLabels": map[string]any{"k8s-app": "kube-dns"}},
+		"to": []any{map[string]any{
+			"to": []any{map[string]any{
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{corev1.LabelMetadataName: listedNS}},
+				"podSelector":       map[string]any{"matchLabels": map[string]any{"app": "open"}},
+			}},
+			"ports": []any{map[string]any{"port": openPort, "protocol": "TCP"}},
+		}},
+	})
+
+	nb := notebooks.NewNotebook(t, ns, "egress", false)
+	notebooks.CreateReady(t, e, nb)
+	dns := "dns://kubernetes.default.svc.cluster.local"
+	reach := []string{dns, tcpTarget(listed)}
+	deny := []string{tcpTarget(unlisted)}
+	// The kernel inherits the Notebook's environment, not the client's:
+	// the probe's inputs are in its code.
+	code := fmt.Sprintf("import os\nos.environ.update(REACH=%q, DENY=%q, ROUNDS=%q)\n%s", strings.Join(reach, " "), strings.Join(deny, " "), fmt.Sprint(cluster.ConnectionAttempts), egressProbe)
+	out := e.MustRun(t, ns, notebooks.KernelPod(t, nb, "kernel", code))
+	if err := cluster.JudgeConnections(out, reach, deny); err != nil {
+		t.Errorf("a kernel of Notebook %s/%s behind its egress policy, expected to reach %v and be refused by %v: %v\n%s", ns, nb.Name, reach, deny, err, out)
+	} else {
+		t.Logf("a kernel of Notebook %s/%s: reached %v, refused by %v (%d rounds)", ns, nb.Name, reach, deny, strings.Count(out, "round "))
+	}
+	// The refused server is reachable: the refusal is the Notebook's policy.
+	expect(t, e, ns, steps.ClientPod("neighbour", image, ""), []string{unlisted}, nil)
+}
+
+// tcpTarget is the egressProbe target of an openServer URL.
+func tcpTarget(url string) string {
+	return "tcp://" + strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+}
+
+// withNotebookEgress sets networkPolicy.egress in the Notebook operator's
+// configuration (the chart's ConfigMap), rolls the operator and waits for
+// it; when the test ends, the configuration and the pod template are put
+// back and the operator rolled again.
+func withNotebookEgress(t *testing.T, e *steps.Env, egress map[string]any) {
+	t.Helper()
+	d := e.OperatorDeployment(t, "notebook-operator")
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: d.Namespace, Name: d.Name + "-config"}
+	if err := e.C.Get(t.Context(), key, cm); err != nil {
+		t.Fatalf("the Notebook operator's configuration: %v", err)
+	}
+	original := cm.Data["config.yaml"]
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(original), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	np, _ := cfg["networkPolicy"].(map[string]any)
+	if np == nil {
+		t.Fatalf("the Notebook operator's configuration has no networkPolicy:\n%s", original)
+	}
+	np["egress"] = egress
+	changed, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotations := d.Spec.Template.Annotations
+	t.Cleanup(func() {
+		// A fresh context: the test's is cancelled by now.
+		ctx := context.Background()
+		if err := configure(ctx, e, key, original, annotations); err != nil {
+			t.Errorf("restoring the Notebook operator's configuration: %v", err)
+			return
+		}
+		if err := wait.PollUntilContextTimeout(ctx, steps.Poll, rolloutTimeout, true, rolledOut(e, key.Namespace, d.Name)); err != nil {
+			t.Errorf("waiting for the Notebook operator to roll back: %v", err)
+		}
+	})
+	sum := sha256.Sum256(changed)
+	with := map[string]string{"e2e.mlplatform.dev/config": hex.EncodeToString(sum[:8])}
+	for k, v := range annotations {
+		with[k] = v
+	}
+	if err := configure(t.Context(), e, key, string(changed), with); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, e, key.Namespace, d.Name)
+	t.Logf("the Notebook operator runs with networkPolicy.egress %v", egress)
+}
+
+// configure writes the operator's configuration and its pod template's
+// annotations, which rolls it when they changed.
+func configure(ctx context.Context, e *steps.Env, key client.ObjectKey, config string, annotations map[string]string) error {
+	cm := &corev1.ConfigMap{}
+	if err := e.C.Get(ctx, key, cm); err != nil {
+		return err
+	}
+	cm.Data["config.yaml"] = config
+	if err := e.C.Update(ctx, cm); err != nil {
+		return err
+	}
+	d, err := e.CS.AppsV1().Deployments(key.Namespace).Get(ctx, strings.TrimSuffix(key.Name, "-config"), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	d.Spec.Template.Annotations = annotations
+	_, err = e.CS.AppsV1().Deployments(key.Namespace).Update(ctx, d, metav1.UpdateOptions{})
+	return err
+}
+
+func waitRolledOut(t *testing.T, e *steps.Env, ns, name string) {
+	t.Helper()
+	steps.Until(t, "the Notebook operator to roll out", rolloutTimeout, rolledOut(e, ns, name))
+}
+
+// rolledOut holds once the Deployment ns/name runs its current template
+// only.
+func rolledOut(e *steps.Env, ns, name string) wait.ConditionWithContextFunc {
+	return func(ctx context.Context) (bool, error) {
+		d, err := e.CS.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return e.RolledOut(ctx, d)
+	}
+}
