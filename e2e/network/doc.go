@@ -16,6 +16,7 @@
 // TrainingJob and a pod of another namespace carrying the job's labels.
 // With the Notebook operator's egress policy turned on for one test, a
 // Notebook's kernel resolves names through kube-dns and reaches the listed
-// destination, and is refused by a server the list does not name. The
+// destination and the managed servers of the FeatureStore it is bound to,
+// and is refused by a server the list does not name. The
 // tests skip on clusters that say they do not enforce NetworkPolicy.
 package network

@@ -7,16 +7,22 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/e2e/cluster"
 	"github.com/ml-platform/ml-platform/e2e/notebooks"
 	"github.com/ml-platform/ml-platform/e2e/steps"
+	"github.com/ml-platform/ml-platform/shared/featureref"
 )
 
 // rolloutTimeout bounds the Notebook operator's rollout after a change of
@@ -62,8 +68,9 @@ for i in range(1, int(os.environ["ROUNDS"]) + 1):
 // operator's egress policy on for its duration (its configuration, as the
 // chart's notebooks.networkPolicy.egress renders it, with one listed
 // destination: a server's pods in another namespace), then from a kernel
-// of a Ready Notebook resolves a cluster name through kube-dns and
-// connects to the listed server, and is refused by an unguarded server of
+// of a Ready Notebook bound to a managed FeatureStore resolves a cluster
+// name through kube-dns and connects to the listed server and to the
+// store's PostgreSQL and Redis, and is refused by an unguarded server of
 // its own namespace that the list does not name, which a plain pod of the
 // namespace reaches. It runs alone (not in parallel): the operator
 // restarts twice.
@@ -90,10 +97,18 @@ func TestNotebookEgressAdmitsDNSAndListedDestinationsOnly(t *testing.T) {
 		}},
 	})
 
+	store := managedStore(ns, "bound")
+	if err := e.C.Create(t.Context(), store); err != nil {
+		t.Fatalf("create FeatureStore: %v", err)
+	}
+	e.WaitCondition(t, store, "Ready", metav1.ConditionTrue, "Stalled", storeTimeout)
+	servers := storeServers(t, e, ns, store.Name)
+
 	nb := notebooks.NewNotebook(t, ns, "egress", false)
+	nb.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: store.Name}}}
 	notebooks.CreateReady(t, e, nb)
 	dns := "dns://kubernetes.default.svc.cluster.local"
-	reach := []string{dns, tcpTarget(listed)}
+	reach := append([]string{dns, tcpTarget(listed)}, servers...)
 	deny := []string{tcpTarget(unlisted)}
 	// The kernel inherits the Notebook's environment, not the client's:
 	// the probe's inputs are in its code.
@@ -106,6 +121,56 @@ func TestNotebookEgressAdmitsDNSAndListedDestinationsOnly(t *testing.T) {
 	}
 	// The refused server is reachable: the refusal is the Notebook's policy.
 	expect(t, e, ns, steps.ClientPod("neighbour", image, ""), []string{unlisted}, nil)
+}
+
+// storeTimeout bounds a managed FeatureStore's way to Ready: two servers
+// with their claims, images and the operator's checks.
+const storeTimeout = 15 * time.Minute
+
+// managedStore is a FeatureStore whose stores all run on the servers the
+// FeatureStore operator manages for it.
+func managedStore(ns, name string) *featuresv1alpha1.FeatureStore {
+	server := func(memory string) *featuresv1alpha1.ManagedServer {
+		return &featuresv1alpha1.ManagedServer{
+			Storage: ptr.To(resource.MustParse("64Mi")),
+			Resources: &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memory)},
+			},
+		}
+	}
+	return &featuresv1alpha1.FeatureStore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: featuresv1alpha1.FeatureStoreSpec{
+			Project:        "e2e_egress",
+			OnlineStore:    featuresv1alpha1.StoreSource{Managed: server("256Mi")},
+			OfflineStore:   featuresv1alpha1.StoreSource{Managed: server("512Mi")},
+			Registry:       featuresv1alpha1.StoreSource{Managed: server("512Mi")},
+			DeletionPolicy: commonv1alpha1.DeletionPolicyDelete,
+		},
+	}
+}
+
+// storeServers are the egressProbe targets of the running managed servers
+// of FeatureStore store (its PostgreSQL and its Redis), found by the labels
+// the Notebook's egress policy selects them by.
+func storeServers(t *testing.T, e *steps.Env, ns, store string) []string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := e.C.List(t.Context(), &pods, client.InNamespace(ns), client.MatchingLabels(featureref.ServerSelector(store))); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || len(p.Spec.Containers[0].Ports) == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("tcp://%s:%d", p.Status.PodIP, p.Spec.Containers[0].Ports[0].ContainerPort))
+	}
+	if len(out) != 2 {
+		t.Fatalf("FeatureStore %s/%s is Ready with %d running servers labelled %v, want its PostgreSQL and its Redis", ns, store, len(out), featureref.ServerSelector(store))
+	}
+	return out
 }
 
 // tcpTarget is the egressProbe target of an openServer URL.
