@@ -10,11 +10,18 @@
 // list does not name and a pod of another namespace. The operators' metrics
 // ports admit the scraper (the charts' networkPolicy.metricsFrom) and refuse
 // other pods; the TrainingJob operator's progress endpoint admits rank 0 of
-// a real TrainingJob and refuses another pod of its namespace. A
-// FeatureStore's managed PostgreSQL and Redis admit the FeatureStore
-// operator (the store becomes Ready) and the pods bound to the store (rank 0
-// of a TrainingJob, a Notebook's kernel), which another store's servers
-// refuse; a pod of the namespace that is not bound and a pod of another
-// namespace with the binding label are refused. The tests skip on clusters
-// that say they do not enforce NetworkPolicy.
+// a real TrainingJob and refuses another pod of its namespace. The two ranks
+// of a real TrainingJob reach each other and the progress endpoint behind
+// the operator's rank NetworkPolicy, which refuses a rank of another
+// TrainingJob and a pod of another namespace carrying the job's labels.
+// With the Notebook operator's egress policy turned on for one test, a
+// Notebook's kernel resolves names through kube-dns and reaches the listed
+// destination and the managed servers of the FeatureStore it is bound to,
+// and is refused by a server the list does not name. A FeatureStore's
+// managed PostgreSQL and Redis admit the FeatureStore operator (the store
+// becomes Ready) and the pods bound to the store (rank 0 of a TrainingJob, a
+// Notebook's kernel), which another store's servers refuse; a pod of the
+// namespace that is not bound and a pod of another namespace with the
+// binding label are refused. The tests skip on clusters that say they do
+// not enforce NetworkPolicy.
 package network

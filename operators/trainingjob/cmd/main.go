@@ -26,6 +26,7 @@ func main() {
 	runAsUser := flag.Int64("run-as-user", 1000, "The non-root user id of generated pods.")
 	progressOptions := progress.DefaultOptions()
 	progressOptions.BindFlags(flag.CommandLine)
+	rankNetworkPolicy := flag.Bool("rank-network-policy", true, "Give every TrainingJob a NetworkPolicy that admits to its ranks only the ranks of the same TrainingJob. false deletes the policies the operator made, for clusters without a NetworkPolicy engine or with policies of their own.")
 	defaultBackend := flag.String("default-backend", string(trainingv1alpha1.BackendNative), "The backend of TrainingJobs that set no spec.backend: native or kubeflow. Recorded in each job's status.backend at its first reconcile, so changing it never moves existing jobs.")
 
 	manager.Main(manager.Options{
@@ -65,6 +66,7 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("--default-backend: %w", err)
 			}
+			r.NetworkPolicy = *rankNetworkPolicy
 			if err := progress.Setup(mgr, trainingjob.OperatorName, progressOptions); err != nil {
 				return err
 			}

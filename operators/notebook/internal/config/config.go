@@ -76,6 +76,29 @@ type NetworkPolicy struct {
 	// IngressFrom selects the ingress path (for example the ingress
 	// controller's namespace).
 	IngressFrom []networkingv1.NetworkPolicyPeer `json:"ingressFrom"`
+	// Egress, when enabled, restricts what a notebook's pods connect to.
+	Egress Egress `json:"egress"`
+}
+
+// Egress restricts a notebook's pods to the cluster's DNS, the managed
+// servers of the FeatureStores the Notebook references, and To: every
+// other connection is refused. It is in the same NetworkPolicy as the
+// ingress rules.
+type Egress struct {
+	Enabled bool `json:"enabled"`
+	// DNS selects the cluster's DNS servers, reached on port 53 (UDP and
+	// TCP).
+	DNS DNS `json:"dns"`
+	// To are the platform team's destinations, as NetworkPolicy egress
+	// rules (pods, namespaces or CIDRs, with ports): a package mirror, an
+	// experiment tracker, the servers of shared FeatureStoreBackends.
+	To []networkingv1.NetworkPolicyEgressRule `json:"to"`
+}
+
+// DNS names the pods of the cluster's DNS service.
+type DNS struct {
+	Namespace string            `json:"namespace"`
+	PodLabels map[string]string `json:"podLabels"`
 }
 
 // Ingress configures an optional Ingress per notebook, served under
@@ -104,8 +127,10 @@ func Default() Config {
 			MinCheckPeriod: metav1.Duration{Duration: 30 * time.Second},
 			WarningPeriod:  metav1.Duration{Duration: 10 * time.Minute},
 		},
-		Probe:         Probe{Timeout: metav1.Duration{Duration: 5 * time.Second}, Concurrency: 16},
-		NetworkPolicy: NetworkPolicy{Enabled: true},
+		Probe: Probe{Timeout: metav1.Duration{Duration: 5 * time.Second}, Concurrency: 16},
+		NetworkPolicy: NetworkPolicy{Enabled: true, Egress: Egress{
+			DNS: DNS{Namespace: "kube-system", PodLabels: map[string]string{"k8s-app": "kube-dns"}},
+		}},
 	}
 }
 
@@ -121,8 +146,19 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return c, err
 	}
+	// A map in the file would be merged into the default's: the DNS pods'
+	// labels are replaced instead, and default only when the file names
+	// none.
+	dns := c.NetworkPolicy.Egress.DNS
+	c.NetworkPolicy.Egress.DNS = DNS{}
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
 		return c, fmt.Errorf("notebook operator configuration %s: %w", path, err)
+	}
+	if c.NetworkPolicy.Egress.DNS.Namespace == "" {
+		c.NetworkPolicy.Egress.DNS.Namespace = dns.Namespace
+	}
+	if len(c.NetworkPolicy.Egress.DNS.PodLabels) == 0 {
+		c.NetworkPolicy.Egress.DNS.PodLabels = dns.PodLabels
 	}
 	return c, c.Validate()
 }
@@ -147,6 +183,9 @@ func (c Config) Validate() error {
 	}
 	if c.NetworkPolicy.Enabled && c.NetworkPolicy.OperatorNamespace == "" {
 		errs = append(errs, errors.New("networkPolicy.operatorNamespace is required when networkPolicy.enabled is true, so the prober can reach notebooks"))
+	}
+	if e := c.NetworkPolicy.Egress; e.Enabled && (e.DNS.Namespace == "" || len(e.DNS.PodLabels) == 0) {
+		errs = append(errs, errors.New("networkPolicy.egress.dns.namespace and podLabels are required when networkPolicy.egress.enabled is true, or notebooks cannot resolve names"))
 	}
 	return errors.Join(errs...)
 }

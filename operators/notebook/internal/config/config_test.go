@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -77,5 +78,20 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := Load(write("nonamespace.yaml", "networkPolicy:\n  enabled: true\n")); err == nil {
 		t.Error("NetworkPolicies without the operator's namespace were accepted: the prober could not reach notebooks")
+	}
+	cfg, err = Load(write("egress.yaml", "networkPolicy:\n  operatorNamespace: mlp\n  egress:\n    enabled: true\n    to:\n    - to: [{ipBlock: {cidr: 10.20.0.0/16}}]\n      ports: [{port: 443}]\n"))
+	if err != nil || !cfg.NetworkPolicy.Egress.Enabled || cfg.NetworkPolicy.Egress.DNS.Namespace != "kube-system" ||
+		cfg.NetworkPolicy.Egress.DNS.PodLabels["k8s-app"] != "kube-dns" || len(cfg.NetworkPolicy.Egress.To) != 1 || cfg.NetworkPolicy.Egress.To[0].To[0].IPBlock.CIDR != "10.20.0.0/16" {
+		t.Errorf("Load egress: %+v %v; want the file's rule over kube-dns in kube-system", cfg.NetworkPolicy.Egress, err)
+	}
+	cfg, err = Load(write("dns.yaml", "networkPolicy:\n  operatorNamespace: mlp\n  egress:\n    dns:\n      podLabels: {app: coredns}\n"))
+	if err != nil || cfg.NetworkPolicy.Egress.DNS.Namespace != "kube-system" || !maps.Equal(cfg.NetworkPolicy.Egress.DNS.PodLabels, map[string]string{"app": "coredns"}) {
+		t.Errorf("Load dns: %+v %v; want the file's labels instead of the default's, in kube-system", cfg.NetworkPolicy.Egress.DNS, err)
+	}
+	noDNS := Default()
+	noDNS.NetworkPolicy.OperatorNamespace = "mlp"
+	noDNS.NetworkPolicy.Egress = Egress{Enabled: true}
+	if err := noDNS.Validate(); err == nil {
+		t.Error("an egress policy without DNS was accepted: notebooks could not resolve names")
 	}
 }

@@ -356,13 +356,32 @@ func WorkspaceClaim(in Input) *corev1.PersistentVolumeClaim {
 
 // NetworkPolicy admits only the operator's prober, the ingress path the
 // platform configured and the Notebook's own spec.access.allowFrom to the
-// server's port. It returns nil when the platform turned NetworkPolicies
-// off.
+// server's port; with egress on, it also lets the pods reach only the
+// cluster's DNS, the managed servers of the FeatureStores the Notebook
+// references and the platform's destinations. It returns nil when the
+// platform turned both off.
 func NetworkPolicy(in Input) *networkingv1.NetworkPolicy {
 	nb, cfg := in.Notebook, in.Config.NetworkPolicy
-	if !cfg.Enabled {
+	if !cfg.Enabled && !cfg.Egress.Enabled {
 		return nil
 	}
+	np := &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: objectMeta(nb, nb.Name, true),
+		Spec:       networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(nb)}},
+	}
+	if cfg.Enabled {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{ingressRule(nb, cfg)}
+	}
+	if cfg.Egress.Enabled {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+		np.Spec.Egress = egressRules(nb, cfg.Egress)
+	}
+	return np
+}
+
+func ingressRule(nb *notebooksv1alpha1.Notebook, cfg config.NetworkPolicy) networkingv1.NetworkPolicyIngressRule {
 	from := []networkingv1.NetworkPolicyPeer{{
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: cfg.OperatorNamespace}},
 		PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(cfg.OperatorPodLabels)},
@@ -371,19 +390,34 @@ func NetworkPolicy(in Input) *networkingv1.NetworkPolicy {
 	if nb.Spec.Access != nil {
 		from = append(from, nb.Spec.Access.AllowFrom...)
 	}
-	np := &networkingv1.NetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: objectMeta(nb, nb.Name, true),
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(nb)},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  from,
-				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(Port))}},
-			}},
-		},
+	return networkingv1.NetworkPolicyIngressRule{
+		From:  from,
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(Port))}},
 	}
-	return np
+}
+
+// egressRules are the DNS rule, the rule to the referenced FeatureStores'
+// managed servers (none without references) and the platform's own. The
+// Notebook's user chooses only which FeatureStores of its namespace to
+// reference: nothing in its spec opens another destination.
+func egressRules(nb *notebooksv1alpha1.Notebook, cfg config.Egress) []networkingv1.NetworkPolicyEgressRule {
+	rules := []networkingv1.NetworkPolicyEgressRule{{
+		To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: cfg.DNS.Namespace}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(cfg.DNS.PodLabels)},
+		}},
+		Ports: []networkingv1.NetworkPolicyPort{
+			{Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(intstr.FromInt32(53))},
+			{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(53))},
+		},
+	}}
+	if stores := featureref.ServerEgress(nb.Spec.FeatureStores); stores != nil {
+		rules = append(rules, *stores)
+	}
+	for _, r := range cfg.To {
+		rules = append(rules, *r.DeepCopy())
+	}
+	return rules
 }
 
 // Ingress exposes the server under BasePath on the platform's host. It

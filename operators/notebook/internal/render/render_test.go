@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -201,5 +202,71 @@ func TestTemplateHashIgnoresReplicas(t *testing.T) {
 	c := StatefulSet(in, StatefulSetState{Replicas: 0})
 	if a.Annotations[AnnotationTemplateHash] != c.Annotations[AnnotationTemplateHash] {
 		t.Error("a replica change changed the template hash")
+	}
+}
+
+// TestNetworkPolicyEgress: with egress on, the Notebook's policy adds the
+// Egress type and exactly three kinds of destination: the cluster's DNS
+// on port 53, the managed servers of the FeatureStores the Notebook
+// references (pods of its own namespace) and the platform's own rules;
+// spec.access.allowFrom stays an ingress source. Ingress off keeps the
+// egress rules alone, and both off renders no policy.
+func TestNetworkPolicyEgress(t *testing.T) {
+	mirror := networkingv1.NetworkPolicyEgressRule{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.20.0.0/16"}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(443))}},
+	}
+	dns := networkingv1.NetworkPolicyEgressRule{
+		To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+		}},
+		Ports: []networkingv1.NetworkPolicyPort{
+			{Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(intstr.FromInt32(53))},
+			{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(53))},
+		},
+	}
+	nb := full()
+	nb.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "sales"}}}
+	stores := *featureref.ServerEgress(nb.Spec.FeatureStores)
+
+	for name, tc := range map[string]struct {
+		ingress, egress bool
+		nb              *notebooksv1alpha1.Notebook
+		wantTypes       []networkingv1.PolicyType
+		wantEgress      []networkingv1.NetworkPolicyEgressRule
+	}{
+		"egress off": {ingress: true, nb: nb, wantTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+		"both": {ingress: true, egress: true, nb: nb,
+			wantTypes:  []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			wantEgress: []networkingv1.NetworkPolicyEgressRule{dns, stores, mirror}},
+		"no FeatureStore": {ingress: true, egress: true, nb: minimal(),
+			wantTypes:  []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			wantEgress: []networkingv1.NetworkPolicyEgressRule{dns, mirror}},
+		"egress only": {egress: true, nb: nb,
+			wantTypes:  []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			wantEgress: []networkingv1.NetworkPolicyEgressRule{dns, stores, mirror}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.NetworkPolicy.Enabled = tc.ingress
+			cfg.NetworkPolicy.Egress.Enabled = tc.egress
+			cfg.NetworkPolicy.Egress.To = []networkingv1.NetworkPolicyEgressRule{mirror}
+			np := NetworkPolicy(Input{Notebook: tc.nb, Config: cfg})
+			if !cmp.Equal(tc.wantTypes, np.Spec.PolicyTypes) {
+				t.Errorf("policy types %v, want %v", np.Spec.PolicyTypes, tc.wantTypes)
+			}
+			if diff := cmp.Diff(tc.wantEgress, np.Spec.Egress); diff != "" {
+				t.Errorf("egress rules (-want +got):\n%s", diff)
+			}
+			if tc.ingress != (len(np.Spec.Ingress) == 1) {
+				t.Errorf("ingress rules %+v with ingress %t", np.Spec.Ingress, tc.ingress)
+			}
+		})
+	}
+	cfg := testConfig()
+	cfg.NetworkPolicy.Enabled = false
+	if np := NetworkPolicy(Input{Notebook: nb, Config: cfg}); np != nil {
+		t.Errorf("both off rendered %+v", np)
 	}
 }

@@ -2,6 +2,7 @@ package notebook
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,40 @@ func TestChartConfigLoads(t *testing.T) {
 	}
 	if cfg.Culling.IdleTimeout.Hours() != 2 || cfg.NetworkPolicy.OperatorNamespace != "mlp-system" || cfg.NetworkPolicy.OperatorPodLabels["app.kubernetes.io/name"] != "notebook-operator" {
 		t.Errorf("loaded configuration %+v", cfg)
+	}
+}
+
+// TestChartEgressValuesReachTheOperator: the chart's notebook egress is off
+// by default with kube-dns as DNS; turned on with a listed destination and
+// other DNS pods' labels, the operator loads exactly those (the labels
+// replacing the default's, which Helm would merge with a default map), and
+// the schema refuses an egress rule with an unknown key and DNS without a
+// namespace.
+func TestChartEgressValuesReachTheOperator(t *testing.T) {
+	cfg, _ := chartConfig(t, nil)
+	if e := cfg.NetworkPolicy.Egress; e.Enabled || e.DNS.Namespace != "kube-system" || !maps.Equal(e.DNS.PodLabels, map[string]string{"k8s-app": "kube-dns"}) || len(e.To) != 0 {
+		t.Errorf("default egress %+v, want off with kube-dns in kube-system", e)
+	}
+	cfg, _ = chartConfig(t, map[string]any{"notebooks": map[string]any{"networkPolicy": map[string]any{"egress": map[string]any{
+		"enabled": true,
+		"dns":     map[string]any{"namespace": "dns", "podLabels": map[string]any{"app": "coredns"}},
+		"to": []any{map[string]any{
+			"to":    []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.20.0.0/16"}}},
+			"ports": []any{map[string]any{"port": 443, "protocol": "TCP"}},
+		}},
+	}}}})
+	e := cfg.NetworkPolicy.Egress
+	if !e.Enabled || e.DNS.Namespace != "dns" || !maps.Equal(e.DNS.PodLabels, map[string]string{"app": "coredns"}) ||
+		len(e.To) != 1 || e.To[0].To[0].IPBlock.CIDR != "10.20.0.0/16" || e.To[0].Ports[0].Port.IntValue() != 443 {
+		t.Errorf("egress %+v, want the chart's values", e)
+	}
+	for name, bad := range map[string]map[string]any{
+		"unknown rule key":      {"egress": map[string]any{"to": []any{map[string]any{"from": []any{}}}}},
+		"DNS without namespace": {"egress": map[string]any{"dns": map[string]any{"namespace": ""}}},
+	} {
+		if _, err := charttest.Render(chartDir(), "nb", "mlp-system", map[string]any{"notebooks": map[string]any{"networkPolicy": bad}}); err == nil {
+			t.Errorf("%s: values %v must be rejected", name, bad)
+		}
 	}
 }
 

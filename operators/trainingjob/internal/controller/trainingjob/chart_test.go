@@ -252,3 +252,33 @@ func ingressPeers(t *testing.T, np networkingv1.NetworkPolicy) map[int32]string 
 	}
 	return peers
 }
+
+// TestChartPassesTheRankNetworkPolicySwitch: the operator makes the ranks'
+// NetworkPolicies by default (--rank-network-policy=true) and not with
+// trainingPods.networkPolicy.enabled=false; the value's schema refuses
+// anything but a boolean and unknown keys.
+func TestChartPassesTheRankNetworkPolicySwitch(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"default": {want: "--rank-network-policy=true"},
+		"off":     {values: map[string]any{"trainingPods": map[string]any{"networkPolicy": map[string]any{"enabled": false}}}, want: "--rank-network-policy=false"},
+	} {
+		out, err := charttest.Render(chartDir(), "r", "ns", tc.values)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := strings.Count(out, "--rank-network-policy="); n != 1 || !strings.Contains(out, "- "+tc.want+"\n") {
+			t.Errorf("%s: want the operator's argument %s once, found %d --rank-network-policy arguments", name, tc.want, n)
+		}
+	}
+	for name, bad := range map[string]map[string]any{
+		"not a boolean": {"trainingPods": map[string]any{"networkPolicy": map[string]any{"enabled": "no"}}},
+		"unknown key":   {"trainingPods": map[string]any{"networkPolicy": map[string]any{"enable": true}}},
+	} {
+		if _, err := charttest.Render(chartDir(), "r", "ns", bad); err == nil {
+			t.Errorf("%s: values %v must be rejected", name, bad)
+		}
+	}
+}

@@ -195,9 +195,10 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 		t.Errorf("roles %+v, want %+v", got.Status.Roles, want)
 	}
 	testenv.WaitForEvent(t, c, tj, "Succeeded")
-	// Job and Service creates, three status patches, one event.
-	if w := op.nsWrites.in(ns); len(w) > 6 {
-		t.Errorf("a quiet native lifecycle cost %d writes, want at most 6: %v", len(w), w)
+	// The NetworkPolicy, Job and Service creates, three status patches,
+	// one event.
+	if w := op.nsWrites.in(ns); len(w) > 7 {
+		t.Errorf("a quiet native lifecycle cost %d writes, want at most 7: %v", len(w), w)
 	}
 
 	op.nsWrites.reset()
@@ -701,8 +702,8 @@ func TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget(t *testing.T) 
 	})
 	testenv.WaitForEvent(t, c, tj, "Succeeded")
 	settle(t, c, op, ns, tj)
-	if w := op.nsWrites.in(ns); before+len(w) > 6 {
-		t.Errorf("a lifecycle whose ranks ended one by one cost %d writes, want at most 6: %d until Running, then %v", before+len(w), before, w)
+	if w := op.nsWrites.in(ns); before+len(w) > 7 {
+		t.Errorf("a lifecycle whose ranks ended one by one cost %d writes, want at most 7: %d until Running, then %v", before+len(w), before, w)
 	}
 }
 

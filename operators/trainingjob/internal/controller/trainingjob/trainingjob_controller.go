@@ -11,6 +11,7 @@ import (
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,11 +68,14 @@ var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trai
 // garbage collector (they are owned by their Job). Checkpoint claims are created, and patched only to
 // adopt a retained claim under deletionPolicy Delete; they are never
 // deleted by the operator (the garbage collector does, with Delete).
+// NetworkPolicies (one per TrainingJob, guarding its ranks) are applied,
+// and deleted only when the operator runs with them turned off.
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/status,verbs=get;patch
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=kubeflow.org,resources=pytorchjobs;tfjobs;xgboostjobs;paddlejobs;mpijobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;deletecollection
@@ -114,6 +118,9 @@ type Reconciler struct {
 	WorkloadGrace time.Duration
 	// Visibility reads Kueue's visibility API.
 	Visibility dynamic.Interface
+	// NetworkPolicy gives every TrainingJob a NetworkPolicy that admits to
+	// its ranks only its own ranks (--rank-network-policy).
+	NetworkPolicy bool
 	// Clock is the clock for TTLs and backoffs; tests move it.
 	Clock        clock.PassiveClock
 	Metrics      *Metrics
@@ -156,14 +163,15 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 		return nil, err
 	}
 	r := &Reconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Recorder:     mgr.GetEventRecorderFor(settings.OperatorName),
-		Settings:     settings,
-		Backends:     backends,
-		Clock:        clock.RealClock{},
-		Metrics:      NewMetrics(),
-		PhaseMetrics: phaseMetrics,
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorderFor(settings.OperatorName),
+		Settings:      settings,
+		Backends:      backends,
+		NetworkPolicy: true,
+		Clock:         clock.RealClock{},
+		Metrics:       NewMetrics(),
+		PhaseMetrics:  phaseMetrics,
 
 		QueuePositionRefresh: DefaultQueuePositionRefresh,
 		Visibility:           visibility,
@@ -186,7 +194,7 @@ func kubeflowMissing(obj client.Object) error {
 // OwnedObjects are the kinds the operator creates, for shared/manager's
 // label-restricted caches.
 func OwnedObjects() []client.Object {
-	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}}
+	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}}
 	return append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
 }
 
@@ -222,6 +230,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(podMatters())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
+		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(policyChanged())).
 		WithOptions(opts).
 		Named(Name)
 	if err := r.watchRefusals(mgr, b); err != nil {
@@ -294,6 +303,7 @@ func (r *Reconciler) newRunner() *phase.Runner[*trainingv1alpha1.TrainingJob, *s
 			phase.Step("observeJob", r.observeJob),
 			phase.Step("checkpointClaim", r.checkpointClaim),
 			phase.Step("ensureMPIKeys", r.ensureMPIKeys),
+			phase.Step("ensureNetworkPolicy", r.ensureNetworkPolicy),
 			phase.Step("createJob", r.createJob),
 			phase.Step("retirePreviousRun", r.retirePreviousRun),
 			phase.Step("observePods", r.observePods),

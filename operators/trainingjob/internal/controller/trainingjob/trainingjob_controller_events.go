@@ -66,8 +66,9 @@ func transitionEvents(before, after []metav1.Condition) []phase.Event {
 	// Created and Running get no event of their own: the conditions show
 	// them, and the child records its own events (the Job controller's
 	// SuccessfulCreate, Kubeflow's JobRunning). Leaving them out keeps a
-	// whole lifecycle within six writes on both backends (child create, the
-	// native backend's Service, three status patches, the terminal event),
+	// whole lifecycle within seven writes on both backends (the ranks'
+	// NetworkPolicy, child create, the native backend's Service, three
+	// status patches, the terminal event),
 	// which matters when hundreds of jobs start at once, while every event
 	// people act on stays.
 	if c := became(commonv1alpha1.ConditionSucceeded, metav1.ConditionTrue); c != nil {
@@ -98,5 +99,6 @@ func (r *Reconciler) events(s *scope, before, tj *trainingv1alpha1.TrainingJob) 
 	if claimCreationRecorded(s, before, tj) {
 		out = append(out, phase.Event{Type: corev1.EventTypeNormal, Reason: "CheckpointClaimCreated", Message: s.claim.message})
 	}
+	out = append(out, networkPolicyEvents(s)...)
 	return append(out, r.podIssueEvents(tj, s.pods)...)
 }

@@ -85,6 +85,9 @@ type scope struct {
 	// admission is Kueue's admission of the child, read by the reconcile
 	// that records it.
 	admission *admission
+	// policyTaken says that somebody else's NetworkPolicy holds the name
+	// of the running job's policy.
+	policyTaken error
 }
 
 func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
