@@ -267,7 +267,7 @@ func TestChartServiceAccountWritesTheManagedServersPolicy(t *testing.T) {
 		err := asOperator.Create(ctx, tenants, client.DryRunAll)
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), nil
 	})
-	startOperatorAs(t, sa, withNetworkPolicy(true))
+	startScopedOperator(t, sa, operatorNamespace, nil, withNetworkPolicy(true))
 	fs := createStore(t, c, fullyManagedStore(ns, "chart-sa"))
 	waitServers(t, c, fs)
 	np := waitPolicy(t, c, fs, "")
