@@ -21,7 +21,7 @@ import (
 // restarted with egress off takes them out again, although the drift
 // comparison alone, lenient on lists, would not see a removal.
 func TestEgressPolicyFollowsTheConfig(t *testing.T) {
-	c := adminClient(t)
+	c := env.AdminClient(t, scheme)
 	ns := testenv.CreateNamespace(t, c, "nb")
 	cfg := testConfig()
 	cfg.NetworkPolicy.Egress.Enabled = true
