@@ -344,6 +344,11 @@ type NotebookStatus struct {
 	// Culling shows the culling settings in force.
 	// +optional
 	Culling *CullingStatus `json:"culling,omitempty"`
+
+	// Queue is where the Jupyter server waits while Kueue has not admitted
+	// it; absent otherwise.
+	// +optional
+	Queue *commonv1alpha1.QueueStatus `json:"queue,omitempty"`
 }
 
 // Notebook is a Jupyter server with a persistent workspace.
@@ -351,6 +356,7 @@ type NotebookStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=mlplatform,shortName=mlnb
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Position",type=integer,JSONPath=`.status.queue.position`,description="Place in the Kueue LocalQueue while queued"
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`
 // +kubebuilder:printcolumn:name="Last Activity",type=date,JSONPath=`.status.lastActivity`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

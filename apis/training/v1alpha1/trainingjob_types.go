@@ -606,21 +606,7 @@ type TrainingJobStatus struct {
 	// Queue is where the job waits while Kueue has not admitted its
 	// current run; absent otherwise.
 	// +optional
-	Queue *QueueStatus `json:"queue,omitempty"`
-}
-
-// QueueStatus is a queued job's place in its Kueue LocalQueue.
-type QueueStatus struct {
-	// LocalQueue is the Kueue LocalQueue the job waits in.
-	LocalQueue string `json:"localQueue"`
-	// Position is the job's place among the LocalQueue's pending
-	// workloads, starting at 1, as Kueue's visibility API
-	// (visibility.kueue.x-k8s.io) reported it at the last refresh; absent
-	// when it is not known (the Queued condition says why). It is
-	// refreshed periodically, not on every change of the queue.
-	// +kubebuilder:validation:Minimum=1
-	// +optional
-	Position *int32 `json:"position,omitempty"`
+	Queue *commonv1alpha1.QueueStatus `json:"queue,omitempty"`
 }
 
 // TrainingJobPhase is a one-word summary of the conditions.

@@ -281,14 +281,26 @@ func (s *stack) reconcile(t *testing.T, nb *notebooksv1alpha1.Notebook) {
 	}
 }
 
-// gpuJob is a queued Job whose one pod needs a GPU.
+// gpuJob is a queued Job whose one pod needs a GPU, shaped as the
+// TrainingJob operator's native backend makes a run of one pod
+// (operators/trainingjob/internal/nativejob, which this module cannot
+// import): created suspended with the queue-name label, Indexed, one
+// completion, no retries. Kueue tracks it through its batch/job
+// integration, as it tracks a native TrainingJob's run.
 func gpuJob(ns, name, queue string) *batchv1.Job {
 	gpu := corev1.ResourceList{gpuResource: resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("1")}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{sharedkueue.QueueLabel: queue}},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "train", Image: "train", Resources: corev1.ResourceRequirements{Requests: gpu, Limits: gpu}}},
-		}}},
+		Spec: batchv1.JobSpec{
+			CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Completions:    ptr.To[int32](1),
+			Parallelism:    ptr.To[int32](1),
+			BackoffLimit:   ptr.To[int32](0),
+			Suspend:        ptr.To(true),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "train", Image: "train", Resources: corev1.ResourceRequirements{Requests: gpu, Limits: gpu}}},
+			}},
+		},
 	}
 }

@@ -54,6 +54,9 @@ func TestMain(m *testing.M) {
 		ControllerManager: true,
 		Controllers:       []string{"statefulset-controller"},
 		AuditWrites:       true,
+		// The front proxy's certificates let the aggregator forward the
+		// callers of Kueue's visibility API to Kueue.
+		FrontProxy: true,
 	}, &env)
 }
 
@@ -89,8 +92,23 @@ type stack struct {
 // It skips the test only when the Kueue binary cannot be built.
 func startStack(t *testing.T) *stack {
 	t.Helper()
+	return startStackWith(t, stackOptions{})
+}
+
+// stackOptions vary what startStackWith starts.
+type stackOptions struct {
+	// visibility starts Kueue's visibility server (the pendingworkloads
+	// API) and registers its APIServices.
+	visibility bool
+	// positionRefresh is how often queued Notebooks read their position;
+	// zero keeps the operator's default.
+	positionRefresh time.Duration
+}
+
+func startStackWith(t *testing.T, opts stackOptions) *stack {
+	t.Helper()
 	s := &stack{c: env.AdminClient(t, scheme), clock: clocktesting.NewFakeClock(t0), prober: &prober{obs: map[string]jupyter.Observation{}}}
-	s.kueue = kueue.ForTest(t, env, kueueUser, kueue.Options{Frameworks: frameworks})
+	s.kueue = kueue.ForTest(t, env, kueueUser, kueue.Options{Frameworks: frameworks, Visibility: opts.visibility})
 	// Kueue deletes nothing when a StatefulSet scales to zero: the
 	// garbage collector deletes the Workload once its owners (the pods)
 	// are gone. The collector learns of Kueue's CRDs, installed after it
@@ -115,6 +133,9 @@ func startStack(t *testing.T) *stack {
 				return nil, err
 			}
 			r.Prober, r.Clock, r.Endpoint = s.prober, s.clock, endpoint
+			if opts.positionRefresh > 0 {
+				r.QueuePositionRefresh = opts.positionRefresh
+			}
 			return r, nil
 		},
 	})

@@ -390,10 +390,10 @@ func (fo *follower) printTermination(f *trainingv1alpha1.Failure) {
 // empty when the job does not wait in a queue or its place is unknown.
 func QueuePlace(tj *trainingv1alpha1.TrainingJob) string {
 	q := tj.Status.Queue
-	if q == nil || q.Position == nil {
+	if q == nil {
 		return ""
 	}
-	return fmt.Sprintf("position %d in %s", *q.Position, q.LocalQueue)
+	return output.QueuePlace(q.LocalQueue, q.Position)
 }
 
 // TrainingContainer is the container whose log is the training's: the

@@ -194,6 +194,26 @@ func Age(t, now time.Time) string {
 	return duration.HumanDuration(now.Sub(t))
 }
 
+// PhaseInQueue is an object's phase with its place in its Kueue
+// LocalQueue while it waits there and the operator knows the place, as
+// mlp's list and describe show it for TrainingJobs and Notebooks alike:
+// "Queued (position 2 in team-queue)".
+func PhaseInQueue(phase, localQueue string, position *int32) string {
+	if place := QueuePlace(localQueue, position); place != "" {
+		return fmt.Sprintf("%s (%s)", OrDash(phase), place)
+	}
+	return OrDash(phase)
+}
+
+// QueuePlace is a place in a Kueue LocalQueue, such as "position 2 in
+// team-queue"; empty when the position is unknown.
+func QueuePlace(localQueue string, position *int32) string {
+	if position == nil {
+		return ""
+	}
+	return fmt.Sprintf("position %d in %s", *position, localQueue)
+}
+
 // OrDash prints "-" for an empty cell, which keeps columns aligned.
 func OrDash(s string) string {
 	if s == "" {

@@ -3,12 +3,14 @@ package notebook
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -111,6 +113,15 @@ type Reconciler struct {
 	WatchesWorkloads bool
 	workloadsArrived atomic.Bool
 
+	// QueuePositionRefresh is how often a queued Notebook's position in
+	// its LocalQueue is read again from Kueue's visibility API; zero reads
+	// none.
+	QueuePositionRefresh time.Duration
+	// Visibility reads Kueue's visibility API.
+	Visibility dynamic.Interface
+	// positions caches the LocalQueues' pending workloads.
+	positions *kueue.Positions
+
 	// PhaseMetrics times the reconcile's phases.
 	PhaseMetrics *phase.Metrics
 
@@ -121,6 +132,10 @@ type Reconciler struct {
 // NewReconciler wires a Reconciler to a manager.
 func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Catalog) (*Reconciler, error) {
 	phaseMetrics, err := phase.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	visibility, err := dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +150,9 @@ func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Cata
 		metrics:   newNotebookMetrics(),
 
 		PhaseMetrics: phaseMetrics,
+
+		QueuePositionRefresh: kueue.DefaultPositionRefresh,
+		Visibility:           visibility,
 	}
 	return r, nil
 }
@@ -155,6 +173,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	// The Runner is built here, once, from the fields as the caller left
 	// them after NewReconciler (tests swap the client or the clock).
 	r.runner = r.newRunner()
+	if r.QueuePositionRefresh > 0 {
+		// The cache's lifetime bounds the load on Kueue's API, in real
+		// time: r.Clock is the culling's, which tests move by hand.
+		r.positions = kueue.NewPositions(kueue.VisibilityFetch(r.Visibility), r.QueuePositionRefresh/2, clock.RealClock{})
+	}
 	// The context only reaches the informers the indexes are added to,
 	// which the manager starts and stops.
 	ctx := context.Background()

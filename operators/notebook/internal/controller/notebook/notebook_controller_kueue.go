@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/crdarrival"
@@ -27,6 +28,11 @@ import (
 
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 
+// A queued Notebook's place in its LocalQueue comes from Kueue's
+// visibility API, read through shared/kueue's Positions as for
+// TrainingJobs: one list per LocalQueue per refresh.
+// +kubebuilder:rbac:groups=visibility.kueue.x-k8s.io,resources=localqueues/pendingworkloads,verbs=get
+
 // statefulSetGVK is how Kueue names the kind of the job a Workload tracks
 // (its JobOwnerGVKAnnotation).
 var statefulSetGVK = appsv1.SchemeGroupVersion.WithKind("StatefulSet").String()
@@ -37,6 +43,10 @@ type queueObservation struct {
 	// exists is true while Kueue still has a Workload for the
 	// StatefulSet, admitted or not.
 	exists bool
+	// position is the Workload's place in its LocalQueue, starting at 1,
+	// when Kueue's visibility API gave one; unknown says why it did not.
+	position *int32
+	unknown  string
 }
 
 // observeQueue reads the Workload Kueue keeps for a queued Notebook's
@@ -53,10 +63,22 @@ func (r *Reconciler) observeQueue(ctx context.Context, s *scope) (ctrl.Result, e
 		st := kueue.Observe(&wls[i])
 		if !st.Finished {
 			s.queue = &queueObservation{State: st, exists: true}
-			break
+			return r.observePosition(ctx, s, wls[i].GetName()), nil
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// observePosition looks up the place of a waiting Workload in the
+// Notebook's LocalQueue, and asks to look again after a refresh period: no
+// watch reports a change of position.
+func (r *Reconciler) observePosition(ctx context.Context, s *scope, workload string) ctrl.Result {
+	if r.positions == nil || s.queue.Admitted {
+		return ctrl.Result{}
+	}
+	queue := types.NamespacedName{Namespace: s.nb.Namespace, Name: s.nb.Spec.QueueName}
+	s.queue.position, s.queue.unknown = r.positions.Lookup(ctx, queue, workload)
+	return ctrl.Result{RequeueAfter: kueue.PositionRefresh(r.QueuePositionRefresh)}
 }
 
 // heldByKueue is true when a stopped queued Notebook is to start again
@@ -81,12 +103,15 @@ func waitingInQueue(s *scope) *queueObservation {
 	return s.queue
 }
 
-// markQueue sets the Queued condition from the Workload of a Notebook
-// that is to run.
+// markQueue sets the Queued condition and status.queue from the Workload
+// of a Notebook that is to run; only a Notebook waiting in its queue has a
+// place in it.
 func markQueue(s *scope) {
 	nb := s.nb
+	nb.Status.Queue = nil
 	switch q := waitingInQueue(s); {
 	case q != nil:
+		nb.Status.Queue = &commonv1alpha1.QueueStatus{LocalQueue: nb.Spec.QueueName, Position: q.position}
 		conditions.MarkTrue(nb, notebooksv1alpha1.ConditionQueued, queuedReason(q), queuedMessage(nb, q))
 	case s.queue != nil && s.replicas > 0:
 		conditions.MarkFalse(nb, notebooksv1alpha1.ConditionQueued, notebooksv1alpha1.ReasonAdmitted,
@@ -107,6 +132,12 @@ func queuedReason(q *queueObservation) string {
 
 func queuedMessage(nb *notebooksv1alpha1.Notebook, q *queueObservation) string {
 	msg := fmt.Sprintf("The Jupyter server waits for Kueue to admit it from queue %s", nb.Spec.QueueName)
+	switch {
+	case q.position != nil:
+		msg += fmt.Sprintf("; position %d in LocalQueue %s", *q.position, nb.Spec.QueueName)
+	case q.unknown != "":
+		msg += "; " + q.unknown
+	}
 	if q.Message != "" {
 		msg += ". Kueue: " + q.Message
 	}

@@ -35,6 +35,7 @@ func computeStatus(s *scope) {
 
 	if s.stalled != "" {
 		conditions.Remove(nb, notebooksv1alpha1.ConditionQueued)
+		st.Queue = nil
 		conditions.MarkStalled(nb, s.stalled, s.stalledMsg)
 		st.Phase = notebooksv1alpha1.PhaseFailed
 		return

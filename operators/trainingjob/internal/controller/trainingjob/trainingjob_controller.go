@@ -37,6 +37,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
 	"github.com/ml-platform/ml-platform/shared/crdarrival"
 	"github.com/ml-platform/ml-platform/shared/featureref"
+	"github.com/ml-platform/ml-platform/shared/kueue"
 	"github.com/ml-platform/ml-platform/shared/metrics"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
@@ -128,7 +129,7 @@ type Reconciler struct {
 
 	runner *phase.Runner[*trainingv1alpha1.TrainingJob, *scope]
 	// positions caches the LocalQueues' pending workloads.
-	positions *queuePositions
+	positions *kueue.Positions
 
 	// reported remembers the pod issues already re-emitted per
 	// TrainingJob, so a pod that stays unschedulable is reported once. It
@@ -219,7 +220,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	// them after NewReconciler (tests swap the client or the clock).
 	r.runner = r.newRunner()
 	if r.QueuePositionRefresh > 0 {
-		r.positions = newQueuePositions(r.fetchPositions, r.QueuePositionRefresh/2, r.Clock)
+		r.positions = kueue.NewPositions(kueue.VisibilityFetch(r.Visibility), r.QueuePositionRefresh/2, r.Clock)
 	}
 	// Our own status writes change neither generation, labels nor
 	// annotations, so they start no reconcile; what a status write decided

@@ -336,7 +336,7 @@ func waitingInQueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	if c := conditions.Get(tj, trainingv1alpha1.ConditionQueued); c != nil && (c.Reason == ReasonAdmitted || c.Reason == ReasonEvicted) {
 		reason, msg = ReasonEvicted, fmt.Sprintf("Kueue evicted %s %s; it waits to be admitted again from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
 	}
-	tj.Status.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: tj.Spec.QueueName}
+	tj.Status.Queue = &commonv1alpha1.QueueStatus{LocalQueue: tj.Spec.QueueName}
 	if q := o.queue; q != nil {
 		switch {
 		case q.position != nil:

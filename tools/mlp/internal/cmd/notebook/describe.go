@@ -55,7 +55,7 @@ func (do *notebookDescribeOptions) Run(ctx context.Context) error {
 	field := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
 	field("Name", nb.Name)
 	field("Namespace", nb.Namespace)
-	field("Status", output.OrDash(string(nb.Status.Phase)))
+	field("Status", phaseText(nb))
 	field("Image", output.OrDash(cmp.Or(nb.Status.Image, nb.Spec.Image)))
 	field("URL", output.OrDash(cmp.Or(nb.Status.IngressURL, nb.Status.URL)))
 	field("Queue", output.OrDash(nb.Spec.QueueName))
@@ -75,6 +75,16 @@ func (do *notebookDescribeOptions) Run(ctx context.Context) error {
 	}
 	describe.Conditions(do.Streams.Out, nb.Status.Conditions, now)
 	return describe.Events(ctx, do.Streams.Out, s, "Notebook", nb.Name, now)
+}
+
+// phaseText is the Notebook's phase, with its place in the queue while it
+// waits in one, as mlp train shows a TrainingJob's: "Queued (position 2
+// in team-queue)".
+func phaseText(nb *notebooksv1alpha1.Notebook) string {
+	if q := nb.Status.Queue; q != nil {
+		return output.PhaseInQueue(string(nb.Status.Phase), q.LocalQueue, q.Position)
+	}
+	return output.OrDash(string(nb.Status.Phase))
 }
 
 // waitForNotebook reads the Notebook whenever a watch of it reports a

@@ -69,7 +69,7 @@ var notebookTable = output.Table{
 		if nb.Status.LastActivity != nil {
 			last = output.Age(nb.Status.LastActivity.Time, now)
 		}
-		r := []string{nb.Name, output.OrDash(string(nb.Status.Phase)), output.OrDash(nb.Status.Image), last, output.Age(nb.CreationTimestamp.Time, now)}
+		r := []string{nb.Name, phaseText(nb), output.OrDash(nb.Status.Image), last, output.Age(nb.CreationTimestamp.Time, now)}
 		if wide {
 			deadline := "-"
 			if nb.Status.CullDeadline != nil {

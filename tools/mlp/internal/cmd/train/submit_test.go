@@ -151,7 +151,7 @@ func TestSubmitFollowsTheJobToSuccess(t *testing.T) {
 			setCondition(st, trainingv1alpha1.ConditionQueued, metav1.ConditionTrue, "Queued")
 		}), expect: "job: Queued\n"},
 		{do: jobStatus(ns, "job", func(st *trainingv1alpha1.TrainingJobStatus) {
-			st.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: "team-a", Position: ptr.To[int32](2)}
+			st.Queue = &commonv1alpha1.QueueStatus{LocalQueue: "team-a", Position: ptr.To[int32](2)}
 		}), expect: "job: Queued (position 2 in team-a)\n"},
 		{do: podsOfRun(ns, "job", false, "Master", "Worker"), expect: ""},
 		{do: jobStatus(ns, "job", running), expect: "job: Running, admitted, pods ready 0/2, run 1, restarts 0\n"},

@@ -82,8 +82,8 @@ var trainingJobTable = output.Table{
 // phaseText is the job's phase, with its place in the queue while it
 // waits in one: "Queued (position 2 in team-queue)".
 func phaseText(tj *trainingv1alpha1.TrainingJob) string {
-	if place := follow.QueuePlace(tj); place != "" {
-		return fmt.Sprintf("%s (%s)", output.OrDash(string(tj.Status.Phase)), place)
+	if q := tj.Status.Queue; q != nil {
+		return output.PhaseInQueue(string(tj.Status.Phase), q.LocalQueue, q.Position)
 	}
 	return output.OrDash(string(tj.Status.Phase))
 }

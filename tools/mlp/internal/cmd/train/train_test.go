@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
 	"github.com/ml-platform/ml-platform/tools/mlp/test/clitest"
@@ -294,12 +295,12 @@ func TestTrainShowsQueuePosition(t *testing.T) {
 	}
 	clitest.SetJobStatus(t, c, ns, "bert", func(st *trainingv1alpha1.TrainingJobStatus) {
 		st.Phase, st.Run = trainingv1alpha1.PhaseQueued, 1
-		st.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: "team-queue", Position: ptr.To[int32](2)}
+		st.Queue = &commonv1alpha1.QueueStatus{LocalQueue: "team-queue", Position: ptr.To[int32](2)}
 		setCondition(st, trainingv1alpha1.ConditionQueued, metav1.ConditionTrue, "Waiting")
 	})
 	clitest.SetJobStatus(t, c, ns, "mnist", func(st *trainingv1alpha1.TrainingJobStatus) {
 		st.Phase, st.Run = trainingv1alpha1.PhaseQueued, 1
-		st.Queue = &trainingv1alpha1.QueueStatus{LocalQueue: "team-queue"}
+		st.Queue = &commonv1alpha1.QueueStatus{LocalQueue: "team-queue"}
 		setCondition(st, trainingv1alpha1.ConditionQueued, metav1.ConditionTrue, "Waiting")
 	})
 	list := clitest.Run(t, ns, "train", "list")
