@@ -22,7 +22,10 @@ for m in "${modules[@]}"; do
   [[ $m == /* ]] || m="$root/${m#./}"
   name=${m#"$root"/}
   echo "==> golangci-lint run ./... in $name"
-  if ! (cd "$m" && "$lint" run --config "$root/.golangci.yml" "$@" ./...); then
+  # --allow-serial-runners: another golangci-lint on the machine (an
+  # editor's, a second checkout's) makes this one wait for its lock instead
+  # of failing with "parallel golangci-lint is running".
+  if ! (cd "$m" && "$lint" run --allow-serial-runners --config "$root/.golangci.yml" "$@" ./...); then
     failed+=("$name")
   fi
 done
