@@ -1,6 +1,7 @@
 // Package output prints our objects as kubectl does: cli-runtime's
-// printers for the machine formats, client-built tables for the human ones,
-// and custom columns.
+// printers for the machine formats and for the API server's tables, and
+// custom columns. Only an object that may not exist on the server (one
+// just built for a client dry run) prints as a table built here.
 package output
 
 import (
@@ -30,8 +31,9 @@ const (
 	outCustomColumns = "custom-columns"
 )
 
-// Table is how one kind prints as rows. The wide columns come after the
-// others, as kubectl's priority-1 columns do.
+// Table is how one kind prints as rows on the client, for the one object
+// a create command shows. The wide columns come after the others, as
+// kubectl's priority-1 columns do.
 type Table struct {
 	Headers func(wide bool) []string
 	Row     func(u *unstructured.Unstructured, wide bool, now time.Time) []string
@@ -96,13 +98,8 @@ func (f *Flags) Validate() error {
 func (f *Flags) ToPrinter(t Table, withNamespace bool, now func() time.Time) (printers.ResourcePrinter, error) {
 	format := f.format()
 	switch {
-	case format == outTable || format == outWide:
-		return &tablePrinter{
-			table: t, now: now,
-			human: printers.NewTablePrinter(printers.PrintOptions{
-				NoHeaders: f.noHeaders, Wide: format == outWide, WithNamespace: withNamespace,
-			}),
-		}, nil
+	case f.Human():
+		return &tablePrinter{table: t, now: now, human: f.ToServerTablePrinter(withNamespace)}, nil
 	case strings.HasPrefix(format, outCustomColumns+"="):
 		return newCustomColumnsPrinter(strings.TrimPrefix(format, outCustomColumns+"="), f.noHeaders)
 	}
@@ -111,6 +108,17 @@ func (f *Flags) ToPrinter(t Table, withNamespace bool, now func() time.Time) (pr
 		return nil, fmt.Errorf("unknown output format %q: use one of %s", format, strings.Join(f.formats(), ", "))
 	}
 	return p, err
+}
+
+// ToServerTablePrinter is cli-runtime's printer of the API server's
+// tables (metav1.Table), as kubectl get uses it: --no-headers, the
+// priority>0 columns with -o wide, and the NAMESPACE column of
+// --all-namespaces (withNamespace). Across the calls of a watch it prints
+// the header once.
+func (f *Flags) ToServerTablePrinter(withNamespace bool) printers.ResourcePrinter {
+	return printers.NewTablePrinter(printers.PrintOptions{
+		NoHeaders: f.noHeaders, Wide: f.format() == outWide, WithNamespace: withNamespace,
+	})
 }
 
 // PrintOne prints one object in the chosen format.

@@ -39,8 +39,8 @@ func NewCommand(o *util.Options) *cobra.Command {
 	}
 	cmd.AddCommand(
 		newNotebookCreateCommand(o),
-		resource.NewListCommand(o, kube.NotebookKind, notebookTable),
-		resource.NewGetCommand(o, kube.NotebookKind, notebookTable),
+		resource.NewListCommand(o, kube.NotebookKind),
+		resource.NewGetCommand(o, kube.NotebookKind),
 		newNotebookDescribeCommand(o),
 		resource.NewWaitCommand(o, kube.NotebookKind, "Wait for a Notebook to be Ready (exit 0 ready, 1 stalled, 2 still not ready)",
 			"Stop waiting after this long; 0 waits until it is Ready", waitForNotebook),

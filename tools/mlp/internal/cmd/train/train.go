@@ -37,8 +37,8 @@ func NewCommand(o *util.Options) *cobra.Command {
 	}
 	cmd.AddCommand(
 		newSubmitCommand(o),
-		resource.NewListCommand(o, kube.TrainingJobKind, trainingJobTable),
-		resource.NewGetCommand(o, kube.TrainingJobKind, trainingJobTable),
+		resource.NewListCommand(o, kube.TrainingJobKind),
+		resource.NewGetCommand(o, kube.TrainingJobKind),
 		newDescribeTrainCommand(o),
 		resource.NewDeleteCommand(o, kube.TrainingJobKind, " and their pods"),
 		newSuspendCommand(o, true),
