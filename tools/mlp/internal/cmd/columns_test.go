@@ -17,6 +17,9 @@ import (
 	"github.com/ml-platform/ml-platform/tools/mlp/test/clitest"
 )
 
+// trainingJobCRD is the TrainingJob CRD the chart installs, under charts/.
+const trainingJobCRD = "trainingjob-operator/files/crds/training.mlplatform.dev_trainingjobs.yaml"
+
 // TestListColumnsAreTheCRDPrinterColumns: the tables of list, default and
 // wide, have the printer columns of the CRD that the charts install, in
 // their order, so mlp and kubectl get show the same table.
@@ -29,7 +32,7 @@ func TestListColumnsAreTheCRDPrinterColumns(t *testing.T) {
 	fs.Spec.Registry.Managed = &featuresv1alpha1.ManagedServer{}
 	clitest.CreateAll(t, clitest.TrainingJob(ns, "bert", 1), clitest.Notebook(ns, "alice"), fs)
 	for _, tc := range []struct{ group, crd string }{
-		{"train", "trainingjob-operator/files/crds/training.mlplatform.dev_trainingjobs.yaml"},
+		{"train", trainingJobCRD},
 		{"notebook", "notebook-operator/files/crds/notebooks.mlplatform.dev_notebooks.yaml"},
 		{"featurestore", "featurestore-operator/files/crds/features.mlplatform.dev_featurestores.yaml"},
 	} {
