@@ -136,7 +136,7 @@ func (lo *listOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := lo.print.ToPrinter(output.Table{}, false, lo.Now)
+	p, err := lo.print.ToPrinter()
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (g *getOptions) Run(ctx context.Context) error {
 		}
 		objs = append(objs, *u)
 	}
-	p, err := g.print.ToPrinter(output.Table{}, false, g.Now)
+	p, err := g.print.ToPrinter()
 	if err != nil {
 		return err
 	}

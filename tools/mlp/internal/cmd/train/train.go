@@ -3,14 +3,10 @@
 package train
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/resource"
@@ -47,36 +43,6 @@ func NewCommand(o *util.Options) *cobra.Command {
 		newLogsCommand(o),
 	)
 	return cmd
-}
-
-var trainingJobTable = output.Table{
-	Headers: func(wide bool) []string {
-		h := []string{"NAME", "FRAMEWORK", "WORKERS", "STATUS", "PROGRESS", "RESTARTS", "AGE", "DURATION"}
-		if wide {
-			h = append(h, "RUN", "QUEUE", "BACKEND", "REASON")
-		}
-		return h
-	},
-	Row: func(u *unstructured.Unstructured, wide bool, now time.Time) []string {
-		tj, err := kube.Typed[trainingv1alpha1.TrainingJob](u)
-		if err != nil {
-			return []string{u.GetName(), "<invalid>"}
-		}
-		p := follow.ReadProgress(u)
-		r := []string{
-			tj.Name, string(tj.Spec.Framework), strconv.Itoa(int(tj.Spec.Workers)), phaseText(tj),
-			p.PercentText(), strconv.Itoa(int(tj.Status.RestartCount)), output.Age(tj.CreationTimestamp.Time, now), output.OrDash(tj.Status.Duration),
-		}
-		if wide {
-			backend, _, _ := unstructured.NestedString(u.Object, fieldBackend...)
-			reason := ""
-			if tj.Status.Failure != nil {
-				reason = cmp.Or(tj.Status.Failure.Cause, tj.Status.Failure.Reason)
-			}
-			r = append(r, strconv.Itoa(int(tj.Status.Run)), output.OrDash(tj.Spec.QueueName), output.OrDash(backend), output.OrDash(reason))
-		}
-		return r
-	},
 }
 
 // phaseText is the job's phase, with its place in the queue while it
