@@ -127,7 +127,8 @@ func mlp(t *testing.T, timeout time.Duration, ns string, args ...string) string 
 // devices and the ClusterQueue's quota holds one. A TrainingJob asking for
 // one GPU is admitted and its pod runs on the node with the device; a
 // second, submitted with `mlp train submit --gpus 1`, waits for GPU quota
-// and mlp shows its place: "Queued (position 1 in team-queue)". Once the
+// and mlp shows its place: "Queued (position 1 in team-queue)" in describe,
+// and 1 in the Position column of the list. Once the
 // first job is deleted, the second gets the GPU.
 func TestGPUQuotaAndQueuePositionInMLP(t *testing.T) {
 	e := steps.Connect(t)
@@ -164,10 +165,14 @@ func TestGPUQuotaAndQueuePositionInMLP(t *testing.T) {
 	if !strings.Contains(c.Message, "insufficient unused quota for "+string(gpuResource)) {
 		t.Errorf("%s waits, but not for GPU quota: %s", waiter.Name, c.Message)
 	}
-	for _, args := range [][]string{{"train", "list"}, {"train", "describe", "waiter"}} {
-		if out := mlp(t, time.Minute, ns, args...); !strings.Contains(out, "Queued ("+want+")") {
-			t.Errorf("mlp %v does not show Queued (%s):\n%s", args, want, out)
-		}
+	// The list is the API server's table: the place is the CRD's Position
+	// printer column, beside the STATUS column.
+	list := mlp(t, time.Minute, ns, "train", "list")
+	if status, position := tableCell(list, "waiter", "STATUS"), tableCell(list, "waiter", "POSITION"); status != "Queued" || position != "1" {
+		t.Errorf("mlp train list shows waiter as status %q, position %q; want Queued, 1:\n%s", status, position, list)
+	}
+	if out := mlp(t, time.Minute, ns, "train", "describe", "waiter"); !strings.Contains(out, "Queued ("+want+")") {
+		t.Errorf("mlp train describe does not show Queued (%s):\n%s", want, out)
 	}
 
 	if err := e.C.Delete(t.Context(), holder); err != nil {
@@ -314,6 +319,36 @@ func claimOf(t *testing.T, e *steps.Env, ns, pod string) string {
 		if v.PersistentVolumeClaim != nil {
 			return v.PersistentVolumeClaim.ClaimName
 		}
+	}
+	return ""
+}
+
+// tableCell is the cell of a printed table (kubectl's layout: cells
+// left-aligned under their column's name) in the row of name.
+func tableCell(table, name, column string) string {
+	lines := strings.Split(table, "\n")
+	header := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "NAME ") {
+			header = i
+			break
+		}
+	}
+	if header < 0 {
+		return ""
+	}
+	start := strings.Index(lines[header], column)
+	if start < 0 {
+		return ""
+	}
+	for _, l := range lines[header+1:] {
+		if f := strings.Fields(l); len(f) == 0 || f[0] != name || len(l) <= start {
+			continue
+		}
+		// An empty cell is blank where the column starts; a cell ends
+		// at the padding before the next column.
+		cell, _, _ := strings.Cut(l[start:], "  ")
+		return strings.TrimSpace(cell)
 	}
 	return ""
 }

@@ -203,6 +203,9 @@ type ProvisionedStore struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Online",type=string,JSONPath=`.status.onlineStore.endpoint`,priority=1,description="Endpoint of the online store"
+// +kubebuilder:printcolumn:name="Offline",type=string,JSONPath=`.status.offlineStore.endpoint`,priority=1,description="Endpoint of the offline store"
+// +kubebuilder:printcolumn:name="Registry",type=string,JSONPath=`.status.registry.endpoint`,priority=1,description="Endpoint of the registry"
 type FeatureStore struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

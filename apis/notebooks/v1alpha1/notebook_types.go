@@ -360,6 +360,8 @@ type NotebookStatus struct {
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`
 // +kubebuilder:printcolumn:name="Last Activity",type=date,JSONPath=`.status.lastActivity`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Cull Deadline",type=string,JSONPath=`.status.cullDeadline`,priority=1,description="When the idle server will be stopped"
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,priority=1,description="In-cluster URL of the server"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="Notebook names are at most 52 characters, so the names of the StatefulSet's pods and the workspace claim fit"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="Notebook names are DNS-1035 labels (lower-case letters, digits and '-', starting with a letter, no dots): the Notebook's Service and StatefulSet take its name"
 type Notebook struct {

@@ -738,6 +738,10 @@ type Failure struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
 // +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress.percent`,description="Percent of the reported total steps done"
+// +kubebuilder:printcolumn:name="Run",type=integer,JSONPath=`.status.run`,priority=1,description="Index of the current run; it grows with each restart of the whole job"
+// +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.queueName`,priority=1,description="Kueue LocalQueue the job is submitted to"
+// +kubebuilder:printcolumn:name="Cause",type=string,JSONPath=`.status.failure.cause`,priority=1,description="Cause of the failure, from the pods (e.g. OOMKilled)"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.failure.reason`,priority=1,description="Kubeflow's reason of the failure"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters: the Kubeflow job, its pods and Services are named after it"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lowercase letters, digits and '-' (a DNS-1035 label), as Kubeflow's Service names require"
 // +kubebuilder:validation:XValidation:rule="(has(self.spec.queueName) == has(oldSelf.spec.queueName) && (!has(self.spec.queueName) || self.spec.queueName == oldSelf.spec.queueName)) || !has(oldSelf.status) || !has(oldSelf.status.conditions) || oldSelf.status.conditions.exists(c, c.type == 'Queued' && c.status == 'True') || !oldSelf.status.conditions.exists(c, c.type == 'Created' && c.status == 'True')",message="spec.queueName can change only while the job waits in its queue (Queued=True) or before its first run was created: Kueue does not move admitted workloads"

@@ -53,7 +53,7 @@ func (s jobState) line(now time.Time, withETA bool) string {
 	head := s.Name + ": " + output.OrDash(s.Phase)
 	switch {
 	case s.Phase == string(trainingv1alpha1.PhaseQueued) && s.Place != "":
-		// As mlp train list shows it: "Queued (position 2 in team-queue)".
+		// As mlp train describe shows it: "Queued (position 2 in team-queue)".
 		head += " (" + s.Place + ")"
 	case s.Phase == string(trainingv1alpha1.PhaseQueued) && s.Queue == "queued":
 		// The phase says it already.

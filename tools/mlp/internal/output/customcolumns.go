@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/jsonpath"
@@ -96,4 +97,15 @@ func (p *customColumnsPrinter) cell(jp *jsonpath.JSONPath, obj map[string]any) (
 		return "<none>", nil
 	}
 	return strings.Join(values, ","), nil
+}
+
+// itemsOf is the object, or the items of a list.
+func itemsOf(obj runtime.Object) ([]unstructured.Unstructured, error) {
+	switch o := obj.(type) {
+	case *unstructured.UnstructuredList:
+		return o.Items, nil
+	case *unstructured.Unstructured:
+		return []unstructured.Unstructured{*o}, nil
+	}
+	return nil, fmt.Errorf("cannot print %T as a table", obj)
 }

@@ -1,6 +1,6 @@
 // Package output prints our objects as kubectl does: cli-runtime's
-// printers for the machine formats, client-built tables for the human ones,
-// and custom columns.
+// printers for the machine formats and for the API server's tables, and
+// custom columns.
 package output
 
 import (
@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -29,13 +27,6 @@ const (
 	outWide          = "wide"
 	outCustomColumns = "custom-columns"
 )
-
-// Table is how one kind prints as rows. The wide columns come after the
-// others, as kubectl's priority-1 columns do.
-type Table struct {
-	Headers func(wide bool) []string
-	Row     func(u *unstructured.Unstructured, wide bool, now time.Time) []string
-}
 
 // Flags are kubectl's output flags: cli-runtime's PrintFlags for the
 // machine formats, and the table options of `kubectl get`.
@@ -86,23 +77,18 @@ func (f *Flags) Human() bool { return f.format() == outTable || f.format() == ou
 // Validate refuses an unknown format, a template that does not parse and a
 // malformed custom-columns specification before anything is sent.
 func (f *Flags) Validate() error {
-	_, err := f.ToPrinter(Table{}, false, time.Now)
+	_, err := f.ToPrinter()
 	return err
 }
 
-// ToPrinter builds the printer of the chosen format. The table printer is
-// cli-runtime's, fed with tables built on the client from t; withNamespace
-// adds the NAMESPACE column of --all-namespaces.
-func (f *Flags) ToPrinter(t Table, withNamespace bool, now func() time.Time) (printers.ResourcePrinter, error) {
+// ToPrinter builds the printer of the chosen format. A table format
+// prints the API server's tables (see ToServerTablePrinter); the commands
+// ask the server for them.
+func (f *Flags) ToPrinter() (printers.ResourcePrinter, error) {
 	format := f.format()
 	switch {
-	case format == outTable || format == outWide:
-		return &tablePrinter{
-			table: t, now: now,
-			human: printers.NewTablePrinter(printers.PrintOptions{
-				NoHeaders: f.noHeaders, Wide: format == outWide, WithNamespace: withNamespace,
-			}),
-		}, nil
+	case f.Human():
+		return f.ToServerTablePrinter(false), nil
 	case strings.HasPrefix(format, outCustomColumns+"="):
 		return newCustomColumnsPrinter(strings.TrimPrefix(format, outCustomColumns+"="), f.noHeaders)
 	}
@@ -113,67 +99,25 @@ func (f *Flags) ToPrinter(t Table, withNamespace bool, now func() time.Time) (pr
 	return p, err
 }
 
-// PrintOne prints one object in the chosen format.
-func (f *Flags) PrintOne(u *unstructured.Unstructured, t Table, now func() time.Time, w io.Writer) error {
-	p, err := f.ToPrinter(t, false, now)
+// ToServerTablePrinter is cli-runtime's printer of the API server's
+// tables (metav1.Table), as kubectl get uses it: --no-headers, the
+// priority>0 columns with -o wide, and the NAMESPACE column of
+// --all-namespaces (withNamespace). Across the calls of a watch it prints
+// the header once.
+func (f *Flags) ToServerTablePrinter(withNamespace bool) printers.ResourcePrinter {
+	return printers.NewTablePrinter(printers.PrintOptions{
+		NoHeaders: f.noHeaders, Wide: f.format() == outWide, WithNamespace: withNamespace,
+	})
+}
+
+// PrintOne prints one object in the chosen machine format; the commands
+// that call it say what they did in words when the format is a table.
+func (f *Flags) PrintOne(u *unstructured.Unstructured, w io.Writer) error {
+	p, err := f.ToPrinter()
 	if err != nil {
 		return err
 	}
 	return p.PrintObj(u, w)
-}
-
-// tablePrinter prints our objects as kubectl prints a server-side table:
-// through cli-runtime's table printer, which handles --no-headers, the
-// wide columns, the NAMESPACE column and, across the calls of a watch,
-// prints the header once.
-type tablePrinter struct {
-	table Table
-	now   func() time.Time
-	human printers.ResourcePrinter
-}
-
-func (p *tablePrinter) PrintObj(obj runtime.Object, w io.Writer) error {
-	items, err := itemsOf(obj)
-	if err != nil {
-		return err
-	}
-	return p.human.PrintObj(p.toTable(items), w)
-}
-
-func (p *tablePrinter) toTable(items []unstructured.Unstructured) *metav1.Table {
-	narrow := len(p.table.Headers(false))
-	tbl := &metav1.Table{}
-	for i, h := range p.table.Headers(true) {
-		col := metav1.TableColumnDefinition{Name: h, Type: "string"}
-		if i >= narrow {
-			col.Priority = 1
-		}
-		tbl.ColumnDefinitions = append(tbl.ColumnDefinitions, col)
-	}
-	now := p.now()
-	for i := range items {
-		row := p.table.Row(&items[i], true, now)
-		cells := make([]any, len(tbl.ColumnDefinitions))
-		for c := range cells {
-			cells[c] = ""
-			if c < len(row) {
-				cells[c] = row[c]
-			}
-		}
-		tbl.Rows = append(tbl.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: &items[i]}})
-	}
-	return tbl
-}
-
-// itemsOf is the object, or the items of a list.
-func itemsOf(obj runtime.Object) ([]unstructured.Unstructured, error) {
-	switch o := obj.(type) {
-	case *unstructured.UnstructuredList:
-		return o.Items, nil
-	case *unstructured.Unstructured:
-		return []unstructured.Unstructured{*o}, nil
-	}
-	return nil, fmt.Errorf("cannot print %T as a table", obj)
 }
 
 // AsList wraps objects in a kubectl List, which is how list commands print

@@ -28,15 +28,39 @@ import (
 
 // Objects calls each with every object of kind k that changes after
 // resourceVersion, until ctx ends (nil) or the API server refuses the watch.
-// It is client-go's RetryWatcher: a watch that resumes from the last
-// resourceVersion seen when the API server closes it, so nothing is polled
-// and no change is missed or repeated across reconnects.
 func Objects(ctx context.Context, s *kube.Session, k kube.Kind, namespace, selector, resourceVersion string, each func(*unstructured.Unstructured) error) error {
 	res := s.Dyn.Resource(k.GVR()).Namespace(namespace)
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
+	return retrying(ctx, k, namespace, resourceVersion, func(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
 		opts.LabelSelector = selector
 		return res.Watch(ctx, opts)
-	}}
+	}, func(obj runtime.Object) error {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			return each(u)
+		}
+		return nil
+	})
+}
+
+// Tables calls each with the API server's one-row table of every object of
+// kind k that changes after resourceVersion, as kubectl get --watch prints
+// them, until ctx ends (nil) or the API server refuses the watch.
+func Tables(ctx context.Context, s *kube.Session, k kube.Kind, q kube.TableQuery, resourceVersion string, each func(*metav1.Table) error) error {
+	return retrying(ctx, k, q.Namespace, resourceVersion, func(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
+		return s.WatchTable(ctx, k, q, opts)
+	}, func(obj runtime.Object) error {
+		if t, ok := obj.(*metav1.Table); ok {
+			return each(t)
+		}
+		return nil
+	})
+}
+
+// retrying is client-go's RetryWatcher over watchFn: a watch that resumes
+// from the last resourceVersion seen when the API server closes it, so
+// nothing is polled and no change is missed or repeated across reconnects.
+// A Table's resourceVersion is its object's, so tables resume as objects do.
+func retrying(ctx context.Context, k kube.Kind, namespace, resourceVersion string, watchFn cache.WatchFuncWithContext, each func(runtime.Object) error) error {
+	lw := &cache.ListWatch{WatchFuncWithContext: watchFn}
 	// A refused watch comes back as an error event, said once by the
 	// caller; the RetryWatcher's own log would say it again on stderr.
 	w, err := watchtools.NewRetryWatcherWithContext(klog.NewContext(ctx, logr.Discard()), resourceVersion, lw)
@@ -62,14 +86,10 @@ func Objects(ctx context.Context, s *kube.Session, k kube.Kind, namespace, selec
 	}
 }
 
-func handleEvent(ev apiwatch.Event, k kube.Kind, namespace string, each func(*unstructured.Unstructured) error) error {
+func handleEvent(ev apiwatch.Event, k kube.Kind, namespace string, each func(runtime.Object) error) error {
 	switch ev.Type {
 	case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted:
-		u, ok := ev.Object.(*unstructured.Unstructured)
-		if !ok {
-			return nil
-		}
-		return each(u)
+		return each(ev.Object)
 	case apiwatch.Error:
 		err := apierrors.FromObject(ev.Object)
 		if ev.Object == nil {

@@ -9,10 +9,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -285,4 +288,76 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// cellGap separates the header's column names: the table printer pads
+// with at least three spaces, and no name holds three in a row.
+var cellGap = regexp.MustCompile(` {3,}`)
+
+// NormalizeTable replaces the cells of the named columns of a printed
+// table with the column's name in angle brackets ("<AGE>"), aligns the
+// table again and cuts the spaces at the ends of lines. The API server
+// computes ages from its own clock, so they differ between runs.
+func NormalizeTable(s string, columns ...string) string {
+	names, rows := splitTable(s)
+	if names == nil {
+		return s
+	}
+	var b strings.Builder
+	w := printers.GetNewTabWriter(&b)
+	fmt.Fprintln(w, strings.Join(names, "\t"))
+	for _, cells := range rows {
+		for c := range cells {
+			if slices.Contains(columns, names[c]) {
+				cells[c] = "<" + names[c] + ">"
+			}
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
+	}
+	_ = w.Flush()
+	return regexp.MustCompile(`(?m) +$`).ReplaceAllString(b.String(), "")
+}
+
+// TableRows are the rows of a printed table, each a map from column name
+// to cell; an empty cell is "".
+func TableRows(s string) []map[string]string {
+	names, rows := splitTable(s)
+	var out []map[string]string
+	for _, cells := range rows {
+		m := map[string]string{}
+		for c, name := range names {
+			m[name] = cells[c]
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// splitTable cuts a printed table into its column names and cells. A
+// column starts where its name starts in the header: the cells are
+// left-aligned, and an empty one is blank.
+func splitTable(s string) (names []string, rows [][]string) {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if lines[0] == "" {
+		return nil, nil
+	}
+	names = cellGap.Split(lines[0], -1)
+	starts := make([]int, len(names))
+	for i, loc := range cellGap.FindAllStringIndex(lines[0], -1) {
+		starts[i+1] = loc[1]
+	}
+	for _, l := range lines[1:] {
+		cells := make([]string, len(names))
+		for c, start := range starts {
+			end := len(l)
+			if c+1 < len(starts) {
+				end = min(starts[c+1], len(l))
+			}
+			if start < end {
+				cells[c] = strings.TrimSpace(l[start:end])
+			}
+		}
+		rows = append(rows, cells)
+	}
+	return names, rows
 }

@@ -7,19 +7,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/resource"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
-	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
 )
 
 // NewCommand is the featurestore command group.
@@ -31,43 +28,11 @@ func NewCommand(o *util.Options) *cobra.Command {
 		Short:   "Find FeatureStores and get their Feast client configuration (features.mlplatform.dev)",
 	}
 	cmd.AddCommand(
-		resource.NewListCommand(o, kube.FeatureStoreKind, featureStoreTable),
-		resource.NewGetCommand(o, kube.FeatureStoreKind, featureStoreTable),
+		resource.NewListCommand(o, kube.FeatureStoreKind),
+		resource.NewGetCommand(o, kube.FeatureStoreKind),
 		newFeatureStoreConfigCommand(o),
 	)
 	return cmd
-}
-
-var featureStoreTable = output.Table{
-	Headers: func(wide bool) []string {
-		h := []string{"NAME", "PROJECT", "READY", "REASON", "AGE"}
-		if wide {
-			h = append(h, "ONLINE", "OFFLINE", "REGISTRY")
-		}
-		return h
-	},
-	Row: func(u *unstructured.Unstructured, wide bool, now time.Time) []string {
-		f, err := kube.Typed[featuresv1alpha1.FeatureStore](u)
-		if err != nil {
-			return []string{u.GetName(), "<invalid>"}
-		}
-		ready, reason := "-", "-"
-		if c := meta.FindStatusCondition(f.Status.Conditions, commonv1alpha1.ConditionReady); c != nil {
-			ready, reason = string(c.Status), c.Reason
-		}
-		r := []string{f.Name, f.Spec.Project, ready, reason, output.Age(f.CreationTimestamp.Time, now)}
-		if wide {
-			r = append(r, endpoint(f.Status.OnlineStore), endpoint(f.Status.OfflineStore), endpoint(f.Status.Registry))
-		}
-		return r
-	},
-}
-
-func endpoint(p *featuresv1alpha1.ProvisionedStore) string {
-	if p == nil {
-		return "-"
-	}
-	return output.OrDash(p.Endpoint)
 }
 
 type configOptions struct {

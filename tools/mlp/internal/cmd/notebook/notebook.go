@@ -3,7 +3,6 @@
 package notebook
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,8 +38,8 @@ func NewCommand(o *util.Options) *cobra.Command {
 	}
 	cmd.AddCommand(
 		newNotebookCreateCommand(o),
-		resource.NewListCommand(o, kube.NotebookKind, notebookTable),
-		resource.NewGetCommand(o, kube.NotebookKind, notebookTable),
+		resource.NewListCommand(o, kube.NotebookKind),
+		resource.NewGetCommand(o, kube.NotebookKind),
 		newNotebookDescribeCommand(o),
 		resource.NewWaitCommand(o, kube.NotebookKind, "Wait for a Notebook to be Ready (exit 0 ready, 1 stalled, 2 still not ready)",
 			"Stop waiting after this long; 0 waits until it is Ready", waitForNotebook),
@@ -50,35 +49,6 @@ func NewCommand(o *util.Options) *cobra.Command {
 		resource.NewDeleteCommand(o, kube.NotebookKind, " (the workspace volume follows its deletionPolicy)"),
 	)
 	return cmd
-}
-
-var notebookTable = output.Table{
-	Headers: func(wide bool) []string {
-		h := []string{"NAME", "STATUS", "IMAGE", "LAST ACTIVITY", "AGE"}
-		if wide {
-			h = append(h, "CULL DEADLINE", "URL")
-		}
-		return h
-	},
-	Row: func(u *unstructured.Unstructured, wide bool, now time.Time) []string {
-		nb, err := kube.Typed[notebooksv1alpha1.Notebook](u)
-		if err != nil {
-			return []string{u.GetName(), "<invalid>"}
-		}
-		last := "-"
-		if nb.Status.LastActivity != nil {
-			last = output.Age(nb.Status.LastActivity.Time, now)
-		}
-		r := []string{nb.Name, phaseText(nb), output.OrDash(nb.Status.Image), last, output.Age(nb.CreationTimestamp.Time, now)}
-		if wide {
-			deadline := "-"
-			if nb.Status.CullDeadline != nil {
-				deadline = nb.Status.CullDeadline.UTC().Format(time.RFC3339)
-			}
-			r = append(r, deadline, output.OrDash(cmp.Or(nb.Status.IngressURL, nb.Status.URL)))
-		}
-		return r
-	},
 }
 
 type notebookCreateOptions struct {
@@ -202,7 +172,7 @@ func (co *notebookCreateOptions) printCreated(u *unstructured.Unstructured, suff
 		fmt.Fprintf(co.Streams.Out, "notebook.notebooks.mlplatform.dev/%s created%s%s\n", u.GetName(), suffix, hint)
 		return nil
 	}
-	return co.print.PrintOne(u, notebookTable, co.Now, co.Streams.Out)
+	return co.print.PrintOne(u, co.Streams.Out)
 }
 
 // notebook is the Notebook the flags describe.

@@ -13,10 +13,10 @@ import (
 	"github.com/ml-platform/ml-platform/tools/mlp/test/clitest"
 )
 
-// TestNotebookShowsQueuePosition: mlp notebook list and describe show a
-// queued Notebook's place in its Kueue LocalQueue beside its phase, as
-// mlp train does for TrainingJobs; a queued Notebook whose place is
-// unknown shows its phase alone.
+// TestNotebookShowsQueuePosition: mlp notebook list shows a queued
+// Notebook's place in its Kueue LocalQueue in the CRD's Position column,
+// and describe beside its phase, as mlp train does for TrainingJobs; a
+// queued Notebook whose place is unknown shows its phase alone.
 func TestNotebookShowsQueuePosition(t *testing.T) {
 	c := clitest.AdminClient(t)
 	ns := clitest.NewNamespace(t)
@@ -38,7 +38,7 @@ func TestNotebookShowsQueuePosition(t *testing.T) {
 	if list.Code != 0 {
 		t.Fatalf("list: exit %d, stderr %q", list.Code, list.Err)
 	}
-	clitest.Golden(t, "notebook-list-queued", clitest.Normalize(list.Out, ns))
+	clitest.Golden(t, "notebook-list-queued", clitest.NormalizeTable(clitest.Normalize(list.Out, ns), "AGE"))
 
 	for name, want := range map[string]string{"alice": "Queued (position 2 in team-queue)", "bob": "Queued\n"} {
 		r := clitest.Run(t, ns, "notebook", "describe", name)

@@ -24,15 +24,12 @@ import (
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/watch"
 )
 
-// The list, get and delete commands are the same for every kind; each kind
-// brings its table.
-
 // resourceOptions are the options of list, get and delete, which work the
-// same on every kind; each kind brings its table.
+// same on every kind. Their tables are the API server's, made from the
+// CRD's printer columns, as kubectl get prints them.
 type resourceOptions struct {
 	*util.Options
 	kind  kube.Kind
-	table output.Table
 	print *output.Flags
 	names []string
 }
@@ -47,8 +44,8 @@ type listOptions struct {
 }
 
 // NewListCommand is `list`, with kubectl's selection, output and watch flags.
-func NewListCommand(o *util.Options, k kube.Kind, t output.Table) *cobra.Command {
-	lo := &listOptions{resourceOptions: &resourceOptions{Options: o, kind: k, table: t, print: output.NewFlags()}}
+func NewListCommand(o *util.Options, k kube.Kind) *cobra.Command {
+	lo := &listOptions{resourceOptions: &resourceOptions{Options: o, kind: k, print: output.NewFlags()}}
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -69,8 +66,8 @@ func NewListCommand(o *util.Options, k kube.Kind, t output.Table) *cobra.Command
 }
 
 // NewGetCommand is `get NAME...`.
-func NewGetCommand(o *util.Options, k kube.Kind, t output.Table) *cobra.Command {
-	ro := &resourceOptions{Options: o, kind: k, table: t, print: output.NewFlags()}
+func NewGetCommand(o *util.Options, k kube.Kind) *cobra.Command {
+	ro := &resourceOptions{Options: o, kind: k, print: output.NewFlags()}
 	cmd := &cobra.Command{
 		Use:               "get NAME...",
 		Short:             fmt.Sprintf("Show %ss by name", k.GVK.Kind),
@@ -132,18 +129,19 @@ func (lo *listOptions) Run(ctx context.Context) error {
 	if lo.allNamespaces {
 		namespace = metav1.NamespaceAll
 	}
+	if lo.print.Human() {
+		return lo.runTable(ctx, s, namespace)
+	}
 	list, err := s.ListIn(ctx, lo.kind, namespace, opts...)
 	if err != nil {
 		return err
 	}
-	p, err := lo.print.ToPrinter(lo.table, lo.allNamespaces, lo.Now)
+	p, err := lo.print.ToPrinter()
 	if err != nil {
 		return err
 	}
 	switch {
 	case lo.watchOnly:
-	case len(list.Items) == 0 && lo.print.Human():
-		lo.noneFound(namespace)
 	default:
 		if err := p.PrintObj(output.AsList(list.Items, ""), lo.Streams.Out); err != nil {
 			return err
@@ -154,6 +152,33 @@ func (lo *listOptions) Run(ctx context.Context) error {
 	}
 	return watch.Objects(ctx, s, lo.kind, namespace, lo.selector, list.GetResourceVersion(), func(u *unstructured.Unstructured) error {
 		return p.PrintObj(u, lo.Streams.Out)
+	})
+}
+
+// runTable lists and watches as kubectl get does for a table: the API
+// server makes the table from the CRD's printer columns, and the watch
+// asks for a one-row table of each change.
+func (lo *listOptions) runTable(ctx context.Context, s *kube.Session, namespace string) error {
+	q := kube.TableQuery{Namespace: namespace, Selector: lo.selector}
+	t, err := s.Table(ctx, lo.kind, q)
+	if err != nil {
+		return err
+	}
+	p := lo.print.ToServerTablePrinter(lo.allNamespaces)
+	switch {
+	case lo.watchOnly:
+	case len(t.Rows) == 0:
+		lo.noneFound(namespace)
+	default:
+		if err := p.PrintObj(t, lo.Streams.Out); err != nil {
+			return err
+		}
+	}
+	if !lo.watch && !lo.watchOnly {
+		return nil
+	}
+	return watch.Tables(ctx, s, lo.kind, q, t.ResourceVersion, func(t *metav1.Table) error {
+		return p.PrintObj(t, lo.Streams.Out)
 	})
 }
 
@@ -173,6 +198,9 @@ func (g *getOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if g.print.Human() {
+		return g.runTable(ctx, s)
+	}
 	var objs []unstructured.Unstructured
 	for _, name := range g.names {
 		u, err := s.Get(ctx, g.kind, name)
@@ -181,7 +209,7 @@ func (g *getOptions) Run(ctx context.Context) error {
 		}
 		objs = append(objs, *u)
 	}
-	p, err := g.print.ToPrinter(g.table, false, g.Now)
+	p, err := g.print.ToPrinter()
 	if err != nil {
 		return err
 	}
@@ -190,6 +218,24 @@ func (g *getOptions) Run(ctx context.Context) error {
 		return p.PrintObj(&objs[0], g.Streams.Out)
 	}
 	return p.PrintObj(output.AsList(objs, ""), g.Streams.Out)
+}
+
+// runTable prints the API server's rows of the objects as one table, as
+// kubectl get NAME... does.
+func (g *getOptions) runTable(ctx context.Context, s *kube.Session) error {
+	var all *metav1.Table
+	for _, name := range g.names {
+		t, err := s.Table(ctx, g.kind, kube.TableQuery{Namespace: s.Namespace, Name: name})
+		if err != nil {
+			return err
+		}
+		if all == nil {
+			all = t
+			continue
+		}
+		all.Rows = append(all.Rows, t.Rows...)
+	}
+	return g.print.ToServerTablePrinter(false).PrintObj(all, g.Streams.Out)
 }
 
 type deleteOptions struct{ *resourceOptions }

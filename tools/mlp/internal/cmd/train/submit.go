@@ -148,7 +148,7 @@ func (so *submitOptions) printSubmitted(u *unstructured.Unstructured, suffix str
 		fmt.Fprintf(so.Streams.Out, "trainingjob.training.mlplatform.dev/%s created%s\n", u.GetName(), suffix)
 		return nil
 	}
-	return so.print.PrintOne(u, trainingJobTable, so.Now, so.Streams.Out)
+	return so.print.PrintOne(u, so.Streams.Out)
 }
 
 // buildTrainingJob reads -f or assembles the job from flags.

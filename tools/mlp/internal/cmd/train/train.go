@@ -3,19 +3,14 @@
 package train
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/resource"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
-	"github.com/ml-platform/ml-platform/tools/mlp/internal/follow"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
 )
@@ -37,8 +32,8 @@ func NewCommand(o *util.Options) *cobra.Command {
 	}
 	cmd.AddCommand(
 		newSubmitCommand(o),
-		resource.NewListCommand(o, kube.TrainingJobKind, trainingJobTable),
-		resource.NewGetCommand(o, kube.TrainingJobKind, trainingJobTable),
+		resource.NewListCommand(o, kube.TrainingJobKind),
+		resource.NewGetCommand(o, kube.TrainingJobKind),
 		newDescribeTrainCommand(o),
 		resource.NewDeleteCommand(o, kube.TrainingJobKind, " and their pods"),
 		newSuspendCommand(o, true),
@@ -47,36 +42,6 @@ func NewCommand(o *util.Options) *cobra.Command {
 		newLogsCommand(o),
 	)
 	return cmd
-}
-
-var trainingJobTable = output.Table{
-	Headers: func(wide bool) []string {
-		h := []string{"NAME", "FRAMEWORK", "WORKERS", "STATUS", "PROGRESS", "RESTARTS", "AGE", "DURATION"}
-		if wide {
-			h = append(h, "RUN", "QUEUE", "BACKEND", "REASON")
-		}
-		return h
-	},
-	Row: func(u *unstructured.Unstructured, wide bool, now time.Time) []string {
-		tj, err := kube.Typed[trainingv1alpha1.TrainingJob](u)
-		if err != nil {
-			return []string{u.GetName(), "<invalid>"}
-		}
-		p := follow.ReadProgress(u)
-		r := []string{
-			tj.Name, string(tj.Spec.Framework), strconv.Itoa(int(tj.Spec.Workers)), phaseText(tj),
-			p.PercentText(), strconv.Itoa(int(tj.Status.RestartCount)), output.Age(tj.CreationTimestamp.Time, now), output.OrDash(tj.Status.Duration),
-		}
-		if wide {
-			backend, _, _ := unstructured.NestedString(u.Object, fieldBackend...)
-			reason := ""
-			if tj.Status.Failure != nil {
-				reason = cmp.Or(tj.Status.Failure.Cause, tj.Status.Failure.Reason)
-			}
-			r = append(r, strconv.Itoa(int(tj.Status.Run)), output.OrDash(tj.Spec.QueueName), output.OrDash(backend), output.OrDash(reason))
-		}
-		return r
-	},
 }
 
 // phaseText is the job's phase, with its place in the queue while it

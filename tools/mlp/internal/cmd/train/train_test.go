@@ -74,19 +74,28 @@ func TestTrainListAndGetPrintEveryFormat(t *testing.T) {
 		st.Failure = &trainingv1alpha1.Failure{Reason: "JobFailed", Cause: "OOMKilled", Class: trainingv1alpha1.FailureClassUser}
 	})
 
-	for name, args := range map[string][]string{
-		"train-list-table": {"train", "list"},
-		"train-list-wide":  {"train", "list", "-o", "wide"},
-		"train-list-json":  {"train", "list", "-o", "json"},
-		"train-get-yaml":   {"train", "get", "bert", "-o", "yaml"},
-		"train-get-name":   {"train", "get", "bert", "mnist", "-o", "name"},
+	// The tables are the API server's, whose ages follow its clock.
+	for name, tc := range map[string]struct {
+		args  []string
+		table bool
+	}{
+		"train-list-table": {args: []string{"train", "list"}, table: true},
+		"train-list-wide":  {args: []string{"train", "list", "-o", "wide"}, table: true},
+		"train-get-table":  {args: []string{"train", "get", "mnist", "bert"}, table: true},
+		"train-list-json":  {args: []string{"train", "list", "-o", "json"}},
+		"train-get-yaml":   {args: []string{"train", "get", "bert", "-o", "yaml"}},
+		"train-get-name":   {args: []string{"train", "get", "bert", "mnist", "-o", "name"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := clitest.Run(t, ns, args...)
+			r := clitest.Run(t, ns, tc.args...)
 			if r.Code != 0 || r.Err != "" {
 				t.Fatalf("exit %d, stderr %q", r.Code, r.Err)
 			}
-			clitest.Golden(t, name, clitest.Normalize(r.Out, ns))
+			out := clitest.Normalize(r.Out, ns)
+			if tc.table {
+				out = clitest.NormalizeTable(out, "AGE")
+			}
+			clitest.Golden(t, name, out)
 		})
 	}
 }
@@ -281,8 +290,8 @@ func TestWaitWithoutPodRights(t *testing.T) {
 }
 
 // TestTrainShowsQueuePosition: a job waiting in a Kueue LocalQueue shows
-// its place there in list and describe; one whose place is unknown shows
-// its phase alone.
+// its place there in list (the Position column) and describe; one whose
+// place is unknown shows its phase alone.
 func TestTrainShowsQueuePosition(t *testing.T) {
 	c := clitest.AdminClient(t)
 	ns := clitest.NewNamespace(t)
@@ -307,16 +316,15 @@ func TestTrainShowsQueuePosition(t *testing.T) {
 	if list.Code != 0 {
 		t.Fatalf("list: exit %d, stderr %q", list.Code, list.Err)
 	}
-	lines := map[string]string{}
-	for _, l := range strings.Split(list.Out, "\n") {
-		if f := strings.Fields(l); len(f) > 0 {
-			lines[f[0]] = l
-		}
+	// The place is the CRD's Position printer column, next to the phase.
+	rows := map[string]map[string]string{}
+	for _, r := range clitest.TableRows(list.Out) {
+		rows[r["NAME"]] = r
 	}
-	if !strings.Contains(lines["bert"], "Queued (position 2 in team-queue)") {
+	if bert := rows["bert"]; bert["STATUS"] != "Queued" || bert["POSITION"] != "2" {
 		t.Errorf("list does not show bert's place in the queue:\n%s", list.Out)
 	}
-	if !strings.Contains(lines["mnist"], "Queued ") || strings.Contains(lines["mnist"], "position") {
+	if mnist := rows["mnist"]; mnist["STATUS"] != "Queued" || mnist["POSITION"] != "" {
 		t.Errorf("list shows a place for mnist, whose place is unknown:\n%s", list.Out)
 	}
 	describe := clitest.Run(t, ns, "train", "describe", "bert")
