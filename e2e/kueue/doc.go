@@ -8,6 +8,10 @@
 // (Evicted, not a restart) and is admitted again once the quota is free.
 // Notebooks with a queue name are admitted through Kueue's statefulset
 // integration: one within quota becomes Ready, one beyond quota keeps its
-// pod behind Kueue's scheduling gate until the first is deleted.
+// pod behind Kueue's scheduling gate until the first is deleted. A GPU-like
+// extended resource advertised on the node is in the quota: mlp shows a
+// waiting job's place in the queue, a preempted PyTorch training resumes
+// from its checkpoint, and an idle GPU Notebook's cull frees the GPU for a
+// TrainingJob waiting for it.
 // The suite skips on clusters without Kueue's CRDs.
 package kueue
