@@ -26,7 +26,6 @@ func TestFollowEndsWhenTheJobIsDeleted(t *testing.T) {
 	}
 	out := &clitest.SyncBuffer{}
 	r := submitWithOperator(t, ns, nil, out, out, []step{
-		{do: func(context.Context, client.Client) error { return nil }, expect: "submitted: -\n"},
 		{do: deleteJob("submitted")},
 	}, "submitted", "--image", "example.test/train:1")
 	if r.Code != util.ExitFailed || !strings.HasSuffix(r.Err, "\nerror: TrainingJob \"submitted\" was deleted while waiting for it\n") {

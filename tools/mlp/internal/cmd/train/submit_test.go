@@ -118,8 +118,12 @@ func submitWithOperator(t *testing.T, ns string, tweak func(*util.Options), out 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.EventuallyTimeout)
 	defer cancel()
+	// The CLI first shows the job as created, before any status: the fake
+	// operator waits for that line, or its first step could land before
+	// the CLI's first read and the line would never be printed.
+	created := step{do: noop, expect: args[0] + ": -"}
 	opErr := make(chan error, 1)
-	go func() { opErr <- fakeOperator(ctx, clitest.AdminClient(t), outText, steps) }()
+	go func() { opErr <- fakeOperator(ctx, clitest.AdminClient(t), outText, append([]step{created}, steps...)) }()
 	r := clitest.CLI(ctx, t, clitest.Env.Config, ns, func(o *util.Options) {
 		// The progress goes to stderr and the object to stdout; out has
 		// both, in their order, and r.Err stderr alone.
