@@ -29,6 +29,25 @@ func Set(obj Object, condType string, status metav1.ConditionStatus, reason, mes
 	obj.SetConditions(conds)
 }
 
+// KeepTransitionTimes gives each condition of obj that has the same status
+// in before (the conditions as read) its LastTransitionTime from there. A
+// reconcile that removes a condition and sets it again, as status rules that
+// start from a clean slate do, has not changed it, and must not write a
+// new time (nor wake Argo CD or a watching CLI) at every reconcile.
+func KeepTransitionTimes(before []metav1.Condition, obj Object) {
+	conds := obj.GetConditions()
+	changed := false
+	for i := range conds {
+		c := &conds[i]
+		if old := meta.FindStatusCondition(before, c.Type); old != nil && old.Status == c.Status && !old.LastTransitionTime.Equal(&c.LastTransitionTime) {
+			c.LastTransitionTime, changed = old.LastTransitionTime, true
+		}
+	}
+	if changed {
+		obj.SetConditions(conds)
+	}
+}
+
 // MarkTrue sets a condition to True.
 func MarkTrue(obj Object, condType, reason, message string) {
 	Set(obj, condType, metav1.ConditionTrue, reason, message)

@@ -56,6 +56,30 @@ func TestSetStampsGenerationAndKeepsTransitionTime(t *testing.T) {
 	}
 }
 
+// TestKeepTransitionTimesAcrossRemoveAndSet: a condition removed and set
+// again with the same status in one reconcile keeps the time it had as
+// read; a changed status and a new condition keep their new times.
+func TestKeepTransitionTimesAcrossRemoveAndSet(t *testing.T) {
+	old := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	obj := &fakeObject{conds: []metav1.Condition{
+		{Type: commonv1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "NoWorkload", LastTransitionTime: old},
+		{Type: "Running", Status: metav1.ConditionTrue, Reason: "Running", LastTransitionTime: old},
+	}}
+	before := append([]metav1.Condition(nil), obj.conds...)
+	Remove(obj, commonv1alpha1.ConditionStalled)
+	MarkStalled(obj, "NoWorkload", "again")
+	MarkFalse(obj, "Running", "Queued", "")
+	KeepTransitionTimes(before, obj)
+	if got := Get(obj, commonv1alpha1.ConditionStalled); !got.LastTransitionTime.Equal(&old) || got.Message != "again" {
+		t.Errorf("Stalled set again: %+v, want its time as read and the new message", got)
+	}
+	for _, typ := range []string{"Running", commonv1alpha1.ConditionReady} {
+		if got := Get(obj, typ); got.LastTransitionTime.Equal(&old) {
+			t.Errorf("%s changed status or is new but kept the old time: %+v", typ, got)
+		}
+	}
+}
+
 func TestKstatusHelpers(t *testing.T) {
 	cases := map[string]struct {
 		mark func(Object)

@@ -65,6 +65,14 @@ type Config struct {
 	// MaxBackoff caps the per-object retry delay after failed reconciles.
 	MaxBackoff time.Duration
 
+	// PriorityQueue gives each controller controller-runtime's priority
+	// workqueue: the objects a controller finds when it starts (after a
+	// restart or a leader handover, every object in the cluster) and
+	// changes that only re-deliver an unchanged object wait behind new
+	// objects and real changes, instead of a new object waiting behind all
+	// of them in one FIFO.
+	PriorityQueue bool
+
 	// GracefulShutdownTimeout bounds how long runnables get to stop after a
 	// termination signal. It stays below a pod's default 30s termination
 	// grace period, so that the leader lease is released and spans are
@@ -180,6 +188,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		"How many objects each controller reconciles at once.")
 	fs.DurationVar(&c.MaxBackoff, "max-backoff", c.MaxBackoff,
 		"The longest delay before an object whose reconcile failed is retried.")
+	fs.BoolVar(&c.PriorityQueue, "priority-queue", c.PriorityQueue,
+		"Reconcile new objects and changes before the objects every controller re-reads when it starts (after a restart or a leader handover).")
 	fs.DurationVar(&c.GracefulShutdownTimeout, "graceful-shutdown-timeout", c.GracefulShutdownTimeout,
 		"How long reconcilers and servers get to stop after a termination signal.")
 	fs.Func("watch-namespaces",

@@ -247,7 +247,7 @@ func managerOptions(cfg Config, opts Options, byObject map[client.Object]cache.B
 			DefaultNamespaces: cfg.CacheNamespaces(),
 		},
 		NewClient:                     newClient(opts.Name),
-		Controller:                    ctrlconfig.Controller{SkipNameValidation: &cfg.SkipControllerNameValidation},
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &cfg.SkipControllerNameValidation, UsePriorityQueue: &cfg.PriorityQueue},
 		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
 		PprofBindAddress:              cfg.PprofBindAddress,

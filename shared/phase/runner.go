@@ -114,6 +114,7 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T, s S) (ctrl.Result, error)
 		return ctrl.Result{}, fmt.Errorf("phase: %T copies to another type", obj)
 	}
 	res, phaseErr := r.runPhases(ctx, obj, s)
+	conditions.KeepTransitionTimes(before.GetConditions(), obj)
 	if r.ObservedGeneration != nil {
 		if g := r.ObservedGeneration(s); g != nil {
 			*g = obj.GetGeneration()

@@ -52,6 +52,9 @@ type settings struct {
 	kcmQPS, kcmBurst, jobSyncs, schedQPS, schedBurst                int
 	operatorArgs, kcmArgs                                           []string
 	ceilingObjects, ceilingConcurrency                              int
+	// withoutOperators starts the control plane and kwok only; the scale
+	// benchmark runs our operator itself.
+	withoutOperators bool
 	// backendField is whether the CRD has spec.backend; without it every
 	// TrainingJob runs on Kubeflow and the field is not sent.
 	backendField bool

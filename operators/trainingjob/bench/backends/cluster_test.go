@@ -50,6 +50,9 @@ type cluster struct {
 
 	// operatorMetrics and kubeflowMetrics are the operators' /metrics URLs.
 	operatorMetrics, kubeflowMetrics string
+	// operatorBin and operatorKubeconfig are our operator's binary, built
+	// once, and its user's kubeconfig.
+	operatorBin, operatorKubeconfig string
 }
 
 // startCluster starts etcd and kube-apiserver (with the write audit log),
@@ -97,8 +100,9 @@ func (c *cluster) start(ctx context.Context, s settings) error {
 	if c.bench, err = client.New(c.benchCfg, client.Options{Scheme: harness.Scheme()}); err != nil {
 		return err
 	}
-	steps := []func(context.Context, settings) error{
-		c.startControllerManager, c.startScheduler, c.startKwok, c.createNodes, c.startKubeflow, c.startOperator,
+	steps := []func(context.Context, settings) error{c.startControllerManager, c.startScheduler, c.startKwok, c.createNodes}
+	if !s.withoutOperators {
+		steps = append(steps, c.startKubeflow, c.startOperator)
 	}
 	for _, step := range steps {
 		if err := step(ctx, s); err != nil {
@@ -299,31 +303,41 @@ func (c *cluster) startKubeflow(ctx context.Context, _ settings) error {
 // startOperator builds cmd/ and runs it as its own process, so that its CPU
 // time and heap are its own, with the flags under study.
 func (c *cluster) startOperator(_ context.Context, s settings) error {
-	bin := filepath.Join(c.workDir, "trainingjob-operator")
-	build := exec.Command("go", "build", "-o", bin, "./cmd")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the operator: %w: %s", err, out)
-	}
-	kc, err := c.kubeconfig(userOperator)
+	p, metrics, err := c.runOperator("trainingjob-operator", append([]string{"--leader-elect=false"}, s.operatorArgs...)...)
 	if err != nil {
 		return err
+	}
+	c.operatorMetrics = metrics
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// runOperator starts our operator as the process name (its log file's
+// name), building it on the first call, with metrics on plain HTTP at the
+// URL it returns and the flags under study after the benchmark's own.
+func (c *cluster) runOperator(name string, args ...string) (*process, string, error) {
+	if c.operatorBin == "" {
+		bin := filepath.Join(c.workDir, "trainingjob-operator")
+		build := exec.Command("go", "build", "-o", bin, "./cmd")
+		build.Dir = filepath.Join("..", "..")
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, "", fmt.Errorf("building the operator: %w: %s", err, out)
+		}
+		kc, err := c.kubeconfig(userOperator)
+		if err != nil {
+			return nil, "", err
+		}
+		c.operatorBin, c.operatorKubeconfig = bin, kc
 	}
 	addr, err := freeAddr()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	c.operatorMetrics = "http://" + addr + "/metrics"
-	args := append([]string{
-		"--leader-elect=false", "--metrics-secure=false", "--metrics-bind-address=" + addr,
-		"--health-probe-bind-address=0", "--zap-log-level=error",
-	}, s.operatorArgs...)
-	p, err := c.startProcess("trainingjob-operator", bin, []string{"KUBECONFIG=" + kc}, args...)
-	if err != nil {
-		return err
-	}
-	c.procs = append(c.procs, p)
-	return nil
+	args = append([]string{
+		"--metrics-secure=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error",
+	}, args...)
+	p, err := c.startProcess(name, c.operatorBin, []string{"KUBECONFIG=" + c.operatorKubeconfig}, args...)
+	return p, "http://" + addr + "/metrics", err
 }
 
 func (c *cluster) stop() {

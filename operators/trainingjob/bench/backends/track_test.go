@@ -211,6 +211,12 @@ func (t *tracker) snapshot(namespaces []string) []jobTimes {
 // scrape reads a Prometheus text endpoint and sums the samples of each
 // named metric (over every label set).
 func scrape(ctx context.Context, url string, names ...string) (map[string]float64, error) {
+	return scrapeLabeled(ctx, url, "", names...)
+}
+
+// scrapeLabeled is scrape of the samples whose labels include label, such
+// as `controller="trainingjob"`; "" takes every sample.
+func scrapeLabeled(ctx context.Context, url, label string, names ...string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -235,9 +241,9 @@ func scrape(ctx context.Context, url string, names ...string) (map[string]float6
 		if i := strings.LastIndex(line, "}"); i >= 0 {
 			metric, value = line[:i+1], line[i+1:]
 		}
-		name, _, _ := strings.Cut(metric, "{")
+		name, labels, _ := strings.Cut(metric, "{")
 		fields := strings.Fields(value)
-		if !slices.Contains(names, name) || len(fields) == 0 {
+		if !slices.Contains(names, name) || len(fields) == 0 || !strings.Contains(labels, label) {
 			continue
 		}
 		v, err := strconv.ParseFloat(fields[0], 64)

@@ -2,6 +2,7 @@ package jobcontroller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,28 @@ func TestKueueInstalledLaterIsWatched(t *testing.T) {
 			strings.Contains(s.Message, "Kueue is not installed") && strings.Contains(s.Message, `"batch/job"`)
 	})
 	t.Logf("Stalled without Kueue: %s", conditions.Get(stalled, commonv1alpha1.ConditionStalled).Message)
+	// Stalled for good: neither a restarted operator nor its look at the
+	// end of each grace writes the same status again (it set Stalled with
+	// a new transition time at every look, 2 000 writes a minute for 4 000
+	// such jobs at the default grace).
+	if err := op.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	op, err = harness.StartOperator(env.Config, scheme, harness.Options{WorkloadGrace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = op.Stop() })
+	testenv.Consistently(t, "a restarted operator leaves the Stalled job's status alone for 2.5 graces", 5*time.Second, func(ctx context.Context) error {
+		now := &trainingv1alpha1.TrainingJob{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tj), now); err != nil {
+			return err
+		}
+		if now.ResourceVersion != stalled.ResourceVersion {
+			return fmt.Errorf("status written again: Stalled %+v", conditions.Get(now, commonv1alpha1.ConditionStalled))
+		}
+		return nil
+	})
 
 	kueue.ForTest(t, env, "kueue", kueue.Options{Frameworks: []string{"batch/job"}})
 	flavor := ns + "-flavor"

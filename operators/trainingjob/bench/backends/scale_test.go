@@ -1,0 +1,509 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+)
+
+var (
+	flagScaleJobs      = flag.Int("scale-jobs", 20000, "BenchmarkScale: TrainingJobs in the cluster, one pod each")
+	flagScaleQueued    = flag.Int("scale-queued-percent", 20, "BenchmarkScale: the share of queued TrainingJobs (a LocalQueue, no Kueue: they wait, Stalled)")
+	flagScaleRunning   = flag.Int("scale-running-percent", 20, "BenchmarkScale: the share of running TrainingJobs (their pods run until the end); the rest succeeded")
+	flagScaleNew       = flag.Duration("scale-new-every", 250*time.Millisecond, "BenchmarkScale: how often a new TrainingJob is created while a restarted operator re-syncs")
+	flagScaleIdle      = flag.Duration("scale-idle", time.Minute, "BenchmarkScale: how long writes at rest are counted after a re-sync")
+	flagScaleVariants  = flag.String("scale-variants", "--priority-queue=false;--priority-queue=true", "BenchmarkScale: the operator flags of each restart and handover series, ';' between variants")
+	flagScaleHandovers = flag.Int("scale-handovers", 3, "BenchmarkScale: graceful leader handovers per variant")
+)
+
+// scaleNamespaces spreads the scale benchmark's TrainingJobs; newNamespace
+// holds the ones created while an operator re-syncs or hands over.
+const (
+	scaleNamespaces = 20
+	newNamespace    = "scale-new"
+	scaleLeaseNS    = "default"
+)
+
+// BenchmarkScale fills a control plane with -scale-jobs TrainingJobs
+// (queued, running and succeeded, with their Jobs and pods), then for each
+// variant restarts our operator and measures its re-sync: how long until
+// every object was reconciled, the writes it made, a new object's wait, the
+// heap and RSS, and writes at rest; then graceful leader handovers between
+// two replicas, each timed by a TrainingJob created as the leader stops.
+func BenchmarkScale(b *testing.B) {
+	s := settingsFromFlags()
+	s.withoutOperators = true
+	// The fixture's pods must not wait on the control plane's clients.
+	s.kcmQPS, s.jobSyncs, s.schedQPS = max(s.kcmQPS, 500), max(s.jobSyncs, 20), max(s.schedQPS, 500)
+	s.nodes = max(s.nodes, *flagScaleJobs/100+10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	c, err := startCluster(ctx, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.stop()
+	b.Logf("control plane and %d kwok nodes up in %s (work folder %s)", s.nodes, time.Since(start).Round(time.Second), c.workDir)
+	audit := &auditReader{path: c.auditLog}
+	if err := fillCluster(ctx, b, c, s); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.bench.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: newNamespace}}); err != nil {
+		b.Fatal(err)
+	}
+	nc := &newJobs{c: c}
+	if err := nc.watch(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for i, variant := range strings.Split(*flagScaleVariants, ";") {
+		args := strings.Fields(variant)
+		if err := measureResync(ctx, b, c, audit, nc, fmt.Sprintf("operator-%d", i), args); err != nil {
+			b.Fatal(err)
+		}
+		if err := measureHandovers(ctx, b, c, audit, nc, fmt.Sprintf("operator-%d", i), args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// scaleClass is what the fixture makes of the i-th TrainingJob.
+func scaleClass(i int) string {
+	switch p := i % 100; {
+	case p < *flagScaleQueued:
+		return "queued"
+	case p < *flagScaleQueued+*flagScaleRunning:
+		return "running"
+	default:
+		return "succeeded"
+	}
+}
+
+func scaleJob(namespace, name, class string) *trainingv1alpha1.TrainingJob {
+	tj := &trainingv1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: trainingv1alpha1.TrainingJobSpec{
+			Framework: trainingv1alpha1.FrameworkPyTorch, Image: "registry.example.com/train:1", Workers: 1,
+		},
+	}
+	switch class {
+	case "queued":
+		tj.Spec.QueueName = "team"
+	case "running":
+		tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Labels: map[string]string{"benchrunforever": "true"}}
+	}
+	return tj
+}
+
+// fillCluster creates the TrainingJobs with a quick operator (high client
+// limits, 8 workers), waits until every one settled (queued ones Stalled
+// for want of Kueue, running ones Running, the rest Succeeded) and stops it.
+func fillCluster(ctx context.Context, b *testing.B, c *cluster, s settings) error {
+	start := time.Now()
+	p, _, err := c.runOperator("operator-fill", "--leader-elect=false", "--kube-api-qps=2000", "--kube-api-burst=4000", "--max-concurrent-reconciles=8")
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	for i := range scaleNamespaces {
+		if err := c.bench.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%02d", i)}}); err != nil {
+			return err
+		}
+	}
+	n := *flagScaleJobs
+	err = parallel(ctx, n, s.submitWorkers, func(ctx context.Context, i int) error {
+		return c.bench.Create(ctx, scaleJob(fmt.Sprintf("scale-%02d", i%scaleNamespaces), fmt.Sprintf("job%05d", i), scaleClass(i)))
+	})
+	if err != nil {
+		return err
+	}
+	b.Logf("fixture: %d TrainingJobs created in %s", n, time.Since(start).Round(time.Second))
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 5*time.Second, 60*time.Minute, false, func(ctx context.Context) (bool, error) {
+		if err := c.checkAlive(); err != nil {
+			return false, err
+		}
+		if p.exited() {
+			return false, errors.New("the fixture's operator exited")
+		}
+		counts, settled, err := settledJobs(ctx, c.bench)
+		if err != nil {
+			return false, err
+		}
+		if now := fmt.Sprint(counts); now != last {
+			b.Logf("fixture at %s: %v", time.Since(start).Round(time.Second), counts)
+			last = now
+		}
+		return settled == n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the fixture did not settle: %w", err)
+	}
+	b.Logf("fixture settled in %s: %d TrainingJobs, %s", time.Since(start).Round(time.Second), n, objectCounts(ctx, c))
+	return nil
+}
+
+// settledJobs counts TrainingJobs by phase (and Stalled) and how many are
+// in the state the fixture wants.
+func settledJobs(ctx context.Context, c client.Client) (map[string]int, int, error) {
+	list := &trainingv1alpha1.TrainingJobList{}
+	if err := c.List(ctx, list); err != nil {
+		return nil, 0, err
+	}
+	counts, settled := map[string]int{}, 0
+	for i := range list.Items {
+		tj := &list.Items[i]
+		if tj.Namespace == newNamespace {
+			continue
+		}
+		key := string(tj.Status.Phase)
+		stalled := meta.IsStatusConditionTrue(tj.Status.Conditions, commonv1alpha1.ConditionStalled)
+		if stalled {
+			key += "+Stalled"
+		}
+		counts[key]++
+		n, _ := strconv.Atoi(strings.TrimPrefix(tj.Name, "job"))
+		switch scaleClass(n) {
+		case "queued":
+			if stalled {
+				settled++
+			}
+		case "running":
+			if tj.Status.Phase == trainingv1alpha1.PhaseRunning {
+				settled++
+			}
+		default:
+			if tj.Status.Phase == trainingv1alpha1.PhaseSucceeded {
+				settled++
+			}
+		}
+	}
+	return counts, settled, nil
+}
+
+func objectCounts(ctx context.Context, c *cluster) string {
+	var parts []string
+	for name, list := range map[string]client.ObjectList{"Jobs": &batchv1.JobList{}, "pods": &corev1.PodList{}, "events": &corev1.EventList{}} {
+		if err := c.bench.List(ctx, list); err != nil {
+			parts = append(parts, name+": "+err.Error())
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", meta.LenList(list), name))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// newJobs creates TrainingJobs in newNamespace and records how long each
+// waited for its child Job, seen through a watch.
+type newJobs struct {
+	c       *cluster
+	mu      sync.Mutex
+	created map[string]time.Time
+	waited  map[string]time.Duration
+	next    int
+}
+
+func (n *newJobs) watch(ctx context.Context) error {
+	n.created, n.waited = map[string]time.Time{}, map[string]time.Duration{}
+	cs, err := kubernetes.NewForConfig(n.c.benchCfg)
+	if err != nil {
+		return err
+	}
+	w, err := cs.BatchV1().Jobs(newNamespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			job, ok := ev.Object.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			tj := job.Labels[trainingv1alpha1.LabelJobName]
+			n.mu.Lock()
+			if at, ok := n.created[tj]; ok {
+				if _, seen := n.waited[tj]; !seen {
+					n.waited[tj] = time.Since(at)
+				}
+			}
+			n.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// create makes the next new TrainingJob (one pod that succeeds) and
+// returns its name.
+func (n *newJobs) create(ctx context.Context) (string, error) {
+	n.mu.Lock()
+	name := fmt.Sprintf("new%05d", n.next)
+	n.next++
+	n.mu.Unlock()
+	tj := scaleJob(newNamespace, name, "succeeded")
+	at := time.Now()
+	if err := n.c.bench.Create(ctx, tj); err != nil {
+		return "", err
+	}
+	n.mu.Lock()
+	n.created[name] = at
+	n.mu.Unlock()
+	return name, nil
+}
+
+// waits returns the waits of the named jobs, and those still waiting.
+func (n *newJobs) waits(names []string) (waited []time.Duration, waiting int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, name := range names {
+		if d, ok := n.waited[name]; ok {
+			waited = append(waited, d)
+		} else {
+			waiting++
+		}
+	}
+	slices.Sort(waited)
+	return waited, waiting
+}
+
+// awaitChildren waits until each named job has its child, at most limit.
+func (n *newJobs) awaitChildren(ctx context.Context, names []string, limit time.Duration) {
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, limit, true, func(context.Context) (bool, error) {
+		_, waiting := n.waits(names)
+		return waiting == 0, nil
+	})
+}
+
+const (
+	metricDepth     = "workqueue_depth"
+	controllerLabel = `controller="trainingjob"`
+)
+
+// measureResync starts the operator (leader election on, as deployed) on
+// the settled cluster and reports its re-sync.
+func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditReader, nc *newJobs, name string, args []string) error {
+	total, err := countTrainingJobs(ctx, c.bench)
+	if err != nil {
+		return err
+	}
+	b.Logf("== restart %s %q: %d TrainingJobs in the cluster (%s)", name, args, total, loadAverage())
+	start := time.Now()
+	p, metrics, err := c.runOperator(name+"-resync", append([]string{"--leader-elect=true", "--leader-election-namespace=" + scaleLeaseNS}, args...)...)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	// New TrainingJobs arrive all through the re-sync, as users keep
+	// submitting while an operator restarts.
+	var newNames []string
+	var done time.Duration
+	var firstReconcile time.Duration
+	err = wait.PollUntilContextTimeout(ctx, *flagScaleNew, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if p.exited() {
+			return false, errors.New("the operator exited")
+		}
+		name, err := nc.create(ctx)
+		if err != nil {
+			return false, err
+		}
+		newNames = append(newNames, name)
+		m, err := scrapeLabeled(ctx, metrics, controllerLabel, metricReconciles, metricDepth)
+		if err != nil {
+			return false, nil // Not serving yet.
+		}
+		if m[metricReconciles] > 0 && firstReconcile == 0 {
+			firstReconcile = time.Since(start)
+		}
+		// Every object known at the start and each new one reconciled at
+		// least once, and nothing left in the queue.
+		if m[metricReconciles] >= float64(total+len(newNames)) && m[metricDepth] == 0 {
+			done = time.Since(start)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("re-sync: %w", err)
+	}
+	nc.awaitChildren(ctx, newNames, time.Minute)
+	m, err := scrapeLabeled(ctx, metrics, "", metricHeap, metricCPU)
+	if err != nil {
+		return err
+	}
+	rss, hwm := procMemory(p.cmd.Process.Pid)
+	if err := audit.readAll(); err != nil {
+		return err
+	}
+	writes := audit.count(start, start.Add(done), func(ns string) bool { return ns != newNamespace })
+	ours := writes.byUserKey[userOperator]
+	b.Logf("  process start to every object reconciled: %s (first reconcile at %s), %.1f s of CPU", round(done), round(firstReconcile), m[metricCPU])
+	b.Logf("  writes of the operator during the re-sync, outside the new jobs' namespace: %d (%s)", sumCounts(ours), perJob(ours, 1))
+	waited, waiting := nc.waits(newNames)
+	b.Logf("  %d TrainingJobs created during the re-sync, one every %s: child created p50 %s, p99 %s, max %s; %d still without a child after a minute",
+		len(newNames), *flagScaleNew, round(percentile(waited, 0.5)), round(percentile(waited, 0.99)), round(percentile(waited, 1)), waiting)
+	b.Logf("  heap in use %.0f MiB, RSS %.0f MiB (peak %.0f MiB)", m[metricHeap]/(1<<20), rss/(1<<20), hwm/(1<<20))
+	from := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(*flagScaleIdle):
+	}
+	if err := audit.readAll(); err != nil {
+		return err
+	}
+	idle := audit.count(from, time.Now(), func(ns string) bool { return ns != newNamespace }).byUserKey[userOperator]
+	perMinute := float64(sumCounts(idle)) / time.Since(from).Minutes()
+	b.Logf("  at rest for %s: %.1f writes a minute (%s in all)", *flagScaleIdle, perMinute, perJob(idle, 1))
+	b.ReportMetric(done.Seconds(), name+"-resync-s")
+	b.ReportMetric(percentile(waited, 0.99).Seconds(), name+"-new-p99-s")
+	b.ReportMetric(m[metricHeap]/(1<<20), name+"-heap-MiB")
+	return nil
+}
+
+// measureHandovers runs two replicas and stops the leader gracefully
+// -scale-handovers times, each time creating a TrainingJob right after the
+// signal: the time until its child exists is the handover as a user sees
+// it. The stopped replica starts again as the next standby.
+func measureHandovers(ctx context.Context, b *testing.B, c *cluster, audit *auditReader, nc *newJobs, name string, args []string) error {
+	if *flagScaleHandovers <= 0 {
+		return nil
+	}
+	run := 0
+	startReplica := func() (*process, string, error) {
+		run++
+		return c.runOperator(fmt.Sprintf("%s-replica-%d", name, run),
+			append([]string{"--leader-elect=true", "--leader-election-namespace=" + scaleLeaseNS}, args...)...)
+	}
+	leader, leaderMetrics, err := startReplica()
+	if err != nil {
+		return err
+	}
+	defer func() { leader.stop() }()
+	if err := awaitIdleQueue(ctx, leaderMetrics); err != nil {
+		return err
+	}
+	var times []time.Duration
+	for range *flagScaleHandovers {
+		standby, standbyMetrics, err := startReplica()
+		if err != nil {
+			return err
+		}
+		// A standby starts its caches without the lease; give it the time
+		// to list every object before the leader goes.
+		if err := awaitHeap(ctx, standbyMetrics, leaderMetrics); err != nil {
+			standby.stop()
+			return err
+		}
+		_ = leader.cmd.Process.Signal(syscall.SIGTERM)
+		job, err := nc.create(ctx)
+		if err != nil {
+			standby.stop()
+			return err
+		}
+		nc.awaitChildren(ctx, []string{job}, 2*time.Minute)
+		waited, _ := nc.waits([]string{job})
+		<-leader.done
+		if len(waited) == 0 {
+			standby.stop()
+			return fmt.Errorf("handover: TrainingJob %s got no child in 2 minutes", job)
+		}
+		times = append(times, waited[0])
+		b.Logf("  handover: the leader got SIGTERM; the new job's child was created %s later (%s)", round(waited[0]), loadAverage())
+		leader, leaderMetrics = standby, standbyMetrics
+		if err := awaitIdleQueue(ctx, leaderMetrics); err != nil {
+			return err
+		}
+	}
+	slices.Sort(times)
+	b.ReportMetric(times[len(times)-1].Seconds(), name+"-handover-max-s")
+	return nil
+}
+
+// awaitIdleQueue waits until the operator at metrics has reconciled and its
+// queue is empty.
+func awaitIdleQueue(ctx context.Context, metrics string) error {
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Minute, false, func(ctx context.Context) (bool, error) {
+		m, err := scrapeLabeled(ctx, metrics, controllerLabel, metricReconciles, metricDepth)
+		return err == nil && m[metricReconciles] > 0 && m[metricDepth] == 0, nil
+	})
+}
+
+// awaitHeap waits until the standby's heap is 80 % of the leader's: its
+// caches hold every object.
+func awaitHeap(ctx context.Context, standby, leader string) error {
+	return wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, false, func(ctx context.Context) (bool, error) {
+		s, err1 := scrapeLabeled(ctx, standby, "", metricHeap)
+		l, err2 := scrapeLabeled(ctx, leader, "", metricHeap)
+		return err1 == nil && err2 == nil && s[metricHeap] >= 0.8*l[metricHeap], nil
+	})
+}
+
+func countTrainingJobs(ctx context.Context, c client.Client) (int, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(trainingv1alpha1.GroupVersion.WithKind("TrainingJobList"))
+	if err := c.List(ctx, list); err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
+}
+
+func sumCounts(counts map[string]int) int {
+	n := 0
+	for _, v := range counts {
+		n += v
+	}
+	return n
+}
+
+// procMemory returns a process's resident set and its peak, in bytes.
+func procMemory(pid int) (rss, peak float64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		field, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
+		if err != nil {
+			continue
+		}
+		switch field {
+		case "VmRSS":
+			rss = kb * 1024
+		case "VmHWM":
+			peak = kb * 1024
+		}
+	}
+	return rss, peak
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load unknown"
+	}
+	return "load " + strings.Join(strings.Fields(string(data))[:3], " ")
+}
