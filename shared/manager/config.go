@@ -73,6 +73,12 @@ type Config struct {
 	// of them in one FIFO.
 	PriorityQueue bool
 
+	// WarmStandby starts each controller's watches in replicas that wait
+	// for the leader lease, so that a new leader has its caches filled
+	// when it takes over instead of listing every object then. Standbys
+	// then hold as much memory as the leader.
+	WarmStandby bool
+
 	// GracefulShutdownTimeout bounds how long runnables get to stop after a
 	// termination signal. It stays below a pod's default 30s termination
 	// grace period, so that the leader lease is released and spans are
@@ -190,6 +196,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		"The longest delay before an object whose reconcile failed is retried.")
 	fs.BoolVar(&c.PriorityQueue, "priority-queue", c.PriorityQueue,
 		"Reconcile new objects and changes before the objects every controller re-reads when it starts (after a restart or a leader handover).")
+	fs.BoolVar(&c.WarmStandby, "warm-standby", c.WarmStandby,
+		"Fill the caches of replicas that are not the leader, so that a new leader acts at once after a handover; standbys then use as much memory as the leader.")
 	fs.DurationVar(&c.GracefulShutdownTimeout, "graceful-shutdown-timeout", c.GracefulShutdownTimeout,
 		"How long reconcilers and servers get to stop after a termination signal.")
 	fs.Func("watch-namespaces",

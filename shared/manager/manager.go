@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -73,6 +75,16 @@ type Options struct {
 	// a label-restricted cache of a kind the server does not know fails
 	// the manager's creation.
 	OptionalOwnedObjects []client.Object
+
+	// Transforms slim the cached objects of owned kinds, keyed by an
+	// object of the kind (as in OwnedObjects): what an operator never reads
+	// from a cached child, such as the pod template of a Job it only
+	// creates, need not stay in memory for every child. A transform must
+	// keep every field the operator reads from the cache, and the operator
+	// must never write a cached object of that kind back whole (Update); a
+	// patch that names its fields is safe. Managed fields are stripped
+	// before it runs.
+	Transforms map[client.Object]toolscache.TransformFunc
 
 	// Setup registers the operator's reconcilers.
 	Setup func(mgr ctrl.Manager, cfg Config) error
@@ -227,9 +239,29 @@ func ownedCaches(restConfig *rest.Config, opts Options) (map[client.Object]cache
 	managedBy := labels.SelectorFromSet(ManagedByLabels(opts.Name))
 	byObject := make(map[client.Object]cache.ByObject, len(owned))
 	for _, obj := range owned {
-		byObject[obj] = cache.ByObject{Label: managedBy}
+		byObject[obj] = cache.ByObject{Label: managedBy, Transform: transformOf(opts.Transforms, obj)}
 	}
 	return byObject, nil
+}
+
+// transformOf is the cache transform of obj's kind: managed fields
+// stripped, then the operator's own transform of the kind if it has one;
+// nil (the manager's default, managed fields stripped) when it has none.
+func transformOf(transforms map[client.Object]toolscache.TransformFunc, obj client.Object) toolscache.TransformFunc {
+	for proto, fn := range transforms {
+		if reflect.TypeOf(proto) != reflect.TypeOf(obj) {
+			continue
+		}
+		strip := cache.TransformStripManagedFields()
+		return func(in any) (any, error) {
+			out, err := strip(in)
+			if err != nil {
+				return nil, err
+			}
+			return fn(out)
+		}
+	}
+	return nil
 }
 
 // managerOptions is the controller-runtime configuration of the manager.
@@ -247,7 +279,7 @@ func managerOptions(cfg Config, opts Options, byObject map[client.Object]cache.B
 			DefaultNamespaces: cfg.CacheNamespaces(),
 		},
 		NewClient:                     newClient(opts.Name),
-		Controller:                    ctrlconfig.Controller{SkipNameValidation: &cfg.SkipControllerNameValidation, UsePriorityQueue: &cfg.PriorityQueue},
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &cfg.SkipControllerNameValidation, UsePriorityQueue: &cfg.PriorityQueue, EnableWarmup: &cfg.WarmStandby},
 		Metrics:                       metricsOptions(cfg),
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
 		PprofBindAddress:              cfg.PprofBindAddress,

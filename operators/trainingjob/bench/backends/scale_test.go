@@ -32,7 +32,7 @@ var (
 	flagScaleRunning   = flag.Int("scale-running-percent", 20, "BenchmarkScale: the share of running TrainingJobs (their pods run until the end); the rest succeeded")
 	flagScaleNew       = flag.Duration("scale-new-every", 250*time.Millisecond, "BenchmarkScale: how often a new TrainingJob is created while a restarted operator re-syncs")
 	flagScaleIdle      = flag.Duration("scale-idle", time.Minute, "BenchmarkScale: how long writes at rest are counted after a re-sync")
-	flagScaleVariants  = flag.String("scale-variants", "--priority-queue=false;--priority-queue=true", "BenchmarkScale: the operator flags of each restart and handover series, ';' between variants")
+	flagScaleVariants  = flag.String("scale-variants", "--priority-queue=false;--priority-queue=true;--priority-queue=true --warm-standby=true", "BenchmarkScale: the operator flags of each restart and handover series, ';' between variants")
 	flagScaleHandovers = flag.Int("scale-handovers", 3, "BenchmarkScale: graceful leader handovers per variant")
 )
 
@@ -408,9 +408,10 @@ func measureHandovers(ctx context.Context, b *testing.B, c *cluster, audit *audi
 		if err != nil {
 			return err
 		}
-		// A standby starts its caches without the lease; give it the time
-		// to list every object before the leader goes.
-		if err := awaitHeap(ctx, standbyMetrics, leaderMetrics); err != nil {
+		// A standby is ready once its heap stopped growing: with
+		// --warm-standby it lists every object first; without, it holds no
+		// cache of the watched kinds until it leads.
+		if err := awaitSteadyHeap(ctx, standbyMetrics); err != nil {
 			standby.stop()
 			return err
 		}
@@ -448,13 +449,19 @@ func awaitIdleQueue(ctx context.Context, metrics string) error {
 	})
 }
 
-// awaitHeap waits until the standby's heap is 80 % of the leader's: its
-// caches hold every object.
-func awaitHeap(ctx context.Context, standby, leader string) error {
+// awaitSteadyHeap waits at least 10 s, until the heap of the operator at
+// metrics changed by less than 2 % in the last 3 s.
+func awaitSteadyHeap(ctx context.Context, metrics string) error {
+	start := time.Now()
+	var heaps []float64
 	return wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, false, func(ctx context.Context) (bool, error) {
-		s, err1 := scrapeLabeled(ctx, standby, "", metricHeap)
-		l, err2 := scrapeLabeled(ctx, leader, "", metricHeap)
-		return err1 == nil && err2 == nil && s[metricHeap] >= 0.8*l[metricHeap], nil
+		m, err := scrapeLabeled(ctx, metrics, "", metricHeap)
+		if err != nil {
+			return false, nil
+		}
+		heaps = append(heaps, m[metricHeap])
+		n := len(heaps)
+		return time.Since(start) >= 10*time.Second && n > 3 && heaps[n-1] < 1.02*heaps[n-4] && heaps[n-1] > 0.98*heaps[n-4], nil
 	})
 }
 

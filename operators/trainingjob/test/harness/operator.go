@@ -88,6 +88,7 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 			Scheme:               scheme,
 			OwnedObjects:         trainingjob.OwnedObjects(),
 			OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
+			Transforms:           trainingjob.CacheTransforms(),
 		},
 	}, operatortest.Controller[*trainingjob.Reconciler]{
 		Build: func(mgr ctrl.Manager, _ manager.Config) (*trainingjob.Reconciler, error) {
