@@ -121,6 +121,10 @@ BENCH_ARGS ?=
 bench-backends: k8s-bin ## Compare the TrainingJob backends (native, Kubeflow) on a real control plane with kwok nodes (BENCH_ARGS tunes it).
 	cd operators/trainingjob && go test -count=1 -timeout=90m -run '^$$' -bench '^BenchmarkBackends$$' -benchtime=1x -v ./bench/backends/ -args $(BENCH_ARGS)
 
+.PHONY: bench-scale
+bench-scale: k8s-bin ## Fill a control plane with 20 000 TrainingJobs and measure the operator's restart, re-sync, memory and leader handovers (BENCH_ARGS tunes it).
+	cd operators/trainingjob && go test -count=1 -timeout=90m -run '^$$' -bench '^BenchmarkScale$$' -benchtime=1x -v ./bench/backends/ -args $(BENCH_ARGS)
+
 run-%: ## Run one operator against the current kubeconfig, without leader election or metrics TLS.
 	cd operators/$* && go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --health-probe-bind-address=:8081
 

@@ -53,6 +53,11 @@ func (r *auditReader) readAll() error {
 		return err
 	}
 	defer func() { _ = f.Close() }()
+	if info, err := f.Stat(); err != nil {
+		return err
+	} else if info.Size() < r.offset {
+		return fmt.Errorf("audit log %s shrank below the %d bytes already read: rotated, its figures would be short", r.path, r.offset)
+	}
 	if _, err := f.Seek(r.offset, io.SeekStart); err != nil {
 		return err
 	}

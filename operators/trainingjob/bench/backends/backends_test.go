@@ -55,6 +55,8 @@ type settings struct {
 	// withoutOperators starts the control plane and kwok only; the scale
 	// benchmark runs our operator itself.
 	withoutOperators bool
+	// extraCRDDirs are CRDs installed besides the TrainingJob operator's.
+	extraCRDDirs []string
 	// backendField is whether the CRD has spec.backend; without it every
 	// TrainingJob runs on Kubeflow and the field is not sent.
 	backendField bool

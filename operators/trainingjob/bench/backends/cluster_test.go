@@ -50,9 +50,9 @@ type cluster struct {
 
 	// operatorMetrics and kubeflowMetrics are the operators' /metrics URLs.
 	operatorMetrics, kubeflowMetrics string
-	// operatorBin and operatorKubeconfig are our operator's binary, built
-	// once, and its user's kubeconfig.
-	operatorBin, operatorKubeconfig string
+	// operators are the binary, built once, and the user's kubeconfig of
+	// each operator the benchmark ran, by user.
+	operators map[string][2]string
 }
 
 // startCluster starts etcd and kube-apiserver (with the write audit log),
@@ -71,13 +71,16 @@ func startCluster(ctx context.Context, s settings) (*cluster, error) {
 	}
 	files := filepath.Join("..", "..", "..", "..", "charts", "trainingjob-operator", "files")
 	c.env, err = testenv.Start(testenv.Options{
-		CRDDirectoryPaths: []string{filepath.Join(files, "crds"), filepath.Join(files, "kubeflow-crds")},
+		CRDDirectoryPaths: append([]string{filepath.Join(files, "crds"), filepath.Join(files, "kubeflow-crds")}, s.extraCRDDirs...),
 		APIServerArgs: map[string][]string{
 			"audit-policy-file": {policy},
 			"audit-log-path":    {c.auditLog},
 			// Batching keeps the log's disk writes off the request path, as
 			// production clusters configure it.
 			"audit-log-mode": {"batch"},
+			// The API server rotates its log at 100 MB by default, which a
+			// scale run passes in minutes; the reader follows one file.
+			"audit-log-maxsize": {"1000000"},
 		},
 	})
 	if err != nil {
@@ -316,18 +319,29 @@ func (c *cluster) startOperator(_ context.Context, s settings) error {
 // name), building it on the first call, with metrics on plain HTTP at the
 // URL it returns and the flags under study after the benchmark's own.
 func (c *cluster) runOperator(name string, args ...string) (*process, string, error) {
-	if c.operatorBin == "" {
-		bin := filepath.Join(c.workDir, "trainingjob-operator")
+	return c.runOperatorOf(".", userOperator, name, args...)
+}
+
+// runOperatorOf is runOperator of the operator built from dir (relative to
+// operators/trainingjob), named user in the audit log.
+func (c *cluster) runOperatorOf(dir, user, name string, args ...string) (*process, string, error) {
+	if c.operators == nil {
+		c.operators = map[string][2]string{}
+	}
+	built, ok := c.operators[user]
+	if !ok {
+		bin := filepath.Join(c.workDir, user)
 		build := exec.Command("go", "build", "-o", bin, "./cmd")
-		build.Dir = filepath.Join("..", "..")
+		build.Dir = filepath.Join("..", "..", dir)
 		if out, err := build.CombinedOutput(); err != nil {
-			return nil, "", fmt.Errorf("building the operator: %w: %s", err, out)
+			return nil, "", fmt.Errorf("building %s: %w: %s", user, err, out)
 		}
-		kc, err := c.kubeconfig(userOperator)
+		kc, err := c.kubeconfig(user)
 		if err != nil {
 			return nil, "", err
 		}
-		c.operatorBin, c.operatorKubeconfig = bin, kc
+		built = [2]string{bin, kc}
+		c.operators[user] = built
 	}
 	addr, err := freeAddr()
 	if err != nil {
@@ -336,7 +350,7 @@ func (c *cluster) runOperator(name string, args ...string) (*process, string, er
 	args = append([]string{
 		"--metrics-secure=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error",
 	}, args...)
-	p, err := c.startProcess(name, c.operatorBin, []string{"KUBECONFIG=" + c.operatorKubeconfig}, args...)
+	p, err := c.startProcess(name, built[0], []string{"KUBECONFIG=" + built[1]}, args...)
 	return p, "http://" + addr + "/metrics", err
 }
 

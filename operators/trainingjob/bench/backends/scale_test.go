@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,16 +15,22 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 var (
@@ -34,6 +41,7 @@ var (
 	flagScaleIdle      = flag.Duration("scale-idle", time.Minute, "BenchmarkScale: how long writes at rest are counted after a re-sync")
 	flagScaleVariants  = flag.String("scale-variants", "--priority-queue=false;--priority-queue=true;--priority-queue=true --warm-standby=true", "BenchmarkScale: the operator flags of each restart and handover series, ';' between variants")
 	flagScaleHandovers = flag.Int("scale-handovers", 3, "BenchmarkScale: graceful leader handovers per variant")
+	flagScaleNotebooks = flag.Int("scale-notebooks", 2000, "BenchmarkScale: Notebooks in the cluster, measured after the TrainingJobs with the Notebook operator (0 skips them)")
 )
 
 // scaleNamespaces spreads the scale benchmark's TrainingJobs; newNamespace
@@ -56,6 +64,9 @@ func BenchmarkScale(b *testing.B) {
 	// The fixture's pods must not wait on the control plane's clients.
 	s.kcmQPS, s.jobSyncs, s.schedQPS = max(s.kcmQPS, 500), max(s.jobSyncs, 20), max(s.schedQPS, 500)
 	s.nodes = max(s.nodes, *flagScaleJobs/100+10)
+	if *flagScaleNotebooks > 0 {
+		s.extraCRDDirs = []string{filepath.Join(testenv.RepoRoot(), "charts", "notebook-operator", "files", "crds")}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
@@ -66,22 +77,48 @@ func BenchmarkScale(b *testing.B) {
 	defer c.stop()
 	b.Logf("control plane and %d kwok nodes up in %s (work folder %s)", s.nodes, time.Since(start).Round(time.Second), c.workDir)
 	audit := &auditReader{path: c.auditLog}
-	if err := fillCluster(ctx, b, c, s); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.bench.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: newNamespace}}); err != nil {
-		b.Fatal(err)
-	}
-	nc := &newJobs{c: c}
-	if err := nc.watch(ctx); err != nil {
-		b.Fatal(err)
-	}
-	for i, variant := range strings.Split(*flagScaleVariants, ";") {
-		args := strings.Fields(variant)
-		if err := measureResync(ctx, b, c, audit, nc, fmt.Sprintf("operator-%d", i), args); err != nil {
+	for i := range scaleNamespaces + 1 {
+		name := fmt.Sprintf("scale-%02d", i)
+		if i == scaleNamespaces {
+			name = newNamespace
+		}
+		if err := c.bench.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			b.Fatal(err)
 		}
-		if err := measureHandovers(ctx, b, c, audit, nc, fmt.Sprintf("operator-%d", i), args); err != nil {
+	}
+	variants := strings.Split(*flagScaleVariants, ";")
+	if *flagScaleJobs > 0 {
+		if err := fillCluster(ctx, b, c, s); err != nil {
+			b.Fatal(err)
+		}
+		tjs := trainingJobs()
+		if err := tjs.watch(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+		for i, variant := range variants {
+			if err := measureResync(ctx, b, c, audit, tjs, fmt.Sprintf("operator-%d", i), strings.Fields(variant)); err != nil {
+				b.Fatal(err)
+			}
+			if err := measureHandovers(ctx, b, c, tjs, fmt.Sprintf("operator-%d", i), strings.Fields(variant)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if *flagScaleNotebooks <= 0 {
+		return
+	}
+	nbs := notebooks()
+	if err := fillNotebooks(ctx, b, c, s, nbs); err != nil {
+		b.Fatal(err)
+	}
+	if err := nbs.watch(ctx, c); err != nil {
+		b.Fatal(err)
+	}
+	for i, variant := range variants {
+		if err := measureResync(ctx, b, c, audit, nbs, fmt.Sprintf("notebook-%d", i), strings.Fields(variant)); err != nil {
+			b.Fatal(err)
+		}
+		if err := measureHandovers(ctx, b, c, nbs, fmt.Sprintf("notebook-%d", i), strings.Fields(variant)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -125,11 +162,6 @@ func fillCluster(ctx context.Context, b *testing.B, c *cluster, s settings) erro
 		return err
 	}
 	defer p.stop()
-	for i := range scaleNamespaces {
-		if err := c.bench.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%02d", i)}}); err != nil {
-			return err
-		}
-	}
 	n := *flagScaleJobs
 	err = parallel(ctx, n, s.submitWorkers, func(ctx context.Context, i int) error {
 		return c.bench.Create(ctx, scaleJob(fmt.Sprintf("scale-%02d", i%scaleNamespaces), fmt.Sprintf("job%05d", i), scaleClass(i)))
@@ -139,7 +171,8 @@ func fillCluster(ctx context.Context, b *testing.B, c *cluster, s settings) erro
 	}
 	b.Logf("fixture: %d TrainingJobs created in %s", n, time.Since(start).Round(time.Second))
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, 5*time.Second, 60*time.Minute, false, func(ctx context.Context) (bool, error) {
+	// Every 30 s: a list of every TrainingJob is the API server's heaviest read.
+	err = wait.PollUntilContextTimeout(ctx, 30*time.Second, 60*time.Minute, false, func(ctx context.Context) (bool, error) {
 		if err := c.checkAlive(); err != nil {
 			return false, err
 		}
@@ -214,69 +247,103 @@ func objectCounts(ctx context.Context, c *cluster) string {
 	return strings.Join(parts, ", ")
 }
 
-// newJobs creates TrainingJobs in newNamespace and records how long each
-// waited for its child Job, seen through a watch.
-type newJobs struct {
-	c       *cluster
+// scaleKind is a kind under test, its operator, and the TrainingJobs or
+// Notebooks created in newNamespace while its operator re-syncs or hands
+// over, with how long each waited for its child (a Job, a StatefulSet),
+// seen through a watch.
+type scaleKind struct {
+	kind       string
+	operator   string // the binary's and the audit log's user name
+	dir        string // the operator's module, from this package's module
+	controller string // the controller's label in metrics
+	prefix     string // of the names of new objects
+	list       func() client.ObjectList
+	newObject  func(namespace, name string) client.Object
+	childWatch func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error)
+	parentOf   func(child runtime.Object) string
+
 	mu      sync.Mutex
 	created map[string]time.Time
 	waited  map[string]time.Duration
 	next    int
+	c       *cluster
 }
 
-func (n *newJobs) watch(ctx context.Context) error {
-	n.created, n.waited = map[string]time.Time{}, map[string]time.Duration{}
-	cs, err := kubernetes.NewForConfig(n.c.benchCfg)
+func trainingJobs() *scaleKind {
+	return &scaleKind{
+		kind: "TrainingJob", operator: userOperator, dir: ".", controller: `controller="trainingjob"`, prefix: "new",
+		list: func() client.ObjectList { return &trainingv1alpha1.TrainingJobList{} },
+		newObject: func(namespace, name string) client.Object {
+			return scaleJob(namespace, name, "succeeded")
+		},
+		childWatch: func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
+			return cs.BatchV1().Jobs(newNamespace).Watch(ctx, metav1.ListOptions{})
+		},
+		parentOf: func(child runtime.Object) string {
+			if job, ok := child.(*batchv1.Job); ok {
+				return job.Labels[trainingv1alpha1.LabelJobName]
+			}
+			return ""
+		},
+	}
+}
+
+func (k *scaleKind) watch(ctx context.Context, c *cluster) error {
+	k.c, k.created, k.waited = c, map[string]time.Time{}, map[string]time.Duration{}
+	cs, err := kubernetes.NewForConfig(c.benchCfg)
 	if err != nil {
 		return err
 	}
-	w, err := cs.BatchV1().Jobs(newNamespace).Watch(ctx, metav1.ListOptions{})
+	w, err := k.childWatch(ctx, cs)
 	if err != nil {
 		return err
 	}
 	go func() {
 		for ev := range w.ResultChan() {
-			job, ok := ev.Object.(*batchv1.Job)
-			if !ok {
-				continue
-			}
-			tj := job.Labels[trainingv1alpha1.LabelJobName]
-			n.mu.Lock()
-			if at, ok := n.created[tj]; ok {
-				if _, seen := n.waited[tj]; !seen {
-					n.waited[tj] = time.Since(at)
+			parent := k.parentOf(ev.Object)
+			k.mu.Lock()
+			if at, ok := k.created[parent]; ok {
+				if _, seen := k.waited[parent]; !seen {
+					k.waited[parent] = time.Since(at)
 				}
 			}
-			n.mu.Unlock()
+			k.mu.Unlock()
 		}
 	}()
 	return nil
 }
 
-// create makes the next new TrainingJob (one pod that succeeds) and
-// returns its name.
-func (n *newJobs) create(ctx context.Context) (string, error) {
-	n.mu.Lock()
-	name := fmt.Sprintf("new%05d", n.next)
-	n.next++
-	n.mu.Unlock()
-	tj := scaleJob(newNamespace, name, "succeeded")
+// count is how many objects of the kind the cluster holds.
+func (k *scaleKind) count(ctx context.Context) (int, error) {
+	list := k.list()
+	if err := k.c.bench.List(ctx, list); err != nil {
+		return 0, err
+	}
+	return meta.LenList(list), nil
+}
+
+// create makes the next new object in newNamespace and returns its name.
+func (k *scaleKind) create(ctx context.Context) (string, error) {
+	k.mu.Lock()
+	name := fmt.Sprintf("%s%05d", k.prefix, k.next)
+	k.next++
+	k.mu.Unlock()
 	at := time.Now()
-	if err := n.c.bench.Create(ctx, tj); err != nil {
+	if err := k.c.bench.Create(ctx, k.newObject(newNamespace, name)); err != nil {
 		return "", err
 	}
-	n.mu.Lock()
-	n.created[name] = at
-	n.mu.Unlock()
+	k.mu.Lock()
+	k.created[name] = at
+	k.mu.Unlock()
 	return name, nil
 }
 
-// waits returns the waits of the named jobs, and those still waiting.
-func (n *newJobs) waits(names []string) (waited []time.Duration, waiting int) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// waits returns the waits of the named objects, and those still waiting.
+func (k *scaleKind) waits(names []string) (waited []time.Duration, waiting int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	for _, name := range names {
-		if d, ok := n.waited[name]; ok {
+		if d, ok := k.waited[name]; ok {
 			waited = append(waited, d)
 		} else {
 			waiting++
@@ -286,29 +353,26 @@ func (n *newJobs) waits(names []string) (waited []time.Duration, waiting int) {
 	return waited, waiting
 }
 
-// awaitChildren waits until each named job has its child, at most limit.
-func (n *newJobs) awaitChildren(ctx context.Context, names []string, limit time.Duration) {
+// awaitChildren waits until each named object has its child, at most limit.
+func (k *scaleKind) awaitChildren(ctx context.Context, names []string, limit time.Duration) {
 	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, limit, true, func(context.Context) (bool, error) {
-		_, waiting := n.waits(names)
+		_, waiting := k.waits(names)
 		return waiting == 0, nil
 	})
 }
 
-const (
-	metricDepth     = "workqueue_depth"
-	controllerLabel = `controller="trainingjob"`
-)
+const metricDepth = "workqueue_depth"
 
 // measureResync starts the operator (leader election on, as deployed) on
 // the settled cluster and reports its re-sync.
-func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditReader, nc *newJobs, name string, args []string) error {
-	total, err := countTrainingJobs(ctx, c.bench)
+func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditReader, nc *scaleKind, name string, args []string) error {
+	total, err := nc.count(ctx)
 	if err != nil {
 		return err
 	}
-	b.Logf("== restart %s %q: %d TrainingJobs in the cluster (%s)", name, args, total, loadAverage())
+	b.Logf("== restart %s %q: %d %ss in the cluster (%s)", name, args, total, nc.kind, loadAverage())
 	start := time.Now()
-	p, metrics, err := c.runOperator(name+"-resync", append([]string{"--leader-elect=true", "--leader-election-namespace=" + scaleLeaseNS}, args...)...)
+	p, metrics, err := c.runOperatorOf(nc.dir, nc.operator, name+"-resync", append([]string{"--leader-elect=true", "--leader-election-namespace=" + scaleLeaseNS}, args...)...)
 	if err != nil {
 		return err
 	}
@@ -327,7 +391,7 @@ func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditRe
 			return false, err
 		}
 		newNames = append(newNames, name)
-		m, err := scrapeLabeled(ctx, metrics, controllerLabel, metricReconciles, metricDepth)
+		m, err := scrapeLabeled(ctx, metrics, nc.controller, metricReconciles, metricDepth)
 		if err != nil {
 			return false, nil // Not serving yet.
 		}
@@ -355,12 +419,12 @@ func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditRe
 		return err
 	}
 	writes := audit.count(start, start.Add(done), func(ns string) bool { return ns != newNamespace })
-	ours := writes.byUserKey[userOperator]
+	ours := writes.byUserKey[nc.operator]
 	b.Logf("  process start to every object reconciled: %s (first reconcile at %s), %.1f s of CPU", round(done), round(firstReconcile), m[metricCPU])
 	b.Logf("  writes of the operator during the re-sync, outside the new jobs' namespace: %d (%s)", sumCounts(ours), perJob(ours, 1))
 	waited, waiting := nc.waits(newNames)
-	b.Logf("  %d TrainingJobs created during the re-sync, one every %s: child created p50 %s, p99 %s, max %s; %d still without a child after a minute",
-		len(newNames), *flagScaleNew, round(percentile(waited, 0.5)), round(percentile(waited, 0.99)), round(percentile(waited, 1)), waiting)
+	b.Logf("  %d %ss created during the re-sync, one every %s: child created p50 %s, p99 %s, max %s; %d still without a child after a minute",
+		len(newNames), nc.kind, *flagScaleNew, round(percentile(waited, 0.5)), round(percentile(waited, 0.99)), round(percentile(waited, 1)), waiting)
 	b.Logf("  heap in use %.0f MiB, RSS %.0f MiB (peak %.0f MiB)", m[metricHeap]/(1<<20), rss/(1<<20), hwm/(1<<20))
 	from := time.Now()
 	select {
@@ -371,7 +435,7 @@ func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditRe
 	if err := audit.readAll(); err != nil {
 		return err
 	}
-	idle := audit.count(from, time.Now(), func(ns string) bool { return ns != newNamespace }).byUserKey[userOperator]
+	idle := audit.count(from, time.Now(), func(ns string) bool { return ns != newNamespace }).byUserKey[nc.operator]
 	perMinute := float64(sumCounts(idle)) / time.Since(from).Minutes()
 	b.Logf("  at rest for %s: %.1f writes a minute (%s in all)", *flagScaleIdle, perMinute, perJob(idle, 1))
 	b.ReportMetric(done.Seconds(), name+"-resync-s")
@@ -384,14 +448,14 @@ func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditRe
 // -scale-handovers times, each time creating a TrainingJob right after the
 // signal: the time until its child exists is the handover as a user sees
 // it. The stopped replica starts again as the next standby.
-func measureHandovers(ctx context.Context, b *testing.B, c *cluster, audit *auditReader, nc *newJobs, name string, args []string) error {
+func measureHandovers(ctx context.Context, b *testing.B, c *cluster, nc *scaleKind, name string, args []string) error {
 	if *flagScaleHandovers <= 0 {
 		return nil
 	}
 	run := 0
 	startReplica := func() (*process, string, error) {
 		run++
-		return c.runOperator(fmt.Sprintf("%s-replica-%d", name, run),
+		return c.runOperatorOf(nc.dir, nc.operator, fmt.Sprintf("%s-replica-%d", name, run),
 			append([]string{"--leader-elect=true", "--leader-election-namespace=" + scaleLeaseNS}, args...)...)
 	}
 	leader, leaderMetrics, err := startReplica()
@@ -399,7 +463,7 @@ func measureHandovers(ctx context.Context, b *testing.B, c *cluster, audit *audi
 		return err
 	}
 	defer func() { leader.stop() }()
-	if err := awaitIdleQueue(ctx, leaderMetrics); err != nil {
+	if err := awaitIdleQueue(ctx, leaderMetrics, nc.controller); err != nil {
 		return err
 	}
 	var times []time.Duration
@@ -429,9 +493,9 @@ func measureHandovers(ctx context.Context, b *testing.B, c *cluster, audit *audi
 			return fmt.Errorf("handover: TrainingJob %s got no child in 2 minutes", job)
 		}
 		times = append(times, waited[0])
-		b.Logf("  handover: the leader got SIGTERM; the new job's child was created %s later (%s)", round(waited[0]), loadAverage())
+		b.Logf("  handover: the leader got SIGTERM; the new object's child was created %s later (%s)", round(waited[0]), loadAverage())
 		leader, leaderMetrics = standby, standbyMetrics
-		if err := awaitIdleQueue(ctx, leaderMetrics); err != nil {
+		if err := awaitIdleQueue(ctx, leaderMetrics, nc.controller); err != nil {
 			return err
 		}
 	}
@@ -442,9 +506,9 @@ func measureHandovers(ctx context.Context, b *testing.B, c *cluster, audit *audi
 
 // awaitIdleQueue waits until the operator at metrics has reconciled and its
 // queue is empty.
-func awaitIdleQueue(ctx context.Context, metrics string) error {
+func awaitIdleQueue(ctx context.Context, metrics, controller string) error {
 	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Minute, false, func(ctx context.Context) (bool, error) {
-		m, err := scrapeLabeled(ctx, metrics, controllerLabel, metricReconciles, metricDepth)
+		m, err := scrapeLabeled(ctx, metrics, controller, metricReconciles, metricDepth)
 		return err == nil && m[metricReconciles] > 0 && m[metricDepth] == 0, nil
 	})
 }
@@ -463,15 +527,6 @@ func awaitSteadyHeap(ctx context.Context, metrics string) error {
 		n := len(heaps)
 		return time.Since(start) >= 10*time.Second && n > 3 && heaps[n-1] < 1.02*heaps[n-4] && heaps[n-1] > 0.98*heaps[n-4], nil
 	})
-}
-
-func countTrainingJobs(ctx context.Context, c client.Client) (int, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(trainingv1alpha1.GroupVersion.WithKind("TrainingJobList"))
-	if err := c.List(ctx, list); err != nil {
-		return 0, err
-	}
-	return len(list.Items), nil
 }
 
 func sumCounts(counts map[string]int) int {
@@ -513,4 +568,93 @@ func loadAverage() string {
 		return "load unknown"
 	}
 	return "load " + strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+var notebookGVK = schema.GroupVersionKind{Group: "notebooks.mlplatform.dev", Version: "v1alpha1", Kind: "Notebook"}
+
+// notebooks is the Notebook kind under test, unstructured so that this
+// module needs no Notebook types.
+func notebooks() *scaleKind {
+	return &scaleKind{
+		kind: "Notebook", operator: "notebook-operator", dir: filepath.Join("..", "notebook"), controller: `controller="notebook"`, prefix: "nb",
+		list: func() client.ObjectList {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(notebookGVK.GroupVersion().WithKind("NotebookList"))
+			return l
+		},
+		newObject: scaleNotebook,
+		childWatch: func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
+			return cs.AppsV1().StatefulSets(newNamespace).Watch(ctx, metav1.ListOptions{})
+		},
+		parentOf: func(child runtime.Object) string {
+			if sts, ok := child.(*appsv1.StatefulSet); ok {
+				return sts.Name // a Notebook's StatefulSet has its name
+			}
+			return ""
+		},
+	}
+}
+
+func scaleNotebook(namespace, name string) client.Object {
+	nb := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"namespace": namespace, "name": name},
+		"spec": map[string]any{
+			"image":     "registry.example.com/jupyter:1",
+			"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "256Mi"}},
+		},
+	}}
+	nb.SetGroupVersionKind(notebookGVK)
+	return nb
+}
+
+// fillNotebooks creates -scale-notebooks Notebooks with a quick Notebook
+// operator and waits until every one was reconciled (its status records
+// its generation) and the operator's queue is empty. No StatefulSet
+// controller runs, so their pods never start: they stay starting, which
+// is what a Notebook waiting for its node looks like.
+func fillNotebooks(ctx context.Context, b *testing.B, c *cluster, s settings, k *scaleKind) error {
+	k.c = c
+	start := time.Now()
+	p, metrics, err := c.runOperatorOf(k.dir, k.operator, "notebook-fill", "--leader-elect=false", "--kube-api-qps=2000", "--kube-api-burst=4000", "--max-concurrent-reconciles=8")
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	n := *flagScaleNotebooks
+	err = parallel(ctx, n, s.submitWorkers, func(ctx context.Context, i int) error {
+		return c.bench.Create(ctx, scaleNotebook(fmt.Sprintf("scale-%02d", i%scaleNamespaces), fmt.Sprintf("nb%05d", i)))
+	})
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Second, 30*time.Minute, false, func(ctx context.Context) (bool, error) {
+		if p.exited() {
+			return false, errors.New("the fixture's Notebook operator exited")
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(notebookGVK.GroupVersion().WithKind("NotebookList"))
+		if err := c.bench.List(ctx, list); err != nil {
+			return false, err
+		}
+		phases, done := map[string]int{}, 0
+		for _, nb := range list.Items {
+			observed, _, _ := unstructured.NestedInt64(nb.Object, "status", "observedGeneration")
+			phase, _, _ := unstructured.NestedString(nb.Object, "status", "phase")
+			phases[phase]++
+			if observed == nb.GetGeneration() && nb.GetNamespace() != newNamespace {
+				done++
+			}
+		}
+		b.Logf("notebook fixture at %s: %v", time.Since(start).Round(time.Second), phases)
+		if done < n {
+			return false, nil
+		}
+		m, err := scrapeLabeled(ctx, metrics, k.controller, metricDepth)
+		return err == nil && m[metricDepth] == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the Notebook fixture did not settle: %w", err)
+	}
+	b.Logf("notebook fixture settled in %s: %d Notebooks", time.Since(start).Round(time.Second), n)
+	return nil
 }
