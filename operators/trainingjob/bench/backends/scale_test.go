@@ -5,7 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -371,8 +374,13 @@ func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditRe
 		return err
 	}
 	b.Logf("== restart %s %q: %d %ss in the cluster (%s)", name, args, total, nc.kind, loadAverage())
+	pprofAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	p, metrics, err := c.runOperatorOf(nc.dir, nc.operator, name+"-resync", append([]string{"--leader-elect=true", "--leader-election-namespace=" + scaleLeaseNS}, args...)...)
+	p, metrics, err := c.runOperatorOf(nc.dir, nc.operator, name+"-resync",
+		append([]string{"--leader-elect=true", "--leader-election-namespace=" + scaleLeaseNS, "--pprof-bind-address=" + pprofAddr}, args...)...)
 	if err != nil {
 		return err
 	}
@@ -438,6 +446,9 @@ func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditRe
 	idle := audit.count(from, time.Now(), func(ns string) bool { return ns != newNamespace }).byUserKey[nc.operator]
 	perMinute := float64(sumCounts(idle)) / time.Since(from).Minutes()
 	b.Logf("  at rest for %s: %.1f writes a minute (%s in all)", *flagScaleIdle, perMinute, perJob(idle, 1))
+	if err := liveHeap(ctx, b, c, name, pprofAddr, metrics); err != nil {
+		return err
+	}
 	b.ReportMetric(done.Seconds(), name+"-resync-s")
 	b.ReportMetric(percentile(waited, 0.99).Seconds(), name+"-new-p99-s")
 	b.ReportMetric(m[metricHeap]/(1<<20), name+"-heap-MiB")
@@ -656,5 +667,43 @@ func fillNotebooks(ctx context.Context, b *testing.B, c *cluster, s settings, k 
 		return fmt.Errorf("the Notebook fixture did not settle: %w", err)
 	}
 	b.Logf("notebook fixture settled in %s: %d Notebooks", time.Since(start).Round(time.Second), n)
+	return nil
+}
+
+// liveHeap takes a heap profile after a forced garbage collection (what
+// the caches hold, without the garbage of the re-sync that heap in use
+// still counts), saves it in the work folder and logs the heap in use
+// then and the profile's largest allocation sites.
+func liveHeap(ctx context.Context, b *testing.B, c *cluster, name, pprofAddr, metrics string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	profile := filepath.Join(c.workDir, name+"-heap.pprof")
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(profile, data, 0o600); err != nil {
+		return err
+	}
+	m, err := scrapeLabeled(ctx, metrics, "", metricHeap)
+	if err != nil {
+		return err
+	}
+	b.Logf("  heap in use after a forced GC: %.0f MiB; the heap profile %s by allocation site:", m[metricHeap]/(1<<20), profile)
+	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-inuse_space", "-nodecount=12", profile).Output()
+	if err != nil {
+		return fmt.Errorf("go tool pprof: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(top)), "\n") {
+		b.Logf("    %s", line)
+	}
+	b.ReportMetric(m[metricHeap]/(1<<20), name+"-live-heap-MiB")
 	return nil
 }

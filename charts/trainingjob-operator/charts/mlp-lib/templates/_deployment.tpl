@@ -67,6 +67,10 @@ spec:
             {{- with .Values.leaderElection.renewInterval }}
             - --leader-election-renew-interval={{ . }}
             {{- end }}
+            {{- $standbys := gt (int .Values.replicas) 1 }}
+            {{- $warm := .Values.leaderElection.warmStandby }}
+            - --warm-standby={{ ternary $standbys $warm (kindIs "invalid" $warm) }}
+            - --priority-queue={{ ternary $standbys .Values.priorityQueue (kindIs "invalid" .Values.priorityQueue) }}
             - --metrics-bind-address=:{{ .Values.metrics.port }}
             - --health-probe-bind-address=:8081
             {{- with $in.args }}

@@ -172,6 +172,36 @@ func TestChartPassesClientLimitsAndWorkers(t *testing.T) {
 	}
 }
 
+// TestChartTurnsOnFastHandoverWithStandbys: warm standbys and the priority
+// queue are on by default only where there is a standby (replicas > 1),
+// and a value set either way wins.
+func TestChartTurnsOnFastHandoverWithStandbys(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   []string
+	}{
+		"one replica":  {map[string]any{}, []string{"--warm-standby=false", "--priority-queue=false"}},
+		"two replicas": {map[string]any{"replicas": 2}, []string{"--warm-standby=true", "--priority-queue=true"}},
+		"two, queue off": {map[string]any{"replicas": 2, "priorityQueue": false},
+			[]string{"--warm-standby=true", "--priority-queue=false"}},
+		"one, warm asked": {map[string]any{"leaderElection": map[string]any{"warmStandby": true}},
+			[]string{"--warm-standby=true", "--priority-queue=false"}},
+	} {
+		out, err := charttest.Render(chartDir(), "r", "ns", tc.values)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: rendered chart lacks %q", name, want)
+			}
+		}
+	}
+	if _, err := charttest.Render(chartDir(), "r", "ns", map[string]any{"priorityQueue": "yes"}); err == nil {
+		t.Error("priorityQueue: \"yes\" must be rejected")
+	}
+}
+
 // TestChartRollsTheOperatorWhenKubeflowIsEnabled: the pod template changes
 // with kubeflow.enabled, so an upgrade that turns Kubeflow on restarts the
 // operator even where it could not pick the CRDs up by itself.
