@@ -81,6 +81,8 @@ func startCluster(ctx context.Context, s settings) (*cluster, error) {
 			// The API server rotates its log at 100 MB by default, which a
 			// scale run passes in minutes; the reader follows one file.
 			"audit-log-maxsize": {"1000000"},
+			// envtest's /24 holds 254 Services; a Notebook has one.
+			"service-cluster-ip-range": {"10.96.0.0/16"},
 		},
 	})
 	if err != nil {
