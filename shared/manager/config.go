@@ -70,7 +70,10 @@ type Config struct {
 	// restart or a leader handover, every object in the cluster) and
 	// changes that only re-deliver an unchanged object wait behind new
 	// objects and real changes, instead of a new object waiting behind all
-	// of them in one FIFO.
+	// of them in one FIFO. Off by default: at 20 000 TrainingJobs it
+	// doubled the CPU of the re-sync after a restart, and it shortens
+	// handovers only together with WarmStandby (the charts turn both on
+	// where there are standbys).
 	PriorityQueue bool
 
 	// WarmStandby starts each controller's watches in replicas that wait
