@@ -399,9 +399,9 @@ func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditRe
 			return false, err
 		}
 		newNames = append(newNames, name)
-		m, err := scrapeLabeled(ctx, metrics, nc.controller, metricReconciles, metricDepth)
-		if err != nil {
-			return false, nil // Not serving yet.
+		m, serving := scrapeServing(ctx, metrics, nc.controller, metricReconciles, metricDepth)
+		if !serving {
+			return false, nil
 		}
 		if m[metricReconciles] > 0 && firstReconcile == 0 {
 			firstReconcile = time.Since(start)
@@ -456,9 +456,9 @@ func measureResync(ctx context.Context, b *testing.B, c *cluster, audit *auditRe
 }
 
 // measureHandovers runs two replicas and stops the leader gracefully
-// -scale-handovers times, each time creating a TrainingJob right after the
-// signal: the time until its child exists is the handover as a user sees
-// it. The stopped replica starts again as the next standby.
+// -scale-handovers times, each time creating an object of the kind right
+// after the signal: the time until its child exists is the handover as a
+// user sees it. The stopped replica starts again as the next standby.
 func measureHandovers(ctx context.Context, b *testing.B, c *cluster, nc *scaleKind, name string, args []string) error {
 	if *flagScaleHandovers <= 0 {
 		return nil
@@ -501,7 +501,7 @@ func measureHandovers(ctx context.Context, b *testing.B, c *cluster, nc *scaleKi
 		<-leader.done
 		if len(waited) == 0 {
 			standby.stop()
-			return fmt.Errorf("handover: TrainingJob %s got no child in 2 minutes", job)
+			return fmt.Errorf("handover: %s %s got no child in 2 minutes", nc.kind, job)
 		}
 		times = append(times, waited[0])
 		b.Logf("  handover: the leader got SIGTERM; the new object's child was created %s later (%s)", round(waited[0]), loadAverage())
@@ -513,6 +513,13 @@ func measureHandovers(ctx context.Context, b *testing.B, c *cluster, nc *scaleKi
 	slices.Sort(times)
 	b.ReportMetric(times[len(times)-1].Seconds(), name+"-handover-max-s")
 	return nil
+}
+
+// scrapeServing is scrapeLabeled of an operator that may not serve its
+// metrics yet (it is starting): false then, for the caller to poll again.
+func scrapeServing(ctx context.Context, url, label string, names ...string) (map[string]float64, bool) {
+	m, err := scrapeLabeled(ctx, url, label, names...)
+	return m, err == nil
 }
 
 // awaitIdleQueue waits until the operator at metrics has reconciled and its
@@ -530,8 +537,8 @@ func awaitSteadyHeap(ctx context.Context, metrics string) error {
 	start := time.Now()
 	var heaps []float64
 	return wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, false, func(ctx context.Context) (bool, error) {
-		m, err := scrapeLabeled(ctx, metrics, "", metricHeap)
-		if err != nil {
+		m, serving := scrapeServing(ctx, metrics, "", metricHeap)
+		if !serving {
 			return false, nil
 		}
 		heaps = append(heaps, m[metricHeap])
