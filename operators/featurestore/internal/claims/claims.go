@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -80,7 +81,7 @@ func RedisClaims(ctx context.Context, stores, pending client.Reader, operatorNam
 	var out []cleanup.Claim
 	for i := range list.Items {
 		if fs := &list.Items[i]; fs.Spec.OnlineStore.Backend == backend {
-			out = append(out, cleanup.ClaimOf(cleanup.PlanFor(fs), false))
+			out = append(out, StoreClaim(fs))
 		}
 	}
 	for _, label := range []string{LabelPendingCleanup, LabelRetainedClaim} {
@@ -118,7 +119,16 @@ func RecordedClaim(cm *corev1.ConfigMap) (Recorded, bool) {
 	c := cleanup.ClaimOf(plan, pending)
 	c.Retained = retained && !pending
 	c.Record = cm.Namespace + "/" + cm.Name
+	c.Granted = true
 	return Recorded{Claim: c, Plan: plan}, true
+}
+
+// StoreClaim is a FeatureStore's claim on its Redis backend, granted once
+// it served its online store or published its client configuration.
+func StoreClaim(fs *featuresv1alpha1.FeatureStore) cleanup.Claim {
+	c := cleanup.ClaimOf(cleanup.PlanFor(fs), false)
+	c.Granted = fs.Status.ClientConfig != nil || meta.IsStatusConditionTrue(fs.Status.Conditions, featuresv1alpha1.ConditionOnlineStoreReady)
+	return c
 }
 
 // OwnsRedisKeys reports whether plan's store holds the claim on its
@@ -132,7 +142,13 @@ func OwnsRedisKeys(ctx context.Context, stores, pending client.Reader, operatorN
 	if err != nil {
 		return false, err
 	}
-	_, ahead := cleanup.ClaimedAhead(cleanup.ClaimOf(plan, isPending), claims)
+	self := cleanup.ClaimOf(plan, isPending)
+	// A handed-off cleanup was granted; a store is as its own claim says.
+	self.Granted = isPending
+	for _, c := range claims {
+		self.Granted = self.Granted || (c.UID == self.UID && c.Granted)
+	}
+	_, ahead := cleanup.ClaimedAhead(self, claims)
 	return !ahead, nil
 }
 

@@ -28,6 +28,13 @@ type Claim struct {
 	// Record is "namespace/name" of the ConfigMap that holds a pending or
 	// retained claim; empty for a FeatureStore's own.
 	Record string
+	// Granted marks a claim whose key space was handed over: a FeatureStore
+	// that serves its online store or published its client configuration,
+	// and every handed-off or retained record. Creation times have seconds
+	// only; of two claims of the same second the granted one comes first,
+	// so a store created in the same second as an older one that already
+	// serves cannot take its keys.
+	Granted bool
 }
 
 // ClaimOf is the claim a plan (a FeatureStore's or a handed-off one)
@@ -46,12 +53,15 @@ func Collide(p, q string) bool {
 	return strings.HasSuffix(p, q) || strings.HasSuffix(q, p)
 }
 
-// before orders claims: the older FeatureStore first, the UID breaking
-// ties of the same second, so every reconcile, in every replica, picks the
-// same winner whatever order it sees the stores in.
+// before orders claims: the older FeatureStore first; within one second
+// the granted claim, then the UID, so every reconcile, in every replica,
+// picks the same winner whatever order it sees the stores in.
 func (c Claim) before(o Claim) bool {
 	if !c.Created.Equal(o.Created) {
 		return c.Created.Before(o.Created)
+	}
+	if c.Granted != o.Granted {
+		return c.Granted
 	}
 	return c.UID < o.UID
 }

@@ -9,8 +9,9 @@ func TestClaimedAheadPicksTheOldestCollidingClaim(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	self := Claim{Owner: "b/second", UID: "uid-b", Project: "sales", Created: t0.Add(time.Minute)}
 	cases := map[string]struct {
-		others    []Claim
-		wantAhead string // UID of the claim ahead, "" for none
+		others      []Claim
+		selfGranted bool
+		wantAhead   string // UID of the claim ahead, "" for none
 	}{
 		"alone": {others: []Claim{self}},
 		"older store, same project": {
@@ -32,6 +33,16 @@ func TestClaimedAheadPicksTheOldestCollidingClaim(t *testing.T) {
 			others:    []Claim{{UID: "uid-a", Project: "sales", Created: self.Created}, {UID: "uid-c", Project: "sales", Created: self.Created}},
 			wantAhead: "uid-a",
 		},
+		"same second: a store that already serves first, whatever its UID": {
+			others:    []Claim{{UID: "uid-z", Project: "sales", Created: self.Created, Granted: true}},
+			wantAhead: "uid-z",
+		},
+		"same second: both serving, the smaller UID first": {
+			others: []Claim{{UID: "uid-z", Project: "sales", Created: self.Created, Granted: true}}, selfGranted: true,
+		},
+		"same second: self serves, a smaller UID that does not comes after": {
+			others: []Claim{{UID: "uid-a", Project: "sales", Created: self.Created}}, selfGranted: true,
+		},
 		"older handed-off cleanup": {
 			others: []Claim{{UID: "uid-gone", Project: "sales", Created: t0, Pending: true}}, wantAhead: "uid-gone",
 		},
@@ -45,6 +56,8 @@ func TestClaimedAheadPicksTheOldestCollidingClaim(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			self := self
+			self.Granted = tc.selfGranted
 			got, ahead := ClaimedAhead(self, tc.others)
 			if (tc.wantAhead != "") != ahead || (ahead && got.UID != tc.wantAhead) {
 				t.Errorf("ClaimedAhead() = %+v, %v; want %q", got, ahead, tc.wantAhead)

@@ -29,7 +29,7 @@ func (r *Reconciler) checkRedisClaim(ctx context.Context, fs *featuresv1alpha1.F
 	if err != nil {
 		return err
 	}
-	other, ahead := cleanup.ClaimedAhead(cleanup.ClaimOf(cleanup.PlanFor(fs), false), held)
+	other, ahead := cleanup.ClaimedAhead(claims.StoreClaim(fs), held)
 	if !ahead {
 		return nil
 	}
