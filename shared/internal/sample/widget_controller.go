@@ -101,6 +101,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	r.runner = r.newRunner()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&samplev1alpha1.Widget{}).
+		// On the priority queue (--priority-queue), a Widget no reconcile
+		// saw at its generation goes before the converged ones of the
+		// first list.
+		Watches(&samplev1alpha1.Widget{}, phase.UnreconciledFirst()).
 		WithOptions(opts).
 		Named("widget").
 		Complete(tracing.Reconciler("widget", panics.Reconciler(mgr, "widget", &samplev1alpha1.Widget{}, r)))

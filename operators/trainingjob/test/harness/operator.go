@@ -68,6 +68,9 @@ type Options struct {
 	// WorkloadGrace is how long a queued child may go without a Kueue
 	// Workload before its job is Stalled; zero keeps the default.
 	WorkloadGrace time.Duration
+	// PriorityQueue gives the controller controller-runtime's priority
+	// queue (the operator's --priority-queue).
+	PriorityQueue bool
 }
 
 // StartOperator starts the operator against cfg, counting its writes.
@@ -82,6 +85,7 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 			if opts.QPS > 0 {
 				mc.KubeAPIQPS, mc.KubeAPIBurst = opts.QPS, opts.Burst
 			}
+			mc.PriorityQueue = opts.PriorityQueue
 		},
 		Manager: manager.Options{
 			Name:                 OperatorName,

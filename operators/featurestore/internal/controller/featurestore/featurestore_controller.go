@@ -187,6 +187,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		// status writes should not cause another round of connections.
 		For(&featuresv1alpha1.FeatureStore{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, claims.FinalizersChanged))).
+		Watches(&featuresv1alpha1.FeatureStore{}, phase.UnreconciledFirst()).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.StatefulSet{}).

@@ -206,6 +206,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		// they do not bump the generation, so generation alone would miss
 		// them. Status-only updates (our own writes) pass neither.
 		For(&notebooksv1alpha1.Notebook{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&notebooksv1alpha1.Notebook{}, phase.UnreconciledFirst()).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).

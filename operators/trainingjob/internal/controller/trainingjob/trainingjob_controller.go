@@ -228,6 +228,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&trainingv1alpha1.TrainingJob{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&trainingv1alpha1.TrainingJob{}, phase.UnreconciledFirst()).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(podMatters())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
