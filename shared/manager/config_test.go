@@ -25,6 +25,10 @@ func TestFlags(t *testing.T) {
 		"defaults": {
 			want: func(*Config) {},
 		},
+		"memory limit as a quantity": {
+			args: []string{"--memory-limit=1Gi"},
+			want: func(c *Config) { c.MemoryLimit = 1 << 30 },
+		},
 		"leader election namespace from POD_NAMESPACE": {
 			podNamespace: "ml-system",
 			want:         func(c *Config) { c.LeaderElectionNamespace = "ml-system" },
@@ -38,7 +42,7 @@ func TestFlags(t *testing.T) {
 				"--leader-election-lease-duration=60s", "--leader-election-renew-deadline=40s", "--leader-election-retry-period=5s",
 				"--leader-election-renew-interval=10s", "--pprof-bind-address=127.0.0.1:6060",
 				"--kube-api-qps=20", "--kube-api-burst=30", "--max-concurrent-reconciles=4", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
-				"--priority-queue", "--warm-standby",
+				"--priority-queue", "--warm-standby", "--memory-limit=536870912",
 			},
 			want: func(c *Config) {
 				c.MetricsBindAddress = ":9090"
@@ -59,6 +63,7 @@ func TestFlags(t *testing.T) {
 				c.MaxBackoff = time.Minute
 				c.GracefulShutdownTimeout = 10 * time.Second
 				c.PriorityQueue, c.WarmStandby = true, true
+				c.MemoryLimit = 512 << 20
 			},
 		},
 	}

@@ -121,6 +121,7 @@ func Main(opts Options) {
 	if cfg.Zap.Level != nil && cfg.Zap.Level.Enabled(zapcore.Level(-logging.MaxLevel-1)) {
 		ctrl.Log.WithName("setup").Info("Log level capped: levels above the cap would log credentials", "maxLevel", logging.MaxLevel)
 	}
+	applyMemoryLimit(*cfg, os.Getenv("GOMEMLIMIT"))
 
 	if err := Run(ctrl.SetupSignalHandler(), *cfg, opts); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Operator failed", "operator", opts.Name)

@@ -71,6 +71,10 @@ spec:
             {{- $warm := .Values.leaderElection.warmStandby }}
             - --warm-standby={{ ternary $standbys $warm (kindIs "invalid" $warm) }}
             - --priority-queue={{ ternary $standbys .Values.priorityQueue (kindIs "invalid" .Values.priorityQueue) }}
+            {{- $memoryLimit := dig "limits" "memory" "" (.Values.resources | default dict) }}
+            {{- if $memoryLimit }}
+            - --memory-limit=$(MLP_MEMORY_LIMIT)
+            {{- end }}
             - --metrics-bind-address=:{{ .Values.metrics.port }}
             - --health-probe-bind-address=:8081
             {{- with $in.args }}
@@ -81,6 +85,15 @@ spec:
             - --watch-namespaces={{ join "," . }}
             {{- end }}
           env:
+            {{- if $memoryLimit }}
+            # The container's memory limit in bytes: the operator keeps the
+            # Go runtime within 90 % of it (--memory-limit).
+            - name: MLP_MEMORY_LIMIT
+              valueFrom:
+                resourceFieldRef:
+                  containerName: manager
+                  resource: limits.memory
+            {{- end }}
             {{- include "mlp.containerEnv" . | nindent 12 }}
             {{- with $in.env }}
             {{- . | nindent 12 }}

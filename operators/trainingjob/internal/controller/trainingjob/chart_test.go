@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -199,6 +201,57 @@ func TestChartTurnsOnFastHandoverWithStandbys(t *testing.T) {
 	}
 	if _, err := charttest.Render(chartDir(), "r", "ns", map[string]any{"priorityQueue": "yes"}); err == nil {
 		t.Error("priorityQueue: \"yes\" must be rejected")
+	}
+}
+
+// TestChartKeepsTheGoRuntimeWithinTheMemoryLimit: with a memory limit the
+// operator gets the container's limit from the downward API and keeps its
+// runtime below it (--memory-limit); without one it is told nothing, since
+// the downward API would give the node's memory.
+func TestChartKeepsTheGoRuntimeWithinTheMemoryLimit(t *testing.T) {
+	manager := func(values map[string]any) corev1.Container {
+		t.Helper()
+		out, err := charttest.Render(chartDir(), "r", "ns", values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deployments, err := charttest.Objects[appsv1.Deployment](out, "Deployment")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range deployments {
+			for _, c := range d.Spec.Template.Spec.Containers {
+				if d.Name == "r-trainingjob-operator" && c.Name == "manager" {
+					return c
+				}
+			}
+		}
+		t.Fatal("no operator Deployment with a manager container rendered")
+		return corev1.Container{}
+	}
+	limitEnv := func(c corev1.Container) *corev1.EnvVar {
+		for i, e := range c.Env {
+			if e.Name == "MLP_MEMORY_LIMIT" {
+				return &c.Env[i]
+			}
+		}
+		return nil
+	}
+	c := manager(nil)
+	if !slices.Contains(c.Args, "--memory-limit=$(MLP_MEMORY_LIMIT)") {
+		t.Errorf("args %v lack --memory-limit=$(MLP_MEMORY_LIMIT)", c.Args)
+	}
+	e := limitEnv(c)
+	if e == nil || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil ||
+		e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" || e.ValueFrom.ResourceFieldRef.ContainerName != "manager" {
+		t.Errorf("MLP_MEMORY_LIMIT is %+v, want the manager container's limits.memory from the downward API", e)
+	}
+	if c.Resources.Limits.Memory().IsZero() {
+		t.Error("the chart's default sets no memory limit; the test assumes one")
+	}
+	c = manager(map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": nil}}})
+	if limitEnv(c) != nil || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--memory-limit") }) {
+		t.Errorf("without a memory limit the operator is still told one: args %v", c.Args)
 	}
 }
 
