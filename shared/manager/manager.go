@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -76,14 +79,14 @@ type Options struct {
 	// the manager's creation.
 	OptionalOwnedObjects []client.Object
 
-	// Transforms slim the cached objects of owned kinds, keyed by an
-	// object of the kind (as in OwnedObjects): what an operator never reads
-	// from a cached child, such as the pod template of a Job it only
-	// creates, need not stay in memory for every child. A transform must
-	// keep every field the operator reads from the cache, and the operator
-	// must never write a cached object of that kind back whole (Update); a
-	// patch that names its fields is safe. Managed fields are stripped
-	// before it runs.
+	// Transforms slim the cached objects of a kind, keyed by an object of
+	// the kind (an owned one as in OwnedObjects, or the operator's own such
+	// as StripLastApplied's): what an operator never reads from a cached
+	// object, such as the pod template of a Job it only creates, need not
+	// stay in memory for every one. A transform must keep every field the
+	// operator reads from the cache, and the operator must never write a
+	// cached object of that kind back whole (Update); a patch that names
+	// its fields is safe. Managed fields are stripped before it runs.
 	Transforms map[client.Object]toolscache.TransformFunc
 
 	// Setup registers the operator's reconcilers.
@@ -242,7 +245,48 @@ func ownedCaches(restConfig *rest.Config, opts Options) (map[client.Object]cache
 	for _, obj := range owned {
 		byObject[obj] = cache.ByObject{Label: managedBy, Transform: transformOf(opts.Transforms, obj)}
 	}
+	for _, obj := range unownedTransformed(opts) {
+		byObject[obj] = cache.ByObject{Transform: transformOf(opts.Transforms, obj)}
+	}
 	return byObject, nil
+}
+
+// unownedTransformed are the kinds with a transform that the operator does
+// not own (its own kinds), whose caches hold every object of the kind.
+func unownedTransformed(opts Options) []client.Object {
+	owned := map[reflect.Type]bool{}
+	for _, obj := range slices.Concat(opts.OwnedObjects, opts.OptionalOwnedObjects) {
+		owned[reflect.TypeOf(obj)] = true
+	}
+	var out []client.Object
+	for proto := range opts.Transforms {
+		if !owned[reflect.TypeOf(proto)] {
+			out = append(out, proto)
+		}
+	}
+	return out
+}
+
+// StripLastApplied is a transform for an operator's own kinds: it drops
+// kubectl's last-applied-configuration annotation, a second copy of the
+// whole object as a user last applied it (about as large as the spec), which
+// no operator reads. Objects of the kind must be written through patches
+// that name their fields, as shared/patch does: the annotation then stays
+// on the live object.
+func StripLastApplied(in any) (any, error) {
+	o, ok := in.(metav1.Object)
+	if !ok {
+		return in, nil
+	}
+	if a := o.GetAnnotations(); a != nil {
+		if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+			if len(a) == 0 {
+				o.SetAnnotations(nil)
+			}
+		}
+	}
+	return in, nil
 }
 
 // transformOf is the cache transform of obj's kind: managed fields

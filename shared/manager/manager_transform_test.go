@@ -38,3 +38,47 @@ func TestTransformOfStripsManagedFieldsThenSlims(t *testing.T) {
 		t.Errorf("transformed pod %+v: want no managed fields, no containers, its name", got)
 	}
 }
+
+// TestStripLastAppliedKeepsEveryOtherAnnotation: kubectl's copy of the
+// applied object goes, the other annotations stay, and an object left with
+// none has a nil map, as one decoded without any.
+func TestStripLastAppliedKeepsEveryOtherAnnotation(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		corev1.LastAppliedConfigAnnotation: `{"apiVersion":"v1","kind":"Pod"}`, "team": "vision",
+	}}}
+	out, err := StripLastApplied(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.(*corev1.Pod).Annotations; len(got) != 1 || got["team"] != "vision" {
+		t.Errorf("annotations after the transform: %v, want only team", got)
+	}
+	only := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: "{}"}}}
+	if out, _ := StripLastApplied(only); out.(*corev1.Pod).Annotations != nil {
+		t.Errorf("annotations %v, want nil", out.(*corev1.Pod).Annotations)
+	}
+	if out, err := StripLastApplied("not an object"); err != nil || out != "not an object" {
+		t.Errorf("StripLastApplied of a non-object = %v, %v; want it unchanged", out, err)
+	}
+}
+
+// TestUnownedTransformedAreTheOperatorsOwnKinds: a transform of a kind the
+// operator owns (optional or not) is applied with the owned cache's label
+// selector; one of another kind gets a cache of its own.
+func TestUnownedTransformedAreTheOperatorsOwnKinds(t *testing.T) {
+	id := func(obj any) (any, error) { return obj, nil }
+	opts := Options{
+		OwnedObjects:         []client.Object{&corev1.Pod{}},
+		OptionalOwnedObjects: []client.Object{&appsv1.StatefulSet{}},
+		Transforms: map[client.Object]toolscache.TransformFunc{
+			&corev1.Pod{}: id, &appsv1.StatefulSet{}: id, &corev1.ConfigMap{}: StripLastApplied,
+		},
+	}
+	got := unownedTransformed(opts)
+	if len(got) != 1 {
+		t.Fatalf("unowned transformed kinds %v, want the ConfigMap only", got)
+	}
+	if _, ok := got[0].(*corev1.ConfigMap); !ok {
+		t.Errorf("unowned transformed kind %T, want *v1.ConfigMap", got[0])
+	}
+}

@@ -18,6 +18,13 @@ func obj(labels map[string]string, finalizers []string, status map[string]any) *
 	return u
 }
 
+// annotated is u with the annotation k=v, as the API server holds an
+// object whose cached copy had it stripped (manager.StripLastApplied).
+func annotated(u *unstructured.Unstructured, k, v string) *unstructured.Unstructured {
+	u.SetAnnotations(map[string]string{k: v})
+	return u
+}
+
 func cond(t, s string) map[string]any { return map[string]any{"type": t, "status": s} }
 
 func TestMetadataDeltaReplaysOnNewerObject(t *testing.T) {
@@ -36,6 +43,12 @@ func TestMetadataDeltaReplaysOnNewerObject(t *testing.T) {
 			after:  obj(nil, nil, nil),
 			live:   obj(nil, []string{"ours", "theirs"}, nil),
 			want:   obj(nil, []string{"theirs"}, nil),
+		},
+		"an annotation the cache dropped stays": {
+			before: obj(nil, nil, nil),
+			after:  obj(nil, []string{"ours"}, nil),
+			live:   annotated(obj(nil, nil, nil), "kubectl.kubernetes.io/last-applied-configuration", "{}"),
+			want:   annotated(obj(nil, []string{"ours"}, nil), "kubectl.kubernetes.io/last-applied-configuration", "{}"),
 		},
 		"label change keeps a concurrent label": {
 			before: obj(map[string]string{"a": "1", "gone": "x"}, nil, nil),

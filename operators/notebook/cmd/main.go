@@ -6,7 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
@@ -24,6 +26,7 @@ func main() {
 		Name:         render.OperatorName,
 		AddToScheme:  []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, notebooksv1alpha1.AddToScheme},
 		OwnedObjects: notebook.OwnedObjects(),
+		Transforms:   map[client.Object]toolscache.TransformFunc{&notebooksv1alpha1.Notebook{}: manager.StripLastApplied},
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 			// Flags are parsed by now: Setup runs inside manager.Main.
 			c, err := config.Load(*configFile)

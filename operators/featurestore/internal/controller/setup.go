@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -77,7 +78,8 @@ func ManagerOptions(opts *Options) manager.Options {
 		OwnedObjects: []client.Object{
 			&corev1.Secret{}, &corev1.Service{}, &corev1.ConfigMap{}, &appsv1.StatefulSet{}, &networkingv1.NetworkPolicy{},
 		},
-		Setup: func(mgr ctrl.Manager, cfg manager.Config) error { return Setup(mgr, cfg, opts) },
+		Transforms: map[client.Object]toolscache.TransformFunc{&featuresv1alpha1.FeatureStore{}: manager.StripLastApplied},
+		Setup:      func(mgr ctrl.Manager, cfg manager.Config) error { return Setup(mgr, cfg, opts) },
 	}
 }
 

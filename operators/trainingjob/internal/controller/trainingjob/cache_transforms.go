@@ -5,6 +5,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
 // CacheTransforms slim the operator's cached Jobs and pods, for
@@ -15,8 +18,13 @@ import (
 // pod template. Of a pod it reads metadata, status, and each container's
 // name, image and resources (the memory limit an OOM message names);
 // the progress endpoint's authorization reads the pod's owner and UID.
+// A TrainingJob keeps everything but the copy of itself that kubectl apply
+// leaves in an annotation.
 func CacheTransforms() map[client.Object]toolscache.TransformFunc {
-	return map[client.Object]toolscache.TransformFunc{&batchv1.Job{}: slimJob, &corev1.Pod{}: slimPod}
+	return map[client.Object]toolscache.TransformFunc{
+		&batchv1.Job{}: slimJob, &corev1.Pod{}: slimPod,
+		&trainingv1alpha1.TrainingJob{}: manager.StripLastApplied,
+	}
 }
 
 func slimJob(obj any) (any, error) {
