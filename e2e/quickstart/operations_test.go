@@ -3,6 +3,7 @@ package quickstart
 import (
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,23 +37,46 @@ func renderOperator(t *testing.T, operator string, values map[string]any) (*apps
 }
 
 // managerFlags parses the shared manager's flags out of the operator's
-// arguments, as its main would, leaving the operator's own flags out.
+// arguments, as its main would, leaving the operator's own flags out. The
+// $(VAR) references in them are expanded first, as the kubelet does.
 func managerFlags(t *testing.T, container corev1.Container) manager.Config {
 	t.Helper()
 	cfg := manager.DefaultConfig()
 	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	cfg.BindFlags(fs)
+	expand := containerEnv(t, container)
 	var ours []string
 	for _, arg := range container.Args {
 		name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
 		if fs.Lookup(name) != nil {
-			ours = append(ours, arg)
+			ours = append(ours, expand.Replace(arg))
 		}
 	}
 	if err := fs.Parse(ours); err != nil {
 		t.Fatalf("the operator's main would refuse %q: %v", ours, err)
 	}
 	return cfg
+}
+
+// containerEnv replaces each $(NAME) of the container's environment with
+// the value the kubelet would give it: a literal value, or a resource of
+// the container itself (its memory limit in bytes).
+func containerEnv(t *testing.T, container corev1.Container) *strings.Replacer {
+	t.Helper()
+	var pairs []string
+	for _, e := range container.Env {
+		value := e.Value
+		if ref := e.ValueFrom; ref != nil {
+			switch {
+			case ref.ResourceFieldRef != nil && ref.ResourceFieldRef.Resource == "limits.memory":
+				value = strconv.FormatInt(container.Resources.Limits.Memory().Value(), 10)
+			default:
+				continue
+			}
+		}
+		pairs = append(pairs, "$("+e.Name+")", value)
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 func TestLogLevelStaysBelowClientGoDumps(t *testing.T) {
@@ -99,6 +123,9 @@ func TestLeaderElectionTimingsReachTheOperator(t *testing.T) {
 			}
 			if err := got.Validate(); err != nil {
 				t.Errorf("the chart's defaults are invalid: %v", err)
+			}
+			if limit := d.Spec.Template.Spec.Containers[0].Resources.Limits.Memory().Value(); limit == 0 || got.MemoryLimit != limit {
+				t.Errorf("--memory-limit reaches the operator as %d bytes; the container's limit is %d", got.MemoryLimit, limit)
 			}
 
 			d, err = renderOperator(t, operator, map[string]any{"leaderElection": map[string]any{
