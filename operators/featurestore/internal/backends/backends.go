@@ -211,21 +211,32 @@ func orDefaultPort(p, def int32) int32 {
 
 // AdminFingerprint is a digest of the admin Secrets of the named backends
 // (their resource UIDs and data), so a change of any admin credential can
-// trigger a rotation of the stores' credentials. Missing backends or
-// Secrets contribute nothing: they fail provisioning on their own.
-func (r *Resolver) AdminFingerprint(ctx context.Context, names []string) string {
+// trigger a rotation of the stores' credentials. Backends or Secrets that
+// do not exist contribute nothing: they fail provisioning on their own.
+// Any other failure to read one is returned: a fingerprint computed
+// without a Secret that exists would differ from the last one and rotate
+// every store's credentials for nothing (a cache not started yet, a
+// Forbidden, a timeout).
+func (r *Resolver) AdminFingerprint(ctx context.Context, names []string) (string, error) {
 	names = slices.Clone(names)
 	slices.Sort(names)
 	names = slices.Compact(names)
 	h := sha256.New()
 	for _, n := range names {
 		b, err := r.get(ctx, n)
-		if err != nil {
+		var notFound *NotFoundError
+		switch {
+		case errors.As(err, &notFound):
 			continue
+		case err != nil:
+			return "", fmt.Errorf("reading backend %s for its admin Secret: %w", n, err)
 		}
 		s := &corev1.Secret{}
 		if err := r.Secrets.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: AdminSecretName(b)}, s); err != nil {
-			continue
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return "", fmt.Errorf("reading admin Secret %s/%s of backend %s: %w", r.Namespace, AdminSecretName(b), n, err)
 		}
 		keys := make([]string, 0, len(s.Data))
 		for k := range s.Data {
@@ -238,5 +249,5 @@ func (r *Resolver) AdminFingerprint(ctx context.Context, names []string) string 
 			h.Write(s.Data[k])
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }

@@ -92,12 +92,17 @@ func newPassword() string {
 func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Result, error) {
 	fs := s.fs
 	rotateFor := fs.Annotations[featuresv1alpha1.AnnotationRotateCredentials]
-	fingerprint := r.Backends.AdminFingerprint(ctx, claims.BackendNames(fs))
-
-	secret, err := r.loadCredentials(ctx, s, rotateFor, fingerprint)
+	// Not knowing whether an admin credential changed (its Secret could
+	// not be read) is no reason to rotate: like a credentials Secret that
+	// cannot be loaded, it stops the reconcile with the reason on the
+	// status, and the reconcile is retried.
+	fingerprint, err := r.Backends.AdminFingerprint(ctx, claims.BackendNames(fs))
+	var secret *corev1.Secret
+	if err == nil {
+		secret, err = r.loadCredentials(ctx, s, rotateFor, fingerprint)
+	}
 	if err != nil {
-		// Every store needs the credentials: the reconcile stops here
-		// with the reason on the status.
+		// Every store needs the credentials.
 		res, retryErr := failed(err, "credentials Secret "+CredentialsSecretName(fs.Name))
 		s.credentialsFailure = &res
 		return ctrl.Result{}, retryErr

@@ -166,6 +166,13 @@ func NewAdminSecretCache(mgr ctrl.Manager, namespace string) (cache.Cache, error
 	return adminSecrets, nil
 }
 
+// WaitForAdminSecrets waits until the cache of admin Secrets has synced,
+// as the controller does before its first reconcile; for callers of
+// Reconcile itself, such as tests.
+func (r *Reconciler) WaitForAdminSecrets(ctx context.Context) bool {
+	return r.adminSecrets.WaitForCacheSync(ctx)
+}
+
 func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def

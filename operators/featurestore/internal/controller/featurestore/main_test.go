@@ -153,6 +153,13 @@ func startScopedOperator(t *testing.T, restConfig *rest.Config, namespace string
 		Manager: fscontroller.ManagerOptions(opts), RESTConfig: restConfig,
 		Tune: func(c *manager.Config) { c.WatchNamespaces = watch },
 	})
+	// Tests call Reconcile themselves: a reconcile before the admin
+	// Secrets' cache synced fails (it cannot tell whether they changed).
+	ctx, cancel := context.WithTimeout(t.Context(), testenv.EventuallyTimeout)
+	defer cancel()
+	if !op.reconciler.WaitForAdminSecrets(ctx) {
+		t.Fatal("the admin Secrets' cache did not sync")
+	}
 	return op
 }
 
