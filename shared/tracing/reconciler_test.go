@@ -195,8 +195,8 @@ func TestAPICallInsideReconcileIsChildSpan(t *testing.T) {
 		t.Errorf("API span's parent = %v in trace %v, want the reconcile span %v in trace %v",
 			child.Parent.SpanID(), child.SpanContext.TraceID(), parent.SpanContext.SpanID(), parent.SpanContext.TraceID())
 	}
-	if got := attributes(child.Attributes)["http.status_code"]; got != "200" {
-		t.Errorf("API span http.status_code = %q, want 200 (attributes %v)", got, attributes(child.Attributes))
+	if got := attributes(child.Attributes)["http.response.status_code"]; got != "200" {
+		t.Errorf("API span http.response.status_code = %q, want 200 (attributes %v)", got, attributes(child.Attributes))
 	}
 }
 
