@@ -70,10 +70,10 @@ type Config struct {
 	// restart or a leader handover, every object in the cluster) and
 	// changes that only re-deliver an unchanged object wait behind new
 	// objects and real changes, instead of a new object waiting behind all
-	// of them in one FIFO. Off by default: at 20 000 TrainingJobs it
-	// doubled the CPU of the re-sync after a restart, and it shortens
-	// handovers only together with WarmStandby (the charts turn both on
-	// where there are standbys).
+	// of them in one FIFO. On by default: at 20 000 TrainingJobs a job
+	// created during the re-sync after a restart got its child within
+	// 1.0 s (p99) instead of 8.8 s, for 21 % more CPU (34 s instead of
+	// 28 s; controller-runtime v0.22's queue cost twice the FIFO's).
 	PriorityQueue bool
 
 	// WarmStandby starts each controller's watches in replicas that wait
@@ -149,6 +149,7 @@ func DefaultConfig() Config {
 		// failing object is retried soon after an outage of its
 		// dependency ends.
 		MaxBackoff:              5 * time.Minute,
+		PriorityQueue:           true,
 		GracefulShutdownTimeout: 20 * time.Second,
 		Zap: zap.Options{
 			Development: false,

@@ -42,7 +42,7 @@ func TestFlags(t *testing.T) {
 				"--leader-election-lease-duration=60s", "--leader-election-renew-deadline=40s", "--leader-election-retry-period=5s",
 				"--leader-election-renew-interval=10s", "--pprof-bind-address=127.0.0.1:6060",
 				"--kube-api-qps=20", "--kube-api-burst=30", "--max-concurrent-reconciles=4", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
-				"--priority-queue", "--warm-standby", "--memory-limit=536870912",
+				"--priority-queue=false", "--warm-standby", "--memory-limit=536870912",
 			},
 			want: func(c *Config) {
 				c.MetricsBindAddress = ":9090"
@@ -62,7 +62,7 @@ func TestFlags(t *testing.T) {
 				c.MaxConcurrentReconciles = 4
 				c.MaxBackoff = time.Minute
 				c.GracefulShutdownTimeout = 10 * time.Second
-				c.PriorityQueue, c.WarmStandby = true, true
+				c.PriorityQueue, c.WarmStandby = false, true
 				c.MemoryLimit = 512 << 20
 			},
 		},
@@ -91,6 +91,7 @@ func TestFlags(t *testing.T) {
 				KubeAPIBurst:            100,
 				MaxConcurrentReconciles: 1,
 				MaxBackoff:              5 * time.Minute,
+				PriorityQueue:           true,
 				GracefulShutdownTimeout: 20 * time.Second,
 			}
 			if tc.podNamespace != "" {

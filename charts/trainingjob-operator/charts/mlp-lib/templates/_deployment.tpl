@@ -70,7 +70,7 @@ spec:
             {{- $standbys := gt (int .Values.replicas) 1 }}
             {{- $warm := .Values.leaderElection.warmStandby }}
             - --warm-standby={{ ternary $standbys $warm (kindIs "invalid" $warm) }}
-            - --priority-queue={{ ternary $standbys .Values.priorityQueue (kindIs "invalid" .Values.priorityQueue) }}
+            - --priority-queue={{ .Values.priorityQueue }}
             {{- $memoryLimit := dig "limits" "memory" "" (.Values.resources | default dict) }}
             {{- if $memoryLimit }}
             - --memory-limit=$(MLP_MEMORY_LIMIT)

@@ -174,20 +174,22 @@ func TestChartPassesClientLimitsAndWorkers(t *testing.T) {
 	}
 }
 
-// TestChartTurnsOnFastHandoverWithStandbys: warm standbys and the priority
-// queue are on by default only where there is a standby (replicas > 1),
-// and a value set either way wins.
+// TestChartTurnsOnFastHandoverWithStandbys: warm standbys are on by
+// default only where there is a standby (replicas > 1), the priority queue
+// always, and a value set either way wins.
 func TestChartTurnsOnFastHandoverWithStandbys(t *testing.T) {
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   []string
 	}{
-		"one replica":  {map[string]any{}, []string{"--warm-standby=false", "--priority-queue=false"}},
+		"one replica":  {map[string]any{}, []string{"--warm-standby=false", "--priority-queue=true"}},
 		"two replicas": {map[string]any{"replicas": 2}, []string{"--warm-standby=true", "--priority-queue=true"}},
 		"two, queue off": {map[string]any{"replicas": 2, "priorityQueue": false},
 			[]string{"--warm-standby=true", "--priority-queue=false"}},
 		"one, warm asked": {map[string]any{"leaderElection": map[string]any{"warmStandby": true}},
-			[]string{"--warm-standby=true", "--priority-queue=false"}},
+			[]string{"--warm-standby=true", "--priority-queue=true"}},
+		"two, warm off": {map[string]any{"replicas": 2, "leaderElection": map[string]any{"warmStandby": false}},
+			[]string{"--warm-standby=false", "--priority-queue=true"}},
 	} {
 		out, err := charttest.Render(chartDir(), "r", "ns", tc.values)
 		if err != nil {
