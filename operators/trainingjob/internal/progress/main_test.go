@@ -142,7 +142,32 @@ func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*pro
 			},
 		},
 	})
-	return &endpoint{Operator: op, addr: addr, pool: pool}
+	ep := &endpoint{Operator: op, addr: addr, pool: pool}
+	running[ep] = true
+	t.Cleanup(func() { delete(running, ep) })
+	return ep
+}
+
+// running are the endpoints the current test started (the package's tests
+// run one at a time). A pod a test creates reports only once each of them
+// has it in its cache, as a real pod does: it runs, and so reports,
+// seconds after it was created, while the endpoint reads pods from its
+// cache and refuses one it does not know.
+var running = map[*endpoint]bool{}
+
+// waitKnown waits until every running endpoint's cache holds pod.
+func waitKnown(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	for ep := range running {
+		testenv.Eventually(t, "the endpoint's cache holds pod "+pod.Name, func(ctx context.Context) (bool, error) {
+			var got corev1.Pod
+			err := ep.GetClient().Get(ctx, client.ObjectKeyFromObject(pod), &got)
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && got.UID == pod.UID, err
+		})
+	}
 }
 
 // post sends body with token and returns the status, the body and the
@@ -262,6 +287,7 @@ func (f *fixture) pod(t *testing.T, c client.Client, cs kubernetes.Interface, na
 	if err := c.Create(t.Context(), pod); err != nil {
 		t.Fatal(err)
 	}
+	waitKnown(t, pod)
 	tr, err := cs.CoreV1().ServiceAccounts(f.ns).CreateToken(t.Context(), "trainer", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		Audiences:         []string{audience},
 		ExpirationSeconds: ptr.To[int64](3600),
