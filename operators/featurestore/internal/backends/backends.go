@@ -224,9 +224,8 @@ func (r *Resolver) AdminFingerprint(ctx context.Context, names []string) (string
 	h := sha256.New()
 	for _, n := range names {
 		b, err := r.get(ctx, n)
-		var notFound *NotFoundError
 		switch {
-		case errors.As(err, &notFound):
+		case IsNotFound(err):
 			continue
 		case err != nil:
 			return "", fmt.Errorf("reading backend %s for its admin Secret: %w", n, err)
