@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"fmt"
 	"runtime/debug"
 	"strings"
 
@@ -41,6 +42,12 @@ func applyMemoryLimit(cfg Config, gomemlimit string) {
 		"softLimit", resource.NewQuantity(soft, resource.BinarySI).String())
 }
 
+// minMemoryLimit is the smallest --memory-limit taken: no operator starts
+// in less, and a soft limit below what is live keeps the garbage collector
+// running without end, an operator that stalls without saying why
+// ("--memory-limit=512" meant as 512Mi is 512 bytes).
+const minMemoryLimit = 32 << 20
+
 // parseMemoryLimit reads --memory-limit: a Kubernetes quantity ("512Mi", or
 // the bytes the downward API gives); empty or 0 means none.
 func parseMemoryLimit(v string) (int64, error) {
@@ -50,6 +57,9 @@ func parseMemoryLimit(v string) (int64, error) {
 	q, err := resource.ParseQuantity(v)
 	if err != nil {
 		return 0, err
+	}
+	if n := q.Value(); n != 0 && n < minMemoryLimit {
+		return 0, fmt.Errorf("%s is %d bytes, below the %s an operator needs; a quantity takes a unit, such as 512Mi", v, n, resource.NewQuantity(minMemoryLimit, resource.BinarySI))
 	}
 	return q.Value(), nil
 }

@@ -24,8 +24,10 @@ func TestSoftMemoryLimit(t *testing.T) {
 	}
 }
 
-func TestMemoryLimitFlagRefusesWhatIsNoQuantity(t *testing.T) {
-	for _, v := range []string{"lots", "512MB!", "-1Gi x"} {
+func TestMemoryLimitFlagRefusesWhatIsNoUsableLimit(t *testing.T) {
+	// Not quantities, and quantities no operator runs within: bytes
+	// meant as MiB, a negative limit.
+	for _, v := range []string{"lots", "512MB!", "-1Gi x", "512", "31Mi", "-1Gi"} {
 		c := DefaultConfig()
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -39,5 +41,11 @@ func TestMemoryLimitFlagRefusesWhatIsNoQuantity(t *testing.T) {
 	c.BindFlags(fs)
 	if err := fs.Parse([]string{"--memory-limit="}); err != nil || c.MemoryLimit != 0 {
 		t.Errorf("--memory-limit= gave %d, %v; want none", c.MemoryLimit, err)
+	}
+	if err := fs.Parse([]string{"--memory-limit=0"}); err != nil || c.MemoryLimit != 0 {
+		t.Errorf("--memory-limit=0 gave %d, %v; want none", c.MemoryLimit, err)
+	}
+	if err := fs.Parse([]string{"--memory-limit=32Mi"}); err != nil || c.MemoryLimit != 32<<20 {
+		t.Errorf("--memory-limit=32Mi gave %d, %v; want 32Mi", c.MemoryLimit, err)
 	}
 }
