@@ -89,6 +89,14 @@ type Options struct {
 	// its fields is safe. Managed fields are stripped before it runs.
 	Transforms map[client.Object]toolscache.TransformFunc
 
+	// InternLabels are the label keys whose values repeat across the
+	// operator's cached objects (a run number, a queue's name), besides
+	// commonv1alpha1.LabelManagedBy: every cache shares one copy of each of
+	// their values, as it does of namespaces, label keys and condition
+	// reasons (see Intern). A label whose value is unique to an object,
+	// such as a job's name, does not belong here.
+	InternLabels []string
+
 	// Setup registers the operator's reconcilers.
 	Setup func(mgr ctrl.Manager, cfg Config) error
 
@@ -243,10 +251,10 @@ func ownedCaches(restConfig *rest.Config, opts Options) (map[client.Object]cache
 	managedBy := labels.SelectorFromSet(ManagedByLabels(opts.Name))
 	byObject := make(map[client.Object]cache.ByObject, len(owned))
 	for _, obj := range owned {
-		byObject[obj] = cache.ByObject{Label: managedBy, Transform: transformOf(opts.Transforms, obj)}
+		byObject[obj] = cache.ByObject{Label: managedBy, Transform: transformOf(opts, obj)}
 	}
 	for _, obj := range unownedTransformed(opts) {
-		byObject[obj] = cache.ByObject{Transform: transformOf(opts.Transforms, obj)}
+		byObject[obj] = cache.ByObject{Transform: transformOf(opts, obj)}
 	}
 	return byObject, nil
 }
@@ -290,23 +298,53 @@ func StripLastApplied(in any) (any, error) {
 }
 
 // transformOf is the cache transform of obj's kind: managed fields
-// stripped, then the operator's own transform of the kind if it has one;
-// nil (the manager's default, managed fields stripped) when it has none.
-func transformOf(transforms map[client.Object]toolscache.TransformFunc, obj client.Object) toolscache.TransformFunc {
-	for proto, fn := range transforms {
+// stripped, then the operator's own transform of the kind, then the
+// repeated strings interned; nil (the manager's default, defaultTransform)
+// when it has none.
+func transformOf(opts Options, obj client.Object) toolscache.TransformFunc {
+	for proto, fn := range opts.Transforms {
 		if reflect.TypeOf(proto) != reflect.TypeOf(obj) {
 			continue
 		}
-		strip := cache.TransformStripManagedFields()
+		strip, intern := cache.TransformStripManagedFields(), internTransform(opts.InternLabels, commonv1alpha1.LabelManagedBy)
 		return func(in any) (any, error) {
 			out, err := strip(in)
 			if err != nil {
 				return nil, err
 			}
-			return fn(out)
+			if out, err = fn(out); err != nil {
+				return nil, err
+			}
+			return intern(out)
 		}
 	}
 	return nil
+}
+
+// CacheTransform is what the operator's cache does to each decoded object
+// of obj's kind: transformOf, or the default transform for a kind without
+// a transform of its own. Tests and benchmarks use it to see an object as
+// the cache holds it.
+func CacheTransform(opts Options, obj client.Object) toolscache.TransformFunc {
+	if fn := transformOf(opts, obj); fn != nil {
+		return fn
+	}
+	return defaultTransform(opts)
+}
+
+// defaultTransform is the transform of every cached kind without one of
+// its own: managed fields stripped (nothing in ml-platform reads them, and
+// they are often the largest part of a cached object), then the repeated
+// strings interned.
+func defaultTransform(opts Options) toolscache.TransformFunc {
+	strip, intern := cache.TransformStripManagedFields(), internTransform(opts.InternLabels, commonv1alpha1.LabelManagedBy)
+	return func(in any) (any, error) {
+		out, err := strip(in)
+		if err != nil {
+			return nil, err
+		}
+		return intern(out)
+	}
 }
 
 // managerOptions is the controller-runtime configuration of the manager.
@@ -314,9 +352,7 @@ func managerOptions(cfg Config, opts Options, byObject map[client.Object]cache.B
 	return ctrl.Options{
 		Scheme: opts.Scheme,
 		Cache: cache.Options{
-			// Nothing in ml-platform reads managedFields, and they are
-			// often the largest part of a cached object.
-			DefaultTransform: cache.TransformStripManagedFields(),
+			DefaultTransform: defaultTransform(opts),
 			ByObject:         byObject,
 			NewInformer:      newInformer,
 			// A namespace-scoped install may list and watch only in its

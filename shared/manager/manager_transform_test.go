@@ -18,10 +18,10 @@ func TestTransformOfStripsManagedFieldsThenSlims(t *testing.T) {
 		obj.(*corev1.Pod).Spec.Containers = nil
 		return obj, nil
 	}}
-	if transformOf(transforms, &appsv1.StatefulSet{}) != nil {
+	if transformOf(Options{Transforms: transforms}, &appsv1.StatefulSet{}) != nil {
 		t.Error("a kind without a transform got one")
 	}
-	fn := transformOf(transforms, &corev1.Pod{})
+	fn := transformOf(Options{Transforms: transforms}, &corev1.Pod{})
 	if fn == nil {
 		t.Fatal("no transform for pods")
 	}

@@ -35,6 +35,7 @@ func main() {
 		OwnedObjects:         trainingjob.OwnedObjects(),
 		OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 		Transforms:           trainingjob.CacheTransforms(),
+		InternLabels:         trainingjob.InternLabels(),
 		// Measured with `make bench-backends` (bench/backends/README.md):
 		// under 20 submissions/s the shared defaults (50 QPS, one worker)
 		// took 13 s (p50) and 22 s (p99) to create each job's child, 300

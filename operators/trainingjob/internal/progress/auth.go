@@ -30,11 +30,15 @@ const (
 	extraPodUID  = "authentication.kubernetes.io/pod-uid"
 )
 
-// The labels and annotation that say which rank a pod runs.
+// The labels and annotation that say which rank a pod runs. The operator's
+// pod cache keeps them (internal/controller/trainingjob's transforms).
 const (
 	annotationCompletionIndex = batchv1.JobCompletionIndexAnnotation
-	labelKubeflowReplicaType  = "training.kubeflow.org/replica-type"
-	labelKubeflowReplicaIndex = "training.kubeflow.org/replica-index"
+	// LabelKubeflowPrefix begins every label the Kubeflow training-operator
+	// puts on its pods.
+	LabelKubeflowPrefix       = "training.kubeflow.org/"
+	LabelKubeflowReplicaType  = LabelKubeflowPrefix + "replica-type"
+	LabelKubeflowReplicaIndex = LabelKubeflowPrefix + "replica-index"
 )
 
 // kubeflowGroup owns the Kubeflow job kinds a pod may belong to.
@@ -200,9 +204,9 @@ func rankZero(pod *corev1.Pod) bool {
 	if idx, ok := pod.Annotations[annotationCompletionIndex]; ok {
 		return idx == "0"
 	}
-	first := pod.Labels[labelKubeflowReplicaIndex] == "0"
+	first := pod.Labels[LabelKubeflowReplicaIndex] == "0"
 	owner := metav1.GetControllerOf(pod)
-	switch strings.ToLower(pod.Labels[labelKubeflowReplicaType]) {
+	switch strings.ToLower(pod.Labels[LabelKubeflowReplicaType]) {
 	case "master", "chief":
 		return first
 	case "worker":

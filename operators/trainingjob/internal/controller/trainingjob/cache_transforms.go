@@ -1,12 +1,16 @@
 package trainingjob
 
 import (
+	"strings"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
@@ -14,12 +18,15 @@ import (
 // shared/manager: a cluster with 20 000 TrainingJobs holds as many Jobs
 // and their pods, and the operator reads little of them. It only creates a
 // Job (never updates it: suspend and labels are patches of their own), and
-// reads its metadata, spec.suspend, spec.parallelism and status, not its
-// pod template. Of a pod it reads metadata, status, and each container's
-// name, image and resources (the memory limit an OOM message names);
-// the progress endpoint's authorization reads the pod's owner and UID.
-// A TrainingJob keeps everything but the copy of itself that kubectl apply
-// leaves in an annotation.
+// reads its metadata, spec.suspend, spec.parallelism and status. Of a pod
+// it reads its own labels (and the Kubeflow training-operator's replica
+// labels), the completion index, the owner and UID (the progress
+// endpoint's authorization), the phase, reason and message, the
+// DisruptionTarget condition and PodScheduled when it is False, each
+// container's state, last termination and restart count, and each
+// container's name, image and resources (the memory limit an OOM message
+// names). A TrainingJob keeps everything but the copy of itself that
+// kubectl apply leaves in an annotation.
 func CacheTransforms() map[client.Object]toolscache.TransformFunc {
 	return map[client.Object]toolscache.TransformFunc{
 		&batchv1.Job{}: slimJob, &corev1.Pod{}: slimPod,
@@ -27,9 +34,24 @@ func CacheTransforms() map[client.Object]toolscache.TransformFunc {
 	}
 }
 
+// InternLabels are the labels of the operator's cached objects whose
+// values repeat across them, for shared/manager.
+func InternLabels() []string {
+	return []string{
+		trainingv1alpha1.LabelRun, trainingv1alpha1.LabelKueueQueueName, trainingv1alpha1.LabelKueuePriorityClass,
+		progress.LabelKubeflowReplicaType, progress.LabelKubeflowReplicaIndex,
+	}
+}
+
 func slimJob(obj any) (any, error) {
 	if job, ok := obj.(*batchv1.Job); ok {
-		job.Spec.Template = corev1.PodTemplateSpec{}
+		job.Spec = batchv1.JobSpec{Suspend: job.Spec.Suspend, Parallelism: job.Spec.Parallelism}
+		job.Status.UncountedTerminatedPods = nil
+		for i := range job.Status.Conditions {
+			c := &job.Status.Conditions[i]
+			c.Type, c.Reason = batchv1.JobConditionType(manager.Intern(string(c.Type))), manager.Intern(c.Reason)
+			c.Status, c.Message = corev1.ConditionStatus(manager.Intern(string(c.Status))), manager.Intern(c.Message)
+		}
 	}
 	return obj, nil
 }
@@ -39,15 +61,56 @@ func slimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	pod.GenerateName = ""
+	pod.Labels = ownLabels(pod.Labels)
+	if idx, ok := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; ok {
+		pod.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: manager.Intern(idx)}
+	} else {
+		pod.Annotations = nil
+	}
 	pod.Spec = corev1.PodSpec{
 		InitContainers: slimContainers(pod.Spec.InitContainers),
 		Containers:     slimContainers(pod.Spec.Containers),
-		RestartPolicy:  pod.Spec.RestartPolicy,
-		NodeName:       pod.Spec.NodeName,
+		RestartPolicy:  corev1.RestartPolicy(manager.Intern(string(pod.Spec.RestartPolicy))),
+		NodeName:       manager.Intern(pod.Spec.NodeName),
 		Hostname:       pod.Spec.Hostname,
 		Subdomain:      pod.Spec.Subdomain,
 	}
+	pod.Status = corev1.PodStatus{
+		Phase:                 corev1.PodPhase(manager.Intern(string(pod.Status.Phase))),
+		Reason:                manager.Intern(pod.Status.Reason),
+		Message:               pod.Status.Message,
+		Conditions:            readConditions(pod.Status.Conditions),
+		InitContainerStatuses: slimStatuses(pod.Status.InitContainerStatuses),
+		ContainerStatuses:     slimStatuses(pod.Status.ContainerStatuses),
+	}
 	return pod, nil
+}
+
+// ownLabels keeps the labels the operator reads or selects pods by: its
+// own, the managed-by label of its cache, and the Kubeflow replica labels.
+// The Job controller's (a UID twice, the Job's name twice) go.
+func ownLabels(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if k == commonv1alpha1.LabelManagedBy || strings.HasPrefix(k, trainingv1alpha1.GroupVersion.Group+"/") || strings.HasPrefix(k, progress.LabelKubeflowPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// readConditions keeps the pod conditions the operator reads: a
+// disruption, and the scheduler's refusal.
+func readConditions(in []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition
+	for _, c := range in {
+		if c.Type == corev1.DisruptionTarget || (c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse) {
+			c.Type, c.Status, c.Reason = corev1.PodConditionType(manager.Intern(string(c.Type))), corev1.ConditionStatus(manager.Intern(string(c.Status))), manager.Intern(c.Reason)
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func slimContainers(in []corev1.Container) []corev1.Container {
@@ -56,7 +119,33 @@ func slimContainers(in []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(in))
 	for i, c := range in {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources}
+		out[i] = corev1.Container{Name: manager.Intern(c.Name), Image: manager.Intern(c.Image), Resources: c.Resources}
 	}
 	return out
+}
+
+func slimStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if in == nil {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i, cs := range in {
+		out[i] = corev1.ContainerStatus{
+			Name: manager.Intern(cs.Name), State: slimState(cs.State), LastTerminationState: slimState(cs.LastTerminationState),
+			RestartCount: cs.RestartCount, Ready: cs.Ready, Started: cs.Started,
+		}
+	}
+	return out
+}
+
+// slimState keeps a container state's reasons, messages, exit code and
+// times, sharing the reasons' vocabulary.
+func slimState(s corev1.ContainerState) corev1.ContainerState {
+	if w := s.Waiting; w != nil {
+		w.Reason = manager.Intern(w.Reason)
+	}
+	if t := s.Terminated; t != nil {
+		t.Reason, t.ContainerID = manager.Intern(t.Reason), ""
+	}
+	return s
 }

@@ -11,16 +11,21 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 )
 
 // TestCacheTransformsKeepWhatTheOperatorReads slims a Job and an OOM-killed
 // pod as the cache does and checks that the Job's observed state and the
 // pod's failure classification (which names the memory limit) are those of
-// the whole objects, while the templates and environment are gone.
+// the whole objects, while the templates and environment are gone; that a
+// pod keeps the labels, annotation, owner and container states the
+// operator and its progress endpoint read, and the two conditions that
+// make events and failure causes, and nothing else.
 func TestCacheTransformsKeepWhatTheOperatorReads(t *testing.T) {
 	transforms := CacheTransforms()
 	slim := func(obj client.Object) client.Object {
@@ -46,23 +51,44 @@ func TestCacheTransformsKeepWhatTheOperatorReads(t *testing.T) {
 			Suspend: ptr.To(true), Parallelism: ptr.To[int32](4),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{container}}},
 		},
-		Status: batchv1.JobStatus{Active: 2, Ready: ptr.To[int32](1)},
+		Status: batchv1.JobStatus{Active: 2, Ready: ptr.To[int32](1), Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", Message: "Reached expected number of succeeded pods"},
+		}},
 	}
+	job.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: "c0ffee"}}
 	be := nativejob.NewBackend(backend.Settings{})
 	slimJob := slim(job).(*batchv1.Job)
 	if got, want := be.Observe(slimJob), be.Observe(job); !reflect.DeepEqual(got, want) {
 		t.Errorf("observed from the slim Job %+v, from the whole one %+v", got, want)
 	}
-	if len(slimJob.Spec.Template.Spec.Containers) != 0 || slimJob.Labels[trainingv1alpha1.LabelJobName] != "job" {
+	if len(slimJob.Spec.Template.Spec.Containers) != 0 || slimJob.Spec.Selector != nil || slimJob.Labels[trainingv1alpha1.LabelJobName] != "job" {
 		t.Errorf("slim Job keeps its template or loses its labels: %+v", slimJob)
 	}
 
 	pod := corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "job-r1-0", UID: "u1", Labels: map[string]string{trainingv1alpha1.LabelJobName: "job"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{container}, Volumes: []corev1.Volume{{Name: "shm"}}, RestartPolicy: corev1.RestartPolicyNever},
-		Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "pytorch", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}},
-		}}},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "job-r1-0", GenerateName: "job-r1-0-", UID: "u1",
+			Labels: map[string]string{
+				trainingv1alpha1.LabelJobName: "job", trainingv1alpha1.LabelRun: "1", commonv1alpha1.LabelManagedBy: OperatorName,
+				progress.LabelKubeflowReplicaType: "master", progress.LabelKubeflowReplicaIndex: "0",
+				batchv1.ControllerUidLabel: "c0ffee", batchv1.JobNameLabel: "job-r1", "team": "vision",
+			},
+			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: "0", "note": "a user's"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "job-r1", UID: "j1", Controller: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{container}, Volumes: []corev1.Volume{{Name: "shm"}}, RestartPolicy: corev1.RestartPolicyNever},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodFailed, PodIP: "10.0.0.7", QOSClass: corev1.PodQOSBurstable,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted"},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			},
+			ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "pytorch", Image: "train:1", ImageID: "sha256:abc", ContainerID: "containerd://1", RestartCount: 2,
+				State:                corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", ContainerID: "containerd://1"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}},
+			}},
+		},
 	}
 	slimPod := slim(&pod).(*corev1.Pod)
 	if got, want := failure.Classify([]corev1.Pod{*slimPod}), failure.Classify([]corev1.Pod{pod}); got != want {
@@ -70,5 +96,42 @@ func TestCacheTransformsKeepWhatTheOperatorReads(t *testing.T) {
 	}
 	if c := slimPod.Spec.Containers[0]; len(c.Env) != 0 || len(c.Command) != 0 || len(slimPod.Spec.Volumes) != 0 || c.Name != "pytorch" {
 		t.Errorf("slim pod keeps what nothing reads, or loses its container's name: %+v", slimPod.Spec)
+	}
+	wantLabels := map[string]string{
+		trainingv1alpha1.LabelJobName: "job", trainingv1alpha1.LabelRun: "1", commonv1alpha1.LabelManagedBy: OperatorName,
+		progress.LabelKubeflowReplicaType: "master", progress.LabelKubeflowReplicaIndex: "0",
+	}
+	if !reflect.DeepEqual(slimPod.Labels, wantLabels) || !reflect.DeepEqual(slimPod.Annotations, map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}) {
+		t.Errorf("slim pod's labels %v and annotations %v, want the operator's and Kubeflow's labels and the completion index", slimPod.Labels, slimPod.Annotations)
+	}
+	if !reflect.DeepEqual(slimPod.OwnerReferences, pod.OwnerReferences) || slimPod.UID != pod.UID {
+		t.Errorf("slim pod lost its owner or UID (the progress endpoint's authorization reads them): %+v", slimPod.ObjectMeta)
+	}
+	if cs := slimPod.Status.ContainerStatuses[0]; cs.RestartCount != 2 || cs.LastTerminationState.Terminated == nil || cs.Image != "" || cs.ImageID != "" {
+		t.Errorf("slim container status %+v: want its restarts and last termination, no image", cs)
+	}
+	if len(slimPod.Status.Conditions) != 0 || slimPod.Status.PodIP != "" {
+		t.Errorf("slim pod keeps conditions or an IP nothing reads: %+v", slimPod.Status)
+	}
+
+	// The pod conditions the operator reads: what the scheduler and the
+	// control plane say of a pod, as events and failure causes.
+	for _, c := range []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"},
+		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler},
+	} {
+		p := pod.DeepCopy()
+		p.Status.Conditions = append(p.Status.Conditions, c)
+		p.Status.Phase, p.Status.ContainerStatuses = corev1.PodPending, nil
+		sp := slim(p).(*corev1.Pod)
+		if got, want := issueKeys(sp), issueKeys(p); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: issues of the slim pod %v, of the whole one %v", c.Type, got, want)
+		}
+		if got, want := failure.Classify([]corev1.Pod{*sp}), failure.Classify([]corev1.Pod{*p}); got != want {
+			t.Errorf("%s: classified from the slim pod %+v, from the whole one %+v", c.Type, got, want)
+		}
+		if len(sp.Status.Conditions) != 1 || sp.Status.Conditions[0] != c {
+			t.Errorf("%s: slim pod's conditions %+v, want only %+v", c.Type, sp.Status.Conditions, c)
+		}
 	}
 }
