@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
+	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -97,7 +101,39 @@ type Runner[T Object, S any] struct {
 	// reconcile read it; statusWritten says whether status changed. It is
 	// where a controller records metrics of what it persisted.
 	AfterWrite func(s S, before, after T, statusWritten bool)
+	// ErrorEventAfter is how long phases may keep failing before the
+	// error is recorded as a Warning event (ReconcileError) on the object:
+	// an error the status does not explain (the API server refusing a
+	// Service for an exhausted IP range, a Forbidden write) is otherwise
+	// only in the operator's log, and the user sees a resource that does
+	// not progress, with no reason. Errors that resolve themselves
+	// (conflicts, a cache behind an object just created) never last that
+	// long. Zero means DefaultErrorEventAfter; a negative value turns the
+	// events off.
+	ErrorEventAfter time.Duration
+
+	failing failingObjects
 }
+
+// DefaultErrorEventAfter is Runner.ErrorEventAfter's default: longer than
+// the few retries a transient error takes (controller-runtime retries
+// after 5 ms, doubling), shorter than a user's patience.
+const DefaultErrorEventAfter = 30 * time.Second
+
+// ReasonReconcileError is the reason of the Warning event that reports a
+// lasting reconcile error.
+const ReasonReconcileError = "ReconcileError"
+
+// maxEventMessage bounds the message of a ReconcileError event; the API
+// server's own limit is 1 KiB for the message of an events.k8s.io event.
+const maxEventMessage = 1000
+
+// maxFailingObjects bounds the objects whose errors a Runner tracks: an
+// object deleted while it failed is never reconciled again to end its
+// entry, and a flood of failing objects must not grow the map without end.
+// Beyond it new failures are still returned and logged, but not reported
+// as events.
+const maxFailingObjects = 10000
 
 // Run runs every phase in order on the scope s of obj, then writes obj's
 // metadata and status once, only where they changed, and then records the
@@ -123,12 +159,16 @@ func (r *Runner[T, S]) Run(ctx context.Context, obj T, s S) (ctrl.Result, error)
 	written, err := h.Patch(ctx, obj)
 	if apierrors.IsNotFound(err) {
 		// Deleted while we reconciled: nothing is left to write or report.
+		r.reportLastingError(obj, nil)
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
-		return ctrl.Result{}, errors.Join(phaseErr, err)
+		err = errors.Join(phaseErr, err)
+		r.reportLastingError(obj, err)
+		return ctrl.Result{}, err
 	}
 	r.recordEvents(s, before, obj)
+	r.reportLastingError(obj, phaseErr)
 	if r.AfterWrite != nil {
 		r.AfterWrite(s, before, obj, written.StatusPatched)
 	}
@@ -182,4 +222,93 @@ func (r *Runner[T, S]) recordEvents(s S, before, after T) {
 	for _, e := range events {
 		r.Recorder.Event(after, e.Type, e.Reason, e.Message)
 	}
+}
+
+// failingObjects tracks, per object, since when its reconciles fail and
+// which error was last reported.
+type failingObjects struct {
+	mu      sync.Mutex
+	objects map[string]*failing
+}
+
+type failing struct {
+	since    time.Time
+	reported string
+}
+
+// reportLastingError records a Warning event when the phases of obj have
+// failed for ErrorEventAfter without a successful reconcile in between, and
+// again when the error changes; a success forgets the failure. Conflicts
+// and a context cancelled by the manager's stop are neither a failure nor a
+// success: they resolve at the next attempt. Neither are the errors of an
+// API server that is down, restarting or overloaded: every object fails
+// alike then, the event could not be written, and the outage is the
+// cluster's to report.
+func (r *Runner[T, S]) reportLastingError(obj T, err error) {
+	after := r.ErrorEventAfter
+	if after == 0 {
+		after = DefaultErrorEventAfter
+	}
+	if after < 0 || r.Recorder == nil {
+		return
+	}
+	key := obj.GetNamespace() + "/" + obj.GetName() + "/" + string(obj.GetUID())
+	f := &r.failing
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.objects, key)
+		return
+	}
+	if passing(err) {
+		return
+	}
+	now := r.now()
+	entry, ok := f.objects[key]
+	if !ok {
+		if len(f.objects) >= maxFailingObjects {
+			return
+		}
+		if f.objects == nil {
+			f.objects = map[string]*failing{}
+		}
+		f.objects[key] = &failing{since: now}
+		return
+	}
+	msg := err.Error()
+	if now.Sub(entry.since) < after || msg == entry.reported {
+		return
+	}
+	entry.reported = msg
+	r.Recorder.Event(obj, corev1.EventTypeWarning, ReasonReconcileError,
+		truncate(fmt.Sprintf("Reconciling has failed for %s: %s", now.Sub(entry.since).Round(time.Second), msg), maxEventMessage))
+}
+
+// passing tells the errors that resolve at the next attempts, or that
+// every object shares while the API server cannot serve, from those of
+// one object.
+func passing(err error) bool {
+	return apierrors.IsConflict(err) || errors.Is(err, context.Canceled) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}
+
+// truncate shortens s to at most limit bytes, on a character's boundary,
+// ending it with "..." when it was cut.
+func truncate(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func (r *Runner[T, S]) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }

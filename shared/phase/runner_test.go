@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +33,8 @@ import (
 type journal struct {
 	mu      sync.Mutex
 	entries []string
+	// messages are the events' messages, in order.
+	messages []string
 }
 
 func (j *journal) add(s string) {
@@ -52,8 +58,11 @@ func (j *journal) count(prefix string) int {
 // recorder is an EventRecorder writing into a journal.
 type recorder struct{ j *journal }
 
-func (r recorder) Event(_ runtime.Object, eventtype, reason, _ string) {
+func (r recorder) Event(_ runtime.Object, eventtype, reason, message string) {
 	r.j.add("event " + eventtype + " " + reason)
+	r.j.mu.Lock()
+	defer r.j.mu.Unlock()
+	r.j.messages = append(r.j.messages, message)
 }
 
 func (r recorder) Eventf(o runtime.Object, eventtype, reason, messageFmt string, _ ...any) {
@@ -471,5 +480,97 @@ func TestEventsSeeTheScope(t *testing.T) {
 	want := []string{"status-write", "event Normal Echoed"}
 	if strings.Join(f.j.entries, "|") != strings.Join(want, "|") {
 		t.Errorf("journal = %v, want %v", f.j.entries, want)
+	}
+}
+
+// TestLastingErrorsBecomeWarningEvents: an error the phases keep returning
+// is reported once as a Warning event after ErrorEventAfter, again only
+// when it changes, and forgotten after a success; conflicts and an
+// unreachable API server never start the clock, and a long message is cut
+// to what the API server takes.
+func TestLastingErrorsBecomeWarningEvents(t *testing.T) {
+	f := newFixture(t)
+	var failure error
+	r := f.runner(t, Phase[W]{Name: "ensureService", Run: func(context.Context, W) (Result, error) { return Result{}, failure }})
+	warnings := func() int { return f.j.count("event Warning " + ReasonReconcileError) }
+	step := func(d time.Duration) {
+		t.Helper()
+		f.clock.Step(d)
+		if _, err := f.run(r); (err != nil) != (failure != nil) {
+			t.Fatalf("Run returned %v with the phase failing with %v", err, failure)
+		}
+	}
+
+	for _, passing := range []error{
+		apierrors.NewConflict(schema.GroupResource{Resource: "services"}, "w", errors.New("changed")),
+		apierrors.NewServiceUnavailable("the API server is restarting"),
+		fmt.Errorf("get: %w", syscall.ECONNREFUSED),
+	} {
+		failure = passing
+		step(0)
+		step(DefaultErrorEventAfter)
+	}
+	failure = apierrors.NewInternalError(errors.New("failed to allocate a serviceIP: range is full"))
+	step(time.Second) // the clock starts here: conflicts did not start it
+	step(DefaultErrorEventAfter - 2*time.Second)
+	if n := warnings(); n != 0 {
+		t.Fatalf("%d Warning events before the error lasted %s", n, DefaultErrorEventAfter)
+	}
+	step(2 * time.Second)
+	step(10 * time.Second)
+	if n := warnings(); n != 1 {
+		t.Fatalf("%d Warning events after the error lasted, want one for the same error", n)
+	}
+	if msg := f.j.messages[len(f.j.messages)-1]; !strings.Contains(msg, "ensureService: Internal error occurred: failed to allocate a serviceIP: range is full") || !strings.HasPrefix(msg, "Reconciling has failed for 30s: ") {
+		t.Errorf("event message %q: want how long and the phase's error", msg)
+	}
+
+	failure = errors.New(strings.Repeat("é", maxEventMessage))
+	step(time.Second)
+	if n := warnings(); n != 2 {
+		t.Fatalf("%d Warning events after the error changed, want 2", n)
+	}
+	if msg := f.j.messages[len(f.j.messages)-1]; len(msg) > maxEventMessage || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "...") {
+		t.Errorf("a long message was sent as %d bytes (valid UTF-8: %v)", len(msg), utf8.ValidString(msg))
+	}
+
+	failure = nil
+	step(time.Second)
+	failure = errors.New("forbidden")
+	step(time.Second)
+	step(DefaultErrorEventAfter - time.Second)
+	if n := warnings(); n != 2 {
+		t.Errorf("%d Warning events: a success did not restart the clock", n)
+	}
+	step(time.Second)
+	if n := warnings(); n != 3 {
+		t.Errorf("%d Warning events, want 3 once the new failure lasted", n)
+	}
+
+	off := f.runner(t, Phase[W]{Name: "failing", Run: func(context.Context, W) (Result, error) { return Result{}, errors.New("down") }})
+	off.ErrorEventAfter = -1
+	for range 3 {
+		f.clock.Step(time.Hour)
+		_, _ = f.run(off)
+	}
+	if n := warnings(); n != 3 {
+		t.Errorf("%d Warning events with the events turned off, want still 3", n)
+	}
+}
+
+// TestLastingErrorsTrackABoundedNumberOfObjects: objects deleted while they
+// failed are never reconciled again; the map of failing objects stops
+// growing at maxFailingObjects.
+func TestLastingErrorsTrackABoundedNumberOfObjects(t *testing.T) {
+	r := &Runner[W, W]{Recorder: recorder{&journal{}}, Clock: clocktesting.NewFakeClock(time.Unix(1000, 0))}
+	for i := range maxFailingObjects + 10 {
+		r.reportLastingError(&samplev1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i)}}, errors.New("down"))
+	}
+	if n := len(r.failing.objects); n != maxFailingObjects {
+		t.Errorf("%d failing objects tracked, want at most %d", n, maxFailingObjects)
+	}
+	r.reportLastingError(&samplev1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "0"}}, nil)
+	if n := len(r.failing.objects); n != maxFailingObjects-1 {
+		t.Errorf("%d failing objects tracked after one succeeded, want %d", n, maxFailingObjects-1)
 	}
 }
