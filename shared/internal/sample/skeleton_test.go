@@ -2,11 +2,15 @@ package sample
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/phase"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
@@ -73,4 +77,27 @@ func TestFailingPhaseDoesNotStopTheOthers(t *testing.T) {
 	if got.Status.Echo != "two" {
 		t.Errorf("echo = %q after recovery, want two", got.Status.Echo)
 	}
+}
+
+// TestLastingFailureIsAWarningEvent: a phase that keeps failing reaches
+// the Widget as a Warning event ReconcileError with the phase's error, on a
+// real API server through the operator's event recorder; the Widget is
+// Ready again once the external system serves.
+func TestLastingFailureIsAWarningEvent(t *testing.T) {
+	c := env.AdminClient(t, scheme)
+	ns := testenv.CreateNamespace(t, c, "lasting")
+	ext := NewExternal()
+	ext.SetFailing(true)
+	startOperator(t, ext, func(r *Reconciler) { r.ErrorEventAfter = time.Second })
+
+	w := newWidget(ns, "one")
+	if err := c.Create(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	e := testenv.WaitForEvent(t, c, w, phase.ReasonReconcileError)
+	if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "provision: ") || !strings.HasPrefix(e.Message, "Reconciling has failed for ") {
+		t.Errorf("event %s %q: want a Warning naming the failing phase", e.Type, e.Message)
+	}
+	ext.SetFailing(false)
+	waitReady(t, c, w)
 }

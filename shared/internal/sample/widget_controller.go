@@ -2,6 +2,7 @@ package sample
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -40,8 +41,11 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	External  *External
 	Finalizer *finalizer.Finalizer
-	runner    *phase.Runner[*samplev1alpha1.Widget, *scope]
-	metrics   *phase.Metrics
+	// ErrorEventAfter is the Runner's: how long reconciles may keep failing
+	// before the error is a Warning event; zero is phase's default.
+	ErrorEventAfter time.Duration
+	runner          *phase.Runner[*samplev1alpha1.Widget, *scope]
+	metrics         *phase.Metrics
 }
 
 // scope is what one reconcile's steps share: the Widget and what they
@@ -86,6 +90,9 @@ func (r *Reconciler) newRunner() *phase.Runner[*samplev1alpha1.Widget, *scope] {
 		Recorder:   r.Recorder,
 		Clock:      clock.RealClock{},
 		Metrics:    r.metrics,
+		// An error the status does not explain reaches the user as a
+		// Warning event once it has lasted.
+		ErrorEventAfter: r.ErrorEventAfter,
 		Phases: []phase.Phase[*scope]{
 			phase.Step("provision", r.provision),
 			phase.Step("echo", r.echo),
