@@ -297,25 +297,23 @@ func StripLastApplied(in any) (any, error) {
 	return in, nil
 }
 
-// transformOf is the cache transform of obj's kind: managed fields
-// stripped, then the operator's own transform of the kind, then the
-// repeated strings interned; nil (the manager's default, defaultTransform)
-// when it has none.
+// transformOf is the cache transform of obj's kind: defaultTransform
+// (managed fields stripped, repeated strings interned), then the
+// operator's own transform of the kind, which so works on the shared
+// copies; nil (the manager's default, defaultTransform alone) when it has
+// none.
 func transformOf(opts Options, obj client.Object) toolscache.TransformFunc {
 	for proto, fn := range opts.Transforms {
 		if reflect.TypeOf(proto) != reflect.TypeOf(obj) {
 			continue
 		}
-		strip, intern := cache.TransformStripManagedFields(), internTransform(opts.InternLabels, commonv1alpha1.LabelManagedBy)
+		common := defaultTransform(opts)
 		return func(in any) (any, error) {
-			out, err := strip(in)
+			out, err := common(in)
 			if err != nil {
 				return nil, err
 			}
-			if out, err = fn(out); err != nil {
-				return nil, err
-			}
-			return intern(out)
+			return fn(out)
 		}
 	}
 	return nil

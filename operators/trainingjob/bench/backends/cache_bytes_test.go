@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,8 +24,8 @@ import (
 
 // cachedKinds are the kinds the TrainingJob operator caches one of per
 // job, with objects of BenchmarkScale's fixture (testdata/cache: a queued,
-// a running and a succeeded TrainingJob, their Jobs, their pods, as the
-// API server served them) and the most each cached copy may keep, as a
+// a running and a succeeded TrainingJob, their Jobs, their pods and a rank
+// NetworkPolicy, as the API server served them) and the most each cached copy may keep, as a
 // share of the object decoded with only its managed fields stripped.
 var cachedKinds = []struct {
 	file     string
@@ -34,6 +35,7 @@ var cachedKinds = []struct {
 	{"trainingjobs", func() client.Object { return &trainingv1alpha1.TrainingJob{} }, 0.92},
 	{"jobs", func() client.Object { return &batchv1.Job{} }, 0.40},
 	{"pods", func() client.Object { return &corev1.Pod{} }, 0.50},
+	{"networkpolicies", func() client.Object { return &networkingv1.NetworkPolicy{} }, 0.75},
 }
 
 // TestCacheKeepsLittleOfEachObject measures the heap one cached copy of

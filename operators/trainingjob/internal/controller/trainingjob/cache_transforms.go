@@ -1,10 +1,13 @@
 package trainingjob
 
 import (
+	"maps"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,11 +28,12 @@ import (
 // DisruptionTarget condition and PodScheduled when it is False, each
 // container's state, last termination and restart count, and each
 // container's name, image and resources (the memory limit an OOM message
-// names). A TrainingJob keeps everything but the copy of itself that
-// kubectl apply leaves in an annotation.
+// names). A rank NetworkPolicy, one per TrainingJob, holds its selectors
+// once. A TrainingJob keeps everything but the copy of itself that kubectl
+// apply leaves in an annotation.
 func CacheTransforms() map[client.Object]toolscache.TransformFunc {
 	return map[client.Object]toolscache.TransformFunc{
-		&batchv1.Job{}: slimJob, &corev1.Pod{}: slimPod,
+		&batchv1.Job{}: slimJob, &corev1.Pod{}: slimPod, &networkingv1.NetworkPolicy{}: shareSelectors,
 		&trainingv1alpha1.TrainingJob{}: manager.StripLastApplied,
 	}
 }
@@ -41,6 +45,31 @@ func InternLabels() []string {
 		trainingv1alpha1.LabelRun, trainingv1alpha1.LabelKueueQueueName, trainingv1alpha1.LabelKueuePriorityClass,
 		progress.LabelKubeflowReplicaType, progress.LabelKubeflowReplicaIndex,
 	}
+}
+
+// shareSelectors points the label selectors of a rank NetworkPolicy that
+// match exactly its own labels (both of them: the policy selects the job's
+// ranks and admits them) at the labels' map, so a cached policy holds one
+// map instead of three. A cached object is never changed in place (reads
+// get a deep copy, which copies each map), so the sharing stays inside the
+// cache.
+func shareSelectors(obj any) (any, error) {
+	np, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		return obj, nil
+	}
+	share := func(sel *metav1.LabelSelector) {
+		if sel != nil && len(sel.MatchExpressions) == 0 && len(sel.MatchLabels) > 0 && maps.Equal(sel.MatchLabels, np.Labels) {
+			sel.MatchLabels = np.Labels
+		}
+	}
+	share(&np.Spec.PodSelector)
+	for i := range np.Spec.Ingress {
+		for j := range np.Spec.Ingress[i].From {
+			share(np.Spec.Ingress[i].From[j].PodSelector)
+		}
+	}
+	return np, nil
 }
 
 func slimJob(obj any) (any, error) {
@@ -91,7 +120,9 @@ func slimPod(obj any) (any, error) {
 // own, the managed-by label of its cache, and the Kubeflow replica labels.
 // The Job controller's (a UID twice, the Job's name twice) go.
 func ownLabels(in map[string]string) map[string]string {
-	out := make(map[string]string, len(in))
+	// No size hint: the Job controller's labels make in 8 or more, and a
+	// map sized for them is twice the size the few kept need.
+	out := map[string]string{}
 	for k, v := range in {
 		if k == commonv1alpha1.LabelManagedBy || strings.HasPrefix(k, trainingv1alpha1.GroupVersion.Group+"/") || strings.HasPrefix(k, progress.LabelKubeflowPrefix) {
 			out[k] = v

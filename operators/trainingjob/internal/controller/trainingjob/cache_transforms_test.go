@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -133,5 +134,38 @@ func TestCacheTransformsKeepWhatTheOperatorReads(t *testing.T) {
 		if len(sp.Status.Conditions) != 1 || sp.Status.Conditions[0] != c {
 			t.Errorf("%s: slim pod's conditions %+v, want only %+v", c.Type, sp.Status.Conditions, c)
 		}
+	}
+}
+
+// TestCachedRankPolicyHoldsItsSelectorsOnce: the selectors of a rank
+// NetworkPolicy that repeat its labels share the labels' map in the cache,
+// a copy read from the cache has maps of its own, and a selector that says
+// something else keeps its own.
+func TestCachedRankPolicyHoldsItsSelectorsOnce(t *testing.T) {
+	tj := &trainingv1alpha1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "job"}}
+	np := backend.NetworkPolicy(OperatorName, tj)
+	np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{From: []networkingv1.NetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "monitor"}}},
+		{NamespaceSelector: &metav1.LabelSelector{}},
+	}})
+	want := np.DeepCopy()
+	got, err := shareSelectors(np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := got.(*networkingv1.NetworkPolicy)
+	same := func(a, b map[string]string) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	if !same(cached.Spec.PodSelector.MatchLabels, cached.Labels) || !same(cached.Spec.Ingress[0].From[0].PodSelector.MatchLabels, cached.Labels) {
+		t.Error("the selectors that repeat the labels hold maps of their own")
+	}
+	if same(cached.Spec.Ingress[1].From[0].PodSelector.MatchLabels, cached.Labels) {
+		t.Error("a selector that says something else was replaced by the labels")
+	}
+	if !reflect.DeepEqual(cached, want) {
+		t.Errorf("the cached policy says something else than the policy:\n%+v\n%+v", cached, want)
+	}
+	read := cached.DeepCopy()
+	if same(read.Spec.PodSelector.MatchLabels, read.Labels) {
+		t.Error("a copy read from the cache shares a map")
 	}
 }
