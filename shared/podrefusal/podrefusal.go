@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
 // Source selects the refusal events of one controller. Kubernetes' own
@@ -88,7 +90,9 @@ func New(ctx context.Context, mgr ctrl.Manager, namespaces map[string]cache.Conf
 		}); err != nil {
 			return nil, err
 		}
-		if err := mgr.Add(c); err != nil {
+		// On every replica, so that a warm standby's controllers find it
+		// synced.
+		if err := manager.AddCache(mgr, c); err != nil {
 			return nil, err
 		}
 		w.caches = append(w.caches, c)

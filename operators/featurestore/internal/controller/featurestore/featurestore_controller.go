@@ -28,6 +28,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/manager"
 	"github.com/ml-platform/ml-platform/shared/panics"
 	"github.com/ml-platform/ml-platform/shared/patch"
 	"github.com/ml-platform/ml-platform/shared/phase"
@@ -160,7 +161,9 @@ func NewAdminSecretCache(mgr ctrl.Manager, namespace string) (cache.Cache, error
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(adminSecrets); err != nil {
+	// On every replica, so that a warm standby's controllers find it
+	// synced.
+	if err := manager.AddCache(mgr, adminSecrets); err != nil {
 		return nil, err
 	}
 	return adminSecrets, nil
