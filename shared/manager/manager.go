@@ -86,7 +86,8 @@ type Options struct {
 	// stay in memory for every one. A transform must keep every field the
 	// operator reads from the cache, and the operator must never write a
 	// cached object of that kind back whole (Update); a patch that names
-	// its fields is safe. Managed fields are stripped before it runs.
+	// its fields is safe. Managed fields are stripped and the repeated
+	// strings interned before it runs.
 	Transforms map[client.Object]toolscache.TransformFunc
 
 	// InternLabels are the label keys whose values repeat across the
