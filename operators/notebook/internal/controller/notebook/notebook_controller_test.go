@@ -460,9 +460,16 @@ func createWorkspacePod(t *testing.T, c client.Client, nb *notebooksv1alpha1.Not
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(t.Context(), podOf(sts)); err != nil {
-		t.Fatal(err)
-	}
+	// The API server's quota admission reads quotas through its own
+	// informer: right after a test deleted a full quota it may still
+	// refuse the pod, for as long as that informer lags (a loaded machine).
+	testenv.Eventually(t, "the workspace pod created", func(ctx context.Context) (bool, error) {
+		err := c.Create(ctx, podOf(sts))
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota") {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	testenv.Eventually(t, "PVC protection holds the workspace", func(ctx context.Context) (bool, error) {
 		pvc, err := getOwnedPVC(t, c, nb)
 		return err == nil && len(pvc.Finalizers) > 0, nil
