@@ -154,7 +154,9 @@ func TestCachedRankPolicyHoldsItsSelectorsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cached := got.(*networkingv1.NetworkPolicy)
-	same := func(a, b map[string]string) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
 	if !same(cached.Spec.PodSelector.MatchLabels, cached.Labels) || !same(cached.Spec.Ingress[0].From[0].PodSelector.MatchLabels, cached.Labels) {
 		t.Error("the selectors that repeat the labels hold maps of their own")
 	}
