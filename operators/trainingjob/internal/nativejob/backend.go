@@ -2,7 +2,6 @@ package nativejob
 
 import (
 	"fmt"
-	"maps"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -123,9 +122,11 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	}, nil
 }
 
-// Companions is the run's headless Service. It publishes ranks before they
-// are ready, because ranks must find each other to become ready at all. A
-// run of one pod has nobody to find and gets none.
+// Companions is the run's headless Service. It has no selector: the
+// operator publishes the ranks' host names itself (package rankdns), as
+// soon as each has an address and before it is ready, because ranks must
+// find each other to become ready at all. A run of one pod has nobody to
+// find and gets none.
 func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object {
 	l, ok := b.launchers[tj.Spec.Framework]
 	if !ok || tj.WorkerPods() <= 1 {
@@ -136,10 +137,8 @@ func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, run int32) []clie
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: backend.JobName(tj.Name, run), Labels: labels},
 		Spec: corev1.ServiceSpec{
-			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 maps.Clone(labels),
-			PublishNotReadyAddresses: true,
-			Ports:                    []corev1.ServicePort{{Name: l.port.Name, Port: l.port.ContainerPort, Protocol: corev1.ProtocolTCP}},
+			ClusterIP: corev1.ClusterIPNone,
+			Ports:     []corev1.ServicePort{{Name: l.port.Name, Port: l.port.ContainerPort, Protocol: corev1.ProtocolTCP}},
 		},
 	}}
 }

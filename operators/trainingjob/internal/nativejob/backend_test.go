@@ -10,12 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 )
 
@@ -48,15 +48,15 @@ func TestBuildIsOneIndexedJobThatNeverRetries(t *testing.T) {
 		t.Errorf("subdomain %q, want the Service's name", spec.Template.Spec.Subdomain)
 	}
 	svc := b.Companions(tj, 2)[0].(*corev1.Service)
-	if svc.Name != spec.Template.Spec.Subdomain || svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
-		t.Errorf("service %s clusterIP %q publishNotReady %t", svc.Name, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
+	// No selector: the operator publishes the ranks (package rankdns),
+	// those of the run the Service's labels name.
+	if svc.Name != spec.Template.Spec.Subdomain || svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector != nil || !rankdns.Published(svc, settings.OperatorName) {
+		t.Errorf("service %s clusterIP %q selector %v labels %v, want headless, published by the operator", svc.Name, svc.Spec.ClusterIP, svc.Spec.Selector, svc.Labels)
 	}
-	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(spec.Template.Labels)) {
-		t.Errorf("service selector %v does not select the pods %v", svc.Spec.Selector, spec.Template.Labels)
-	}
-	other, _ := b.Build(tj, 3, nil)
-	if labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(other.(*batchv1.Job).Spec.Template.Labels)) {
-		t.Error("run 2's service selects run 3's pods")
+	for _, k := range []string{trainingv1alpha1.LabelJobName, trainingv1alpha1.LabelRun} {
+		if svc.Labels[k] != spec.Template.Labels[k] {
+			t.Errorf("service label %s=%q, the pods' %q", k, svc.Labels[k], spec.Template.Labels[k])
+		}
 	}
 	if p := spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort != svc.Spec.Ports[0].Port {
 		t.Errorf("container ports %v, service ports %v", p, svc.Spec.Ports)

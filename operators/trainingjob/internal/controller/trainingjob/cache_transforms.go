@@ -24,7 +24,8 @@ import (
 // reads its metadata, spec.suspend, spec.parallelism and status. Of a pod
 // it reads its own labels (and the Kubeflow training-operator's replica
 // labels), the completion index, the owner and UID (the progress
-// endpoint's authorization), the phase, reason and message, the
+// endpoint's authorization), the host name, subdomain, node and addresses
+// (a rank's published name), the phase, reason and message, the
 // DisruptionTarget condition and PodScheduled when it is False, each
 // container's state, last termination and restart count, and each
 // container's name, image and resources (the memory limit an OOM message
@@ -105,7 +106,14 @@ func slimPod(obj any) (any, error) {
 		Hostname:       pod.Spec.Hostname,
 		Subdomain:      pod.Spec.Subdomain,
 	}
+	var ips []corev1.PodIP
+	if len(pod.Status.PodIPs) > 1 {
+		// A dual-stack pod's second address; the first is PodIP.
+		ips = pod.Status.PodIPs
+	}
 	pod.Status = corev1.PodStatus{
+		PodIP:                 pod.Status.PodIP,
+		PodIPs:                ips,
 		Phase:                 corev1.PodPhase(manager.Intern(string(pod.Status.Phase))),
 		Reason:                manager.Intern(pod.Status.Reason),
 		Message:               pod.Status.Message,

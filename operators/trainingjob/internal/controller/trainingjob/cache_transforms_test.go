@@ -18,6 +18,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
 )
 
 // TestCacheTransformsKeepWhatTheOperatorReads slims a Job and an OOM-killed
@@ -111,8 +112,25 @@ func TestCacheTransformsKeepWhatTheOperatorReads(t *testing.T) {
 	if cs := slimPod.Status.ContainerStatuses[0]; cs.RestartCount != 2 || cs.LastTerminationState.Terminated == nil || cs.Image != "" || cs.ImageID != "" {
 		t.Errorf("slim container status %+v: want its restarts and last termination, no image", cs)
 	}
-	if len(slimPod.Status.Conditions) != 0 || slimPod.Status.PodIP != "" {
-		t.Errorf("slim pod keeps conditions or an IP nothing reads: %+v", slimPod.Status)
+	if len(slimPod.Status.Conditions) != 0 || slimPod.Status.QOSClass != "" {
+		t.Errorf("slim pod keeps conditions or a QoS class nothing reads: %+v", slimPod.Status)
+	}
+	// A running rank's published name and address come out the same.
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "job-r1", UID: "s1", Labels: map[string]string{trainingv1alpha1.LabelJobName: "job", trainingv1alpha1.LabelRun: "1", commonv1alpha1.LabelManagedBy: OperatorName}},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "rdzv", Port: 29500}}},
+	}
+	rank := pod.DeepCopy()
+	rank.Spec.Hostname, rank.Spec.Subdomain, rank.Spec.NodeName = "job-r1-0", "job-r1", "node-1"
+	rank.Status.Phase = corev1.PodRunning
+	rank.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.7"}, {IP: "fd00::7"}}
+	slimRank := slim(rank).(*corev1.Pod)
+	for _, family := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
+		svc.Spec.IPFamilies = []corev1.IPFamily{family}
+		got, want := rankdns.Desired(svc, "j1", []corev1.Pod{*slimRank}), rankdns.Desired(svc, "j1", []corev1.Pod{*rank})
+		if len(want) != 1 || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: rank slices from the slim pod %+v, from the whole one %+v", family, got, want)
+		}
 	}
 
 	// The pod conditions the operator reads: what the scheduler and the

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -928,4 +929,125 @@ func handReconciler(t *testing.T) (*Reconciler, *testenv.WriteCounter) {
 	r := &Reconciler{Client: oc, APIReader: oc, Recorder: record.NewFakeRecorder(100), Settings: testSettings, Backends: reg, Clock: clock.RealClock{}, Metrics: NewMetrics()}
 	r.runner = r.newRunner()
 	return r, writes
+}
+
+// TestNativeRanksArePublishedByTheOperator: the run's Service has no
+// selector, and the operator writes the EndpointSlice that gives each rank
+// its host name (<job>-<index>.<service>) once it has an address: one
+// create and an update per rank address at most, none of the legacy
+// Endpoints, nothing for a pod that only carries the run's labels, and no
+// slice once the ranks ended. The operator acts as the chart's
+// ServiceAccount, so this also proves the chart grants what it needs.
+func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	tj := native(newTrainingJob(ns, "ranks", 3))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "ranks-r1")
+	svc := &corev1.Service{}
+	testenv.Eventually(t, "the headless Service", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), svc)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if svc.Spec.Selector != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Fatalf("Service selector %v clusterIP %q: want headless with no selector", svc.Spec.Selector, svc.Spec.ClusterIP)
+	}
+	pods := runRanks(t, c, job)
+	// A pod with the run's labels, subdomain and rank 0's host name that
+	// the Job does not control.
+	impostor := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "impostor", Labels: job.Spec.Template.Labels,
+			Annotations: map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}},
+		Spec: job.Spec.Template.Spec,
+	}
+	impostor.Spec.Hostname = "ranks-r1-0"
+	if err := c.Create(t.Context(), impostor); err != nil {
+		t.Fatal(err)
+	}
+	op.nsWrites.reset()
+	for i, pod := range append(pods, impostor) {
+		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodRunning
+			s.PodIP, s.PodIPs = fmt.Sprintf("10.1.0.%d", i+1), []corev1.PodIP{{IP: fmt.Sprintf("10.1.0.%d", i+1)}}
+		})
+	}
+	slice := &discoveryv1.EndpointSlice{}
+	want := "[ranks-r1-0=10.1.0.1 ranks-r1-1=10.1.0.2 ranks-r1-2=10.1.0.3]"
+	testenv.Eventually(t, "the ranks' EndpointSlice", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), slice)
+		return err == nil && fmt.Sprint(sliceHosts(slice)) == want, client.IgnoreNotFound(err)
+	})
+	if slice.Labels[discoveryv1.LabelServiceName] != svc.Name || !metav1.IsControlledBy(slice, svc) {
+		t.Errorf("slice labels %v owners %v: want the Service's", slice.Labels, slice.OwnerReferences)
+	}
+	op.Writes.Namespace(ns).WaitQuiet(t, time.Second)
+	var sliceWrites []testenv.Write
+	for _, w := range op.nsWrites.in(ns) {
+		if w.Resource == "endpointslices" || w.Resource == "endpoints" {
+			sliceWrites = append(sliceWrites, w)
+		}
+	}
+	// A write from a cache that lags the operator's own last one fails and
+	// is retried: at most one more per rank.
+	if len(sliceWrites) < 1 || len(sliceWrites) > 6 || sliceWrites[0].Verb != "create" {
+		t.Errorf("three ranks getting addresses cost %d slice writes, want a create and at most two writes per later rank: %v", len(sliceWrites), sliceWrites)
+	}
+	eps := &corev1.Endpoints{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), eps); !apierrors.IsNotFound(err) {
+		t.Errorf("an Endpoints object exists for the run (err %v): the legacy API costs writes nobody reads", err)
+	}
+
+	completeJob(t, c, job, pods, metav1.Now())
+	testenv.WaitGone(t, c, slice)
+}
+
+// TestNativeRankNamesThatCannotBePublishedAreReported: a slice of the run
+// Service's name that somebody else made is never overwritten; the
+// operator says on the Service why the ranks have no names.
+func TestNativeRankNamesThatCannotBePublishedAreReported(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	foreign := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "squat-r1", Labels: map[string]string{"owner": "someone"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	if err := c.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	tj := native(newTrainingJob(ns, "squat", 2))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	job := waitBatchJob(t, c, ns, "squat-r1")
+	pods := runRanks(t, c, job)
+	for i, pod := range pods {
+		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+			s.PodIP, s.PodIPs = fmt.Sprintf("10.2.0.%d", i+1), []corev1.PodIP{{IP: fmt.Sprintf("10.2.0.%d", i+1)}}
+		})
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), svc); err != nil {
+		t.Fatal(err)
+	}
+	ev := testenv.WaitForEvent(t, c, svc, "RankNamesNotPublished")
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "already exists") {
+		t.Errorf("event %s %q: want a Warning that names the conflict", ev.Type, ev.Message)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(foreign), foreign); err != nil || len(foreign.Endpoints) != 0 || foreign.Labels["owner"] != "someone" {
+		t.Errorf("the foreign slice was changed (err %v): %+v", err, foreign)
+	}
+}
+
+func sliceHosts(s *discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, e := range s.Endpoints {
+		out = append(out, ptr.Deref(e.Hostname, "")+"="+strings.Join(e.Addresses, ","))
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,6 +36,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
 	"github.com/ml-platform/ml-platform/shared/crdarrival"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/kueue"
@@ -66,7 +68,8 @@ var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trai
 // Kubeflow training-operator creates them. Jobs and Kubeflow jobs are
 // deleted only to end the run of a queued job the user suspends. The
 // native backend's headless Services are created and then left to the
-// garbage collector (they are owned by their Job). Checkpoint claims are created, and patched only to
+// garbage collector (they are owned by their Job); the EndpointSlices that
+// publish their ranks are the operator's to write (package rankdns). Checkpoint claims are created, and patched only to
 // adopt a retained claim under deletionPolicy Delete; they are never
 // deleted by the operator (the garbage collector does, with Delete).
 // NetworkPolicies (one per TrainingJob, guarding its ranks) are applied,
@@ -195,7 +198,7 @@ func kubeflowMissing(obj client.Object) error {
 // OwnedObjects are the kinds the operator creates, for shared/manager's
 // label-restricted caches.
 func OwnedObjects() []client.Object {
-	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}}
+	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}, &discoveryv1.EndpointSlice{}}
 	return append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
 }
 
@@ -267,6 +270,12 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	}
 	c, err := b.Build(tracing.Reconciler(Name, panics.Reconciler(mgr, Name, &trainingv1alpha1.TrainingJob{}, do)))
 	if err != nil {
+		return err
+	}
+	// The native backend's Services have no selector: the ranks' host
+	// names are the operator's to publish.
+	names := &rankdns.Reconciler{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, OperatorName: r.Settings.OperatorName}
+	if err := names.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	for _, a := range arrivals {

@@ -1,0 +1,374 @@
+// Package rankdns publishes the host names of a native run's ranks
+// (<job>-<index>.<service>) in EndpointSlices that the operator writes
+// itself, for the run's headless Service, which has no selector.
+//
+// With a selector, kube-controller-manager's endpoint controllers keep an
+// Endpoints object and an EndpointSlice per run and rewrite both at every
+// change of any rank's pod: about 16 writes for a run of 4 pods (issue 25;
+// bench/backends/README.md). A rank's pod of an Indexed Job with
+// restartPolicy Never and backoffLimit 0 gets its address once and keeps
+// it until it ends, so the names change only when a rank gets its address
+// and when ranks end: the operator writes a slice when the first rank has
+// an address, rewrites it as the others get theirs (changes that arrive
+// together are one write) and deletes it once no rank runs. No legacy
+// Endpoints object exists at all; cluster DNS (CoreDNS) reads
+// EndpointSlices.
+//
+// Only pods that the run's Job controls are published, under the host
+// name the Job controller gave them: a pod that merely carries the run's
+// labels names nobody.
+package rankdns
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+
+// Name is the controller's name.
+const Name = "rankdns"
+
+// ManagedBy is the value of the slices' endpointslice.kubernetes.io/managed-by
+// label: kube-controller-manager's controllers leave slices of other
+// managers alone.
+const ManagedBy = "trainingjob-operator.mlplatform.dev"
+
+// MaxEndpoints is the most endpoints one EndpointSlice may hold (the API's
+// limit). A run of more ranks (workers go up to 1 024) gets a slice per
+// thousand completion indexes, so a rank stays in one slice for its life.
+const MaxEndpoints = 1000
+
+// Published tells whether the operator publishes the ranks of svc: a
+// headless Service of the operator's with no selector. A run's Service
+// created by an earlier version has a selector; the endpoint controllers
+// serve it, and the operator leaves it to them.
+func Published(svc *corev1.Service, operatorName string) bool {
+	return svc.Spec.Selector == nil && svc.Spec.ClusterIP == corev1.ClusterIPNone &&
+		svc.Labels[commonv1alpha1.LabelManagedBy] == operatorName && svc.Labels[trainingv1alpha1.LabelJobName] != ""
+}
+
+// Reconciler converges the EndpointSlices of one run's Service.
+type Reconciler struct {
+	// Client reads through the operator's caches (Services, pods and
+	// slices carry its managed-by label) and writes.
+	Client client.Client
+	// APIReader reads a slice that a create found existing but the cache
+	// does not hold yet: the operator's own, or somebody else's.
+	APIReader    client.Reader
+	Recorder     record.EventRecorder
+	OperatorName string
+}
+
+// SetupWithManager registers the controller. Pod changes that do not change
+// what a rank publishes (its address, host name, node, whether it still
+// runs) wake nothing.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Service{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			svc, ok := o.(*corev1.Service)
+			return ok && Published(svc, r.OperatorName)
+		}), predicate.Funcs{UpdateFunc: func(ctrlevent.UpdateEvent) bool { return false }})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToService), builder.WithPredicates(rankChanged())).
+		// A Job that reaches the cache after its ranks' pods.
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToService), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(e ctrlevent.CreateEvent) bool {
+				job, ok := e.Object.(*batchv1.Job)
+				return ok && ptr.Deref(job.Spec.Parallelism, 1) > 1
+			},
+			UpdateFunc:  func(ctrlevent.UpdateEvent) bool { return false },
+			DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return false },
+			GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
+		})).
+		Owns(&discoveryv1.EndpointSlice{}).
+		WithOptions(opts).
+		Named(Name).
+		Complete(r)
+}
+
+// podToService maps a rank's pod to its run's Service, the pod's subdomain.
+func podToService(_ context.Context, o client.Object) []reconcile.Request {
+	pod, ok := o.(*corev1.Pod)
+	if !ok || pod.Spec.Subdomain == "" || pod.Labels[trainingv1alpha1.LabelJobName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Spec.Subdomain}}}
+}
+
+// jobToService maps a run's Job to the Service of the same name.
+func jobToService(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[trainingv1alpha1.LabelJobName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+}
+
+// rankChanged passes a pod's creation, deletion, and the updates that
+// change its endpoint.
+func rankChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+			before, ok1 := e.ObjectOld.(*corev1.Pod)
+			after, ok2 := e.ObjectNew.(*corev1.Pod)
+			return !ok1 || !ok2 || rankKey(before) != rankKey(after)
+		},
+	}
+}
+
+// rankKey is what a pod contributes to its run's slices.
+func rankKey(p *corev1.Pod) string {
+	ips := make([]string, 0, len(p.Status.PodIPs)+1)
+	ips = append(ips, p.Status.PodIP)
+	for _, ip := range p.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	return fmt.Sprint(ips, p.Spec.Hostname, p.Spec.NodeName, running(p))
+}
+
+func running(p *corev1.Pod) bool {
+	return p.DeletionTimestamp.IsZero() && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// Reconcile writes the slices that Desired returns for the Service and its
+// pods, when they differ from the cached ones.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, req.NamespacedName, svc); err != nil {
+		// A deleted Service takes its slices along (they are its own).
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !Published(svc, r.OperatorName) || !svc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(svc.Namespace), client.MatchingLabels{
+		trainingv1alpha1.LabelJobName: svc.Labels[trainingv1alpha1.LabelJobName], trainingv1alpha1.LabelRun: svc.Labels[trainingv1alpha1.LabelRun],
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The run's Job bears the Service's name and owns it; only the pods it
+	// controls are ranks.
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, req.NamespacedName, job); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
+	have := &discoveryv1.EndpointSliceList{}
+	if err := r.Client.List(ctx, have, client.InNamespace(svc.Namespace), client.MatchingLabels{
+		discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy,
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.converge(ctx, svc, Desired(svc, job.UID, pods.Items), have.Items); err != nil {
+		// A write from a cache that lags the operator's own last write is
+		// retried, and says nothing.
+		if !apierrors.IsConflict(err) && !errors.Is(err, errCacheLags) {
+			r.Recorder.Eventf(svc, corev1.EventTypeWarning, "RankNamesNotPublished", "The ranks' host names could not be published: %v", err)
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// converge creates, updates and deletes slices so that the Service's
+// slices are want. A slice of the name that is not the Service's own is
+// an error, never overwritten.
+func (r *Reconciler) converge(ctx context.Context, svc *corev1.Service, want, have []discoveryv1.EndpointSlice) error {
+	byName := map[string]*discoveryv1.EndpointSlice{}
+	for i := range have {
+		if metav1.IsControlledBy(&have[i], svc) {
+			byName[have[i].Name] = &have[i]
+		}
+	}
+	for i := range want {
+		w := &want[i]
+		cur, ok := byName[w.Name]
+		delete(byName, w.Name)
+		switch {
+		case !ok:
+			if err := r.Client.Create(ctx, w); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					return r.existing(ctx, svc, w.Name, err)
+				}
+				return fmt.Errorf("creating EndpointSlice %s: %w", w.Name, err)
+			}
+		case !same(cur, w):
+			w.ResourceVersion = cur.ResourceVersion
+			if err := r.Client.Update(ctx, w); err != nil {
+				return fmt.Errorf("updating EndpointSlice %s: %w", w.Name, err)
+			}
+		}
+	}
+	for _, stale := range byName {
+		if err := r.Client.Delete(ctx, stale, client.Preconditions{UID: &stale.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting EndpointSlice %s: %w", stale.Name, err)
+		}
+	}
+	return nil
+}
+
+// errCacheLags is a slice the operator made that its cache does not hold
+// yet.
+var errCacheLags = errors.New("the cache does not hold the slice yet")
+
+// existing explains a create that found a slice of the name: the operator's
+// own, written by an earlier reconcile that the cache does not show yet, or
+// somebody else's, which is never overwritten.
+func (r *Reconciler) existing(ctx context.Context, svc *corev1.Service, name string, exists error) error {
+	live := &discoveryv1.EndpointSlice{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: name}, live); err != nil {
+		return fmt.Errorf("EndpointSlice %s: %w", name, exists)
+	}
+	if metav1.IsControlledBy(live, svc) {
+		return fmt.Errorf("EndpointSlice %s: %w", name, errCacheLags)
+	}
+	return fmt.Errorf("EndpointSlice %s exists and is not the Service's (owners %v): delete or rename it: %w", name, live.OwnerReferences, exists)
+}
+
+func same(cur, want *discoveryv1.EndpointSlice) bool {
+	for k, v := range want.Labels {
+		if cur.Labels[k] != v {
+			return false
+		}
+	}
+	return cur.AddressType == want.AddressType &&
+		equality.Semantic.DeepEqual(cur.Endpoints, want.Endpoints) &&
+		equality.Semantic.DeepEqual(cur.Ports, want.Ports)
+}
+
+// Desired returns the slices that publish svc's running ranks among pods:
+// one per thousand completion indexes that has a rank with an address,
+// none when no rank runs. A rank is a pod that the run's Job (named as the
+// Service, with UID job) controls, with a completion index, the Service as
+// its subdomain, a host name and an address of the Service's IP family,
+// that has not ended and is not being deleted. No Job, no ranks.
+func Desired(svc *corev1.Service, job types.UID, pods []corev1.Pod) []discoveryv1.EndpointSlice {
+	family := corev1.IPv4Protocol
+	if len(svc.Spec.IPFamilies) > 0 {
+		family = svc.Spec.IPFamilies[0]
+	}
+	chunks := map[int][]discoveryv1.Endpoint{}
+	for i := range pods {
+		p := &pods[i]
+		index, ok := rankIndex(p, svc.Name, job)
+		if !ok || !running(p) {
+			continue
+		}
+		ip := address(p, family)
+		if ip == "" {
+			continue
+		}
+		chunk := index / MaxEndpoints
+		chunks[chunk] = append(chunks[chunk], discoveryv1.Endpoint{
+			Addresses:  []string{ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+			Hostname:   ptr.To(p.Spec.Hostname),
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+			NodeName:   nonEmpty(p.Spec.NodeName),
+		})
+	}
+	ports := make([]discoveryv1.EndpointPort, 0, len(svc.Spec.Ports))
+	for _, sp := range svc.Spec.Ports {
+		port := sp.Port
+		if n := sp.TargetPort.IntValue(); n > 0 {
+			port = int32(n)
+		}
+		ports = append(ports, discoveryv1.EndpointPort{Name: ptr.To(sp.Name), Port: ptr.To(port), Protocol: ptr.To(cmp.Or(sp.Protocol, corev1.ProtocolTCP))})
+	}
+	out := make([]discoveryv1.EndpointSlice, 0, len(chunks))
+	for _, chunk := range slices.Sorted(maps.Keys(chunks)) {
+		eps := chunks[chunk]
+		slices.SortFunc(eps, func(a, b discoveryv1.Endpoint) int {
+			return cmp.Or(cmp.Compare(*a.Hostname, *b.Hostname), cmp.Compare(a.TargetRef.Name, b.TargetRef.Name))
+		})
+		name := svc.Name
+		if chunk > 0 {
+			name = fmt.Sprintf("%s-%d", svc.Name, chunk)
+		}
+		labels := map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy}
+		for _, k := range []string{commonv1alpha1.LabelManagedBy, trainingv1alpha1.LabelJobName, trainingv1alpha1.LabelRun} {
+			labels[k] = svc.Labels[k]
+		}
+		out = append(out, discoveryv1.EndpointSlice{
+			TypeMeta: metav1.TypeMeta{APIVersion: discoveryv1.SchemeGroupVersion.String(), Kind: "EndpointSlice"},
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: svc.Namespace, Name: name, Labels: labels,
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true),
+				}},
+			},
+			AddressType: discoveryv1.AddressType(family),
+			Endpoints:   eps,
+			Ports:       ports,
+		})
+	}
+	return out
+}
+
+// rankIndex is the completion index of a rank of the run whose Job and
+// Service are named job, and whether p is one.
+func rankIndex(p *corev1.Pod, job string, uid types.UID) (int, bool) {
+	owner := metav1.GetControllerOf(p)
+	if uid == "" || owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() || owner.Name != job || owner.UID != uid {
+		return 0, false
+	}
+	if p.Spec.Subdomain != job || p.Spec.Hostname == "" {
+		return 0, false
+	}
+	index, err := strconv.Atoi(p.Annotations[batchv1.JobCompletionIndexAnnotation])
+	if err != nil || index < 0 {
+		return 0, false
+	}
+	return index, true
+}
+
+// address is the pod's address of the family, if it has one.
+func address(p *corev1.Pod, family corev1.IPFamily) string {
+	ips := []string{p.Status.PodIP}
+	for _, ip := range p.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	for _, s := range ips {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			continue
+		}
+		if a.Is4() == (family == corev1.IPv4Protocol) {
+			return a.String()
+		}
+	}
+	return ""
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,229 @@
+package rankdns
+
+import (
+	"fmt"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+)
+
+const (
+	operator = "trainingjob-operator"
+	jobUID   = types.UID("job-uid")
+)
+
+func service() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mnist-r1", UID: "svc-uid", Labels: map[string]string{
+			commonv1alpha1.LabelManagedBy: operator, trainingv1alpha1.LabelJobName: "mnist", trainingv1alpha1.LabelRun: "1",
+		}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "rdzv", Port: 29500, Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// rank is the pod of completion index i as the Job controller makes it,
+// running on a node with an address.
+func rank(i int) corev1.Pod {
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "team-a", Name: fmt.Sprintf("mnist-r1-%d-x", i), UID: types.UID(fmt.Sprintf("pod-%d", i)),
+			Labels:          map[string]string{trainingv1alpha1.LabelJobName: "mnist", trainingv1alpha1.LabelRun: "1"},
+			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: fmt.Sprint(i)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "mnist-r1", UID: jobUID, Controller: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{Hostname: fmt.Sprintf("mnist-r1-%d", i), Subdomain: "mnist-r1", NodeName: "node-a"},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1),
+			PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)}, {IP: fmt.Sprintf("fd00::%x", i+1)}},
+		},
+	}
+}
+
+func hosts(slice discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, e := range slice.Endpoints {
+		out = append(out, *e.Hostname+"="+e.Addresses[0])
+	}
+	return out
+}
+
+func TestDesiredPublishesEachRunningRankUnderItsHostName(t *testing.T) {
+	svc := service()
+	got := Desired(svc, jobUID, []corev1.Pod{rank(2), rank(0), rank(1)})
+	if len(got) != 1 {
+		t.Fatalf("%d slices, want 1: %+v", len(got), got)
+	}
+	s := got[0]
+	if s.Name != "mnist-r1" || s.Namespace != "team-a" || s.AddressType != discoveryv1.AddressTypeIPv4 {
+		t.Errorf("slice %s/%s type %s", s.Namespace, s.Name, s.AddressType)
+	}
+	// What cluster DNS and kube-controller-manager read.
+	if s.Labels[discoveryv1.LabelServiceName] != "mnist-r1" || s.Labels[discoveryv1.LabelManagedBy] != ManagedBy {
+		t.Errorf("labels %v: want the Service's name and a manager other than kube-controller-manager's", s.Labels)
+	}
+	// What the operator's label-restricted cache selects.
+	if s.Labels[commonv1alpha1.LabelManagedBy] != operator || s.Labels[trainingv1alpha1.LabelJobName] != "mnist" || s.Labels[trainingv1alpha1.LabelRun] != "1" {
+		t.Errorf("labels %v: want the operator's", s.Labels)
+	}
+	if !metav1.IsControlledBy(&s, svc) {
+		t.Errorf("owners %v: want the Service, so the slice goes with it", s.OwnerReferences)
+	}
+	if want := []string{"mnist-r1-0=10.0.0.1", "mnist-r1-1=10.0.0.2", "mnist-r1-2=10.0.0.3"}; fmt.Sprint(hosts(s)) != fmt.Sprint(want) {
+		t.Errorf("endpoints %v, want %v", hosts(s), want)
+	}
+	e := s.Endpoints[0]
+	if !*e.Conditions.Ready || e.TargetRef.UID != "pod-0" || *e.NodeName != "node-a" {
+		t.Errorf("endpoint %+v: want ready (ranks find each other before they are ready), the pod and its node", e)
+	}
+	if len(s.Ports) != 1 || *s.Ports[0].Name != "rdzv" || *s.Ports[0].Port != 29500 || *s.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("ports %+v", s.Ports)
+	}
+
+	// An IPv6 Service publishes the ranks' IPv6 addresses.
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+	got = Desired(svc, jobUID, []corev1.Pod{rank(0)})
+	if len(got) != 1 || got[0].AddressType != discoveryv1.AddressTypeIPv6 || got[0].Endpoints[0].Addresses[0] != "fd00::1" {
+		t.Errorf("IPv6 Service: %+v", got)
+	}
+}
+
+// TestDesiredPublishesNoPodThatIsNotARunningRankOfTheRun: a careless or
+// hostile pod that carries the run's labels, a pod of another run, a rank
+// with no address yet, and ranks that ended or are going away name
+// nobody; with no rank left there is no slice.
+func TestDesiredPublishesNoPodThatIsNotARunningRankOfTheRun(t *testing.T) {
+	svc := service()
+	mutate := func(f func(p *corev1.Pod)) corev1.Pod {
+		p := rank(5)
+		f(&p)
+		return p
+	}
+	for name, p := range map[string]corev1.Pod{
+		"no owner":              mutate(func(p *corev1.Pod) { p.OwnerReferences = nil }),
+		"another Job's UID":     mutate(func(p *corev1.Pod) { p.OwnerReferences[0].UID = "forged" }),
+		"another run's Job":     mutate(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "mnist-r2"; p.Spec.Subdomain = "mnist-r2" }),
+		"owner not controller":  mutate(func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }),
+		"a Job of another API":  mutate(func(p *corev1.Pod) { p.OwnerReferences[0].APIVersion = "example.com/v1" }),
+		"another subdomain":     mutate(func(p *corev1.Pod) { p.Spec.Subdomain = "other" }),
+		"no host name":          mutate(func(p *corev1.Pod) { p.Spec.Hostname = "" }),
+		"no completion index":   mutate(func(p *corev1.Pod) { delete(p.Annotations, batchv1.JobCompletionIndexAnnotation) }),
+		"a negative index":      mutate(func(p *corev1.Pod) { p.Annotations[batchv1.JobCompletionIndexAnnotation] = "-1" }),
+		"an index out of range": mutate(func(p *corev1.Pod) { p.Annotations[batchv1.JobCompletionIndexAnnotation] = "99999999999999999999" }),
+		"no address":            mutate(func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "", nil }),
+		"a malformed address":   mutate(func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "10.0.0.x", nil }),
+		"only IPv6":             mutate(func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "fd00::5", nil }),
+		"succeeded":             mutate(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
+		"failed":                mutate(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
+		"being deleted":         mutate(func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }),
+	} {
+		if got := Desired(svc, jobUID, []corev1.Pod{p}); len(got) != 0 {
+			t.Errorf("%s: published %v", name, hosts(got[0]))
+		}
+		// Next to a rank, it is left out and the rank stays.
+		if got := Desired(svc, jobUID, []corev1.Pod{p, rank(0)}); len(got) != 1 || fmt.Sprint(hosts(got[0])) != "[mnist-r1-0=10.0.0.1]" {
+			t.Errorf("%s next to rank 0: %+v", name, got)
+		}
+	}
+	// Before the cache holds the Job, nobody is a rank.
+	if got := Desired(svc, "", []corev1.Pod{rank(0)}); len(got) != 0 {
+		t.Errorf("no Job: published %v", hosts(got[0]))
+	}
+}
+
+// TestDesiredKeepsARankInOneSliceOfAThousand: workers go up to 1 024 and a
+// slice holds 1 000 endpoints; a rank's slice follows from its index, so
+// ranks ending never move the others.
+func TestDesiredKeepsARankInOneSliceOfAThousand(t *testing.T) {
+	pods := make([]corev1.Pod, 0, 1024)
+	for i := range 1024 {
+		pods = append(pods, rank(i))
+	}
+	got := Desired(service(), jobUID, pods)
+	if len(got) != 2 || got[0].Name != "mnist-r1" || got[1].Name != "mnist-r1-1" || len(got[0].Endpoints) != MaxEndpoints || len(got[1].Endpoints) != 24 {
+		t.Fatalf("slices %d", len(got))
+	}
+	if *got[1].Endpoints[0].Hostname != "mnist-r1-1000" {
+		t.Errorf("second slice starts at %s", *got[1].Endpoints[0].Hostname)
+	}
+	// Ranks 0 to 999 end: the second slice is the same, the first goes.
+	again := Desired(service(), jobUID, pods[MaxEndpoints:])
+	if len(again) != 1 || again[0].Name != "mnist-r1-1" || !same(&got[1], &again[0]) {
+		t.Errorf("after ranks 0-999 ended: %d slices, first %s", len(again), again[0].Name)
+	}
+}
+
+func TestPublishedOnlyForTheOperatorsSelectorlessHeadlessServices(t *testing.T) {
+	if !Published(service(), operator) {
+		t.Error("the native backend's Service is not published")
+	}
+	for name, f := range map[string]func(*corev1.Service){
+		"an earlier version's Service with a selector": func(s *corev1.Service) { s.Spec.Selector = map[string]string{"a": "b"} },
+		"not headless":         func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.10" },
+		"another manager's":    func(s *corev1.Service) { s.Labels[commonv1alpha1.LabelManagedBy] = "someone" },
+		"no TrainingJob label": func(s *corev1.Service) { delete(s.Labels, trainingv1alpha1.LabelJobName) },
+	} {
+		svc := service()
+		f(svc)
+		if Published(svc, operator) {
+			t.Errorf("%s is published", name)
+		}
+	}
+}
+
+// TestRankChangedWakesOnlyForWhatARankPublishes: a pod's status changes
+// many times in its life; only its address, host, node and end matter.
+func TestRankChangedWakesOnlyForWhatARankPublishes(t *testing.T) {
+	before := rank(0)
+	before.Status.PodIP, before.Status.PodIPs, before.Status.Phase = "", nil, corev1.PodPending
+	p := rankChanged()
+	for name, c := range map[string]struct {
+		change func(*corev1.Pod)
+		wake   bool
+	}{
+		"a condition":      {func(p *corev1.Pod) { p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}} }, false},
+		"a message":        {func(p *corev1.Pod) { p.Status.Message = "pulling" }, false},
+		"running":          {func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, false},
+		"an address":       {func(p *corev1.Pod) { p.Status.PodIP = "10.0.0.1" }, true},
+		"a second address": {func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "fd00::1"}} }, true},
+		"a node":           {func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }, true},
+		"succeeded":        {func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, true},
+		"deleted":          {func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }, true},
+	} {
+		after := before.DeepCopy()
+		c.change(after)
+		if got := p.Update(ctrlevent.UpdateEvent{ObjectOld: &before, ObjectNew: after}); got != c.wake {
+			t.Errorf("%s: wakes %t, want %t", name, got, c.wake)
+		}
+	}
+}
+
+func TestSameComparesWhatTheSliceSays(t *testing.T) {
+	a := Desired(service(), jobUID, []corev1.Pod{rank(0), rank(1)})[0]
+	b := *a.DeepCopy()
+	// What the API server adds does not count.
+	b.ResourceVersion, b.UID, b.Generation = "7", "x", 3
+	b.Labels["added-by-someone"] = "x"
+	if !same(&b, &a) {
+		t.Error("a slice as the API server returns it differs from the one written")
+	}
+	c := *a.DeepCopy()
+	c.Endpoints[1].Addresses = []string{"10.0.0.9"}
+	d := *a.DeepCopy()
+	delete(d.Labels, discoveryv1.LabelServiceName)
+	e := *a.DeepCopy()
+	e.Ports = nil
+	for name, x := range map[string]discoveryv1.EndpointSlice{"an address": c, "a label": d, "the ports": e} {
+		if same(&x, &a) {
+			t.Errorf("a changed %s is the same", name)
+		}
+	}
+}
