@@ -43,6 +43,9 @@ func phasesOf(s settings) []phase {
 // metrics endpoint.
 type procStats struct {
 	cpuSeconds, reconciles, maxHeapBytes float64
+	// nameReconciles are our operator's reconciles of the ranks' host
+	// names (controller rankdns), not counted in reconciles.
+	nameReconciles float64
 	// The workqueues' summed waits and work times and their counts tell
 	// whether reconciles wait for a worker (too few workers) or for the
 	// API server (client limits, server latency).
@@ -52,6 +55,7 @@ type procStats struct {
 func (p procStats) minus(before procStats) procStats {
 	return procStats{
 		cpuSeconds: p.cpuSeconds - before.cpuSeconds, reconciles: p.reconciles - before.reconciles,
+		nameReconciles: p.nameReconciles - before.nameReconciles,
 		queueSeconds: p.queueSeconds - before.queueSeconds, queueCount: p.queueCount - before.queueCount,
 		workSeconds: p.workSeconds - before.workSeconds, workCount: p.workCount - before.workCount,
 	}
@@ -259,6 +263,12 @@ func (c *cluster) scrapeOperators(ctx context.Context) (ours, kubeflow procStats
 	if ours, err = read(c.operatorMetrics); err != nil {
 		return ours, kubeflow, err
 	}
+	names, err := scrapeLabeled(ctx, c.operatorMetrics, `controller="rankdns"`, metricReconciles)
+	if err != nil {
+		return ours, kubeflow, err
+	}
+	ours.nameReconciles = names[metricReconciles]
+	ours.reconciles -= ours.nameReconciles
 	kubeflow, err = read(c.kubeflowMetrics)
 	return ours, kubeflow, err
 }

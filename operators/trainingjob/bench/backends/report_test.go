@@ -59,8 +59,12 @@ func (r *result) report(b *testing.B) {
 		user  string
 		stats procStats
 	}{{"our operator", userOperator, r.ours}, {"Kubeflow", userKubeflow, r.kubeflow}} {
-		b.Logf("  %s: %.2f writes/job, %.1f reconciles/job, %.1f ms CPU/job, heap in use up to %.0f MiB; a reconcile waited %s for a worker and took %s on average",
-			op.name, float64(r.writes.byUser[op.user])/float64(n), op.stats.reconciles/float64(n),
+		names := ""
+		if op.stats.nameReconciles > 0 {
+			names = fmt.Sprintf(" (and %.1f of the ranks' host names)", op.stats.nameReconciles/float64(n))
+		}
+		b.Logf("  %s: %.2f writes/job, %.1f reconciles/job%s, %.1f ms CPU/job, heap in use up to %.0f MiB; a reconcile waited %s for a worker and took %s on average",
+			op.name, float64(r.writes.byUser[op.user])/float64(n), op.stats.reconciles/float64(n), names,
 			1000*op.stats.cpuSeconds/float64(n), op.stats.maxHeapBytes/(1<<20),
 			mean(op.stats.queueSeconds, op.stats.queueCount), mean(op.stats.workSeconds, op.stats.workCount))
 	}

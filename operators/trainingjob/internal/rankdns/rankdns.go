@@ -28,6 +28,8 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -85,12 +88,25 @@ type Reconciler struct {
 	APIReader    client.Reader
 	Recorder     record.EventRecorder
 	OperatorName string
+	// Period paces the writes of one Service's slices (DefaultPeriod when
+	// zero; see pacer).
+	Period time.Duration
+	// Clock is the pacer's clock; nil is the real one.
+	Clock clock.PassiveClock
+
+	pace *pacer
 }
+
+// DefaultPeriod is the least time between two writes of one run's slices.
+// A rank whose address comes within it of another's is published at its
+// end: far less than a training process takes to start.
+const DefaultPeriod = time.Second
 
 // SetupWithManager registers the controller. Pod changes that do not change
 // what a rank publishes (its address, host name, node, whether it still
 // runs) wake nothing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	r.pace = newPacer(cmp.Or[clock.PassiveClock](r.Clock, clock.RealClock{}))
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Service{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			svc, ok := o.(*corev1.Service)
@@ -107,7 +123,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 			DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return false },
 			GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
 		})).
-		Owns(&discoveryv1.EndpointSlice{}).
+		// The operator's own writes wake nothing; a slice somebody deleted
+		// is made again.
+		Owns(&discoveryv1.EndpointSlice{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(ctrlevent.CreateEvent) bool { return false },
+			UpdateFunc:  func(ctrlevent.UpdateEvent) bool { return false },
+			GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
+		})).
 		WithOptions(opts).
 		Named(Name).
 		Complete(r)
@@ -130,10 +152,17 @@ func jobToService(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 }
 
-// rankChanged passes a pod's creation, deletion, and the updates that
-// change its endpoint.
+// rankChanged passes the events that change what a pod publishes: its
+// creation (seen at the operator's start) and deletion when it runs with
+// an address, and the updates that change its endpoint.
 func rankChanged() predicate.Funcs {
+	published := func(o client.Object) bool {
+		p, ok := o.(*corev1.Pod)
+		return !ok || running(p) && (p.Status.PodIP != "" || len(p.Status.PodIPs) > 0)
+	}
 	return predicate.Funcs{
+		CreateFunc: func(e ctrlevent.CreateEvent) bool { return published(e.Object) },
+		DeleteFunc: func(e ctrlevent.DeleteEvent) bool { return published(e.Object) },
 		UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
 			before, ok1 := e.ObjectOld.(*corev1.Pod)
 			after, ok2 := e.ObjectNew.(*corev1.Pod)
@@ -157,14 +186,16 @@ func running(p *corev1.Pod) bool {
 }
 
 // Reconcile writes the slices that Desired returns for the Service and its
-// pods, when they differ from the cached ones.
+// pods, when they differ from the cached ones, paced (see Period).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	svc := &corev1.Service{}
 	if err := r.Client.Get(ctx, req.NamespacedName, svc); err != nil {
 		// A deleted Service takes its slices along (they are its own).
+		r.pace.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !Published(svc, r.OperatorName) || !svc.DeletionTimestamp.IsZero() {
+		r.pace.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	pods := &corev1.PodList{}
@@ -185,7 +216,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.converge(ctx, svc, Desired(svc, job.UID, pods.Items), have.Items); err != nil {
+	w := plan(svc, Desired(svc, job.UID, pods.Items), have.Items)
+	if w.none() {
+		r.pace.settled(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if wait := r.pace.wait(req.NamespacedName, w.adds, r.period()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if err := r.apply(ctx, svc, w); err != nil {
 		// A write from a cache that lags the operator's own last write is
 		// retried, and says nothing.
 		if !apierrors.IsConflict(err) && !errors.Is(err, errCacheLags) {
@@ -193,44 +232,170 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
+	r.pace.wrote(req.NamespacedName, w.keep+len(w.create)+len(w.update) == 0)
 	return ctrl.Result{}, nil
 }
 
-// converge creates, updates and deletes slices so that the Service's
-// slices are want. A slice of the name that is not the Service's own is
-// an error, never overwritten.
-func (r *Reconciler) converge(ctx context.Context, svc *corev1.Service, want, have []discoveryv1.EndpointSlice) error {
+func (r *Reconciler) period() time.Duration {
+	if r.Period == 0 {
+		return DefaultPeriod
+	}
+	return r.Period
+}
+
+// writes are what it takes to turn a Service's slices into the wanted ones.
+type writes struct {
+	create, update, delete []discoveryv1.EndpointSlice
+	// keep are the wanted slices that need no write.
+	keep int
+	// adds tells whether a write publishes a rank or an address that no
+	// slice shows yet, rather than only taking ranks away.
+	adds bool
+}
+
+func (w writes) none() bool { return len(w.create)+len(w.update)+len(w.delete) == 0 }
+
+// plan compares the wanted slices with the Service's cached ones. Slices
+// of another owner are not the Service's: a create of such a name fails,
+// and says so.
+func plan(svc *corev1.Service, want, have []discoveryv1.EndpointSlice) writes {
+	var w writes
 	byName := map[string]*discoveryv1.EndpointSlice{}
 	for i := range have {
 		if metav1.IsControlledBy(&have[i], svc) {
 			byName[have[i].Name] = &have[i]
 		}
 	}
-	for i := range want {
-		w := &want[i]
-		cur, ok := byName[w.Name]
-		delete(byName, w.Name)
+	for _, s := range want {
+		cur, ok := byName[s.Name]
+		delete(byName, s.Name)
 		switch {
 		case !ok:
-			if err := r.Client.Create(ctx, w); err != nil {
-				if apierrors.IsAlreadyExists(err) {
-					return r.existing(ctx, svc, w.Name, err)
-				}
-				return fmt.Errorf("creating EndpointSlice %s: %w", w.Name, err)
-			}
-		case !same(cur, w):
-			w.ResourceVersion = cur.ResourceVersion
-			if err := r.Client.Update(ctx, w); err != nil {
-				return fmt.Errorf("updating EndpointSlice %s: %w", w.Name, err)
-			}
+			w.create, w.adds = append(w.create, s), true
+		case !same(cur, &s):
+			s.ResourceVersion = cur.ResourceVersion
+			w.update = append(w.update, s)
+			w.adds = w.adds || adds(cur, &s)
+		default:
+			w.keep++
 		}
 	}
 	for _, stale := range byName {
-		if err := r.Client.Delete(ctx, stale, client.Preconditions{UID: &stale.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting EndpointSlice %s: %w", stale.Name, err)
+		w.delete = append(w.delete, *stale)
+	}
+	return w
+}
+
+// adds tells whether want names a host or an address that cur does not.
+func adds(cur, want *discoveryv1.EndpointSlice) bool {
+	shown := map[string]bool{}
+	for _, e := range cur.Endpoints {
+		shown[endpointKey(e)] = true
+	}
+	for _, e := range want.Endpoints {
+		if !shown[endpointKey(e)] {
+			return true
+		}
+	}
+	return false
+}
+
+func endpointKey(e discoveryv1.Endpoint) string {
+	return fmt.Sprint(ptr.Deref(e.Hostname, ""), e.Addresses)
+}
+
+// apply makes the writes.
+func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, w writes) error {
+	for i := range w.create {
+		s := &w.create[i]
+		if err := r.Client.Create(ctx, s); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return r.existing(ctx, svc, s.Name, err)
+			}
+			return fmt.Errorf("creating EndpointSlice %s: %w", s.Name, err)
+		}
+	}
+	for i := range w.update {
+		if err := r.Client.Update(ctx, &w.update[i]); err != nil {
+			return fmt.Errorf("updating EndpointSlice %s: %w", w.update[i].Name, err)
+		}
+	}
+	for i := range w.delete {
+		s := &w.delete[i]
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting EndpointSlice %s: %w", s.Name, err)
 		}
 	}
 	return nil
+}
+
+// pacer spaces the writes of each Service's slices: ranks that get their
+// addresses together, or end together, are one write. A write that
+// publishes something new goes out at once when the Service's last write
+// is at least a period old, else when it is; a write that only takes
+// ranks away waits a period from when it was first seen, as the other
+// ranks of a run end within moments of each other. It remembers only the
+// Services with a write in the last period or one pending.
+type pacer struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	last  map[types.NamespacedName]time.Time
+	since map[types.NamespacedName]time.Time
+}
+
+func newPacer(c clock.PassiveClock) *pacer {
+	return &pacer{clock: c, last: map[types.NamespacedName]time.Time{}, since: map[types.NamespacedName]time.Time{}}
+}
+
+// wait is how long the Service's pending write must still wait.
+func (p *pacer) wait(key types.NamespacedName, adds bool, period time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	var wait time.Duration
+	if last, ok := p.last[key]; ok {
+		wait = period - now.Sub(last)
+	}
+	if !adds {
+		since, ok := p.since[key]
+		if !ok {
+			since = now
+			p.since[key] = now
+		}
+		wait = max(wait, period-now.Sub(since))
+	}
+	return max(wait, 0)
+}
+
+// wrote records a write; gone says the Service has no slice left, and so
+// nothing to pace.
+func (p *pacer) wrote(key types.NamespacedName, gone bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.since, key)
+	if gone {
+		delete(p.last, key)
+		return
+	}
+	p.last[key] = p.clock.Now()
+}
+
+// settled forgets a pending removal that no longer is one, and a last
+// write older than any period.
+func (p *pacer) settled(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.since, key)
+	if last, ok := p.last[key]; ok && p.clock.Since(last) > time.Minute {
+		delete(p.last, key)
+	}
+}
+
+func (p *pacer) forget(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.since, key)
+	delete(p.last, key)
 }
 
 // errCacheLags is a slice the operator made that its cache does not hold

@@ -3,12 +3,14 @@ package rankdns
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -225,5 +227,108 @@ func TestSameComparesWhatTheSliceSays(t *testing.T) {
 		if same(&x, &a) {
 			t.Errorf("a changed %s is the same", name)
 		}
+	}
+}
+
+// TestPacerMakesRanksThatComeTogetherOneWrite: a write that publishes
+// something goes out at once unless the Service was written within the
+// period; one that only takes ranks away waits a period from when it was
+// first seen, so ranks ending together are one write.
+func TestPacerMakesRanksThatComeTogetherOneWrite(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	p := newPacer(clk)
+	key := types.NamespacedName{Namespace: "team-a", Name: "mnist-r1"}
+	const period = time.Second
+
+	if w := p.wait(key, true, period); w != 0 {
+		t.Fatalf("the first rank waits %s", w)
+	}
+	p.wrote(key, false)
+	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
+	if w := p.wait(key, true, period); w != 700*time.Millisecond {
+		t.Errorf("a rank 300ms after the last write waits %s, want 700ms", w)
+	}
+	clk.SetTime(clk.Now().Add(700 * time.Millisecond))
+	if w := p.wait(key, true, period); w != 0 {
+		t.Errorf("a period after the last write, a rank waits %s", w)
+	}
+	p.wrote(key, false)
+
+	// The ranks end: long after the last write, the first end still waits
+	// a period, for the others.
+	clk.SetTime(clk.Now().Add(time.Hour))
+	if w := p.wait(key, false, period); w != period {
+		t.Errorf("the first rank's end waits %s, want %s", w, period)
+	}
+	clk.SetTime(clk.Now().Add(400 * time.Millisecond))
+	if w := p.wait(key, false, period); w != 600*time.Millisecond {
+		t.Errorf("400ms later the removal waits %s, want 600ms", w)
+	}
+	clk.SetTime(clk.Now().Add(600 * time.Millisecond))
+	if w := p.wait(key, false, period); w != 0 {
+		t.Errorf("a period after the first end the removal waits %s", w)
+	}
+	p.wrote(key, true)
+	if len(p.last)+len(p.since) != 0 {
+		t.Errorf("a Service with no slice left is remembered: %v %v", p.last, p.since)
+	}
+
+	// A removal that is no longer one (the rank came back) is forgotten.
+	other := types.NamespacedName{Namespace: "team-a", Name: "other-r1"}
+	p.wait(other, false, period)
+	p.settled(other)
+	if len(p.since) != 0 {
+		t.Errorf("a settled Service keeps its pending removal: %v", p.since)
+	}
+	p.wait(other, true, period)
+	p.wrote(other, false)
+	p.forget(other)
+	if len(p.last)+len(p.since) != 0 {
+		t.Errorf("a forgotten Service is remembered: %v %v", p.last, p.since)
+	}
+}
+
+// TestPlanTellsAdditionsFromRemovals: what the pacer is told.
+func TestPlanTellsAdditionsFromRemovals(t *testing.T) {
+	svc := service()
+	two := Desired(svc, jobUID, []corev1.Pod{rank(0), rank(1)})
+	one := Desired(svc, jobUID, []corev1.Pod{rank(0)})
+	foreign := *two[0].DeepCopy()
+	foreign.OwnerReferences = nil
+
+	if w := plan(svc, two, nil); len(w.create) != 1 || !w.adds {
+		t.Errorf("no slice yet: %+v", w)
+	}
+	if w := plan(svc, two, []discoveryv1.EndpointSlice{foreign}); len(w.create) != 1 || len(w.update)+len(w.delete) != 0 {
+		t.Errorf("a slice of another owner is not the Service's: %+v", w)
+	}
+	if w := plan(svc, two, one); len(w.update) != 1 || !w.adds {
+		t.Errorf("a new rank: %+v", w)
+	}
+	if w := plan(svc, one, two); len(w.update) != 1 || w.adds {
+		t.Errorf("a rank ended: %+v", w)
+	}
+	if w := plan(svc, nil, two); len(w.delete) != 1 || w.adds || w.keep != 0 {
+		t.Errorf("every rank ended: %+v", w)
+	}
+	if w := plan(svc, two, two); !w.none() || w.keep != 1 {
+		t.Errorf("nothing changed: %+v", w)
+	}
+	moved := Desired(svc, jobUID, []corev1.Pod{rank(0), rank(1)})
+	moved[0].Endpoints[1].Addresses = []string{"10.9.9.9"}
+	if w := plan(svc, moved, two); len(w.update) != 1 || !w.adds {
+		t.Errorf("a rank's new address: %+v", w)
+	}
+}
+
+func TestRankChangedWakesForACreatedOrDeletedRankOnlyWithAnAddress(t *testing.T) {
+	p := rankChanged()
+	withIP, without := rank(0), rank(1)
+	without.Status.PodIP, without.Status.PodIPs = "", nil
+	if !p.Create(ctrlevent.CreateEvent{Object: &withIP}) || p.Create(ctrlevent.CreateEvent{Object: &without}) {
+		t.Error("create: want a wake for a rank with an address only")
+	}
+	if !p.Delete(ctrlevent.DeleteEvent{Object: &withIP}) || p.Delete(ctrlevent.DeleteEvent{Object: &without}) {
+		t.Error("delete: want a wake for a rank with an address only")
 	}
 }
