@@ -97,6 +97,11 @@ type Reconciler struct {
 	pace *pacer
 }
 
+// subdomainField indexes the cached pods by subdomain: a run's ranks are
+// found without reading the namespace's other pods, and pods without one
+// (every run of one pod) cost the index nothing.
+const subdomainField = "spec.subdomain"
+
 // DefaultPeriod is the least time between two writes of one run's slices.
 // A rank whose address comes within it of another's is published at its
 // end: far less than a training process takes to start.
@@ -107,6 +112,14 @@ const DefaultPeriod = time.Second
 // runs) wake nothing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	r.pace = newPacer(cmp.Or[clock.PassiveClock](r.Clock, clock.RealClock{}))
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, subdomainField, func(o client.Object) []string {
+		if pod, ok := o.(*corev1.Pod); ok && pod.Spec.Subdomain != "" {
+			return []string{pod.Spec.Subdomain}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Service{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			svc, ok := o.(*corev1.Service)
@@ -188,6 +201,10 @@ func running(p *corev1.Pod) bool {
 // Reconcile writes the slices that Desired returns for the Service and its
 // pods, when they differ from the cached ones, paced (see Period).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// A write already waits: its reconcile will read everything afresh.
+	if wait := r.pace.scheduled(req.NamespacedName); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	svc := &corev1.Service{}
 	if err := r.Client.Get(ctx, req.NamespacedName, svc); err != nil {
 		// A deleted Service takes its slices along (they are its own).
@@ -198,10 +215,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.pace.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	// Read only: the cache's own objects, not copies.
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(svc.Namespace), client.MatchingLabels{
-		trainingv1alpha1.LabelJobName: svc.Labels[trainingv1alpha1.LabelJobName], trainingv1alpha1.LabelRun: svc.Labels[trainingv1alpha1.LabelRun],
-	}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(svc.Namespace), client.MatchingFields{subdomainField: svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	// The run's Job bears the Service's name and owns it; only the pods it
@@ -213,7 +229,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	have := &discoveryv1.EndpointSliceList{}
 	if err := r.Client.List(ctx, have, client.InNamespace(svc.Namespace), client.MatchingLabels{
 		discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy,
-	}); err != nil {
+	}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	w := plan(svc, Desired(svc, job.UID, pods.Items), have.Items)
@@ -341,10 +357,31 @@ type pacer struct {
 	mu    sync.Mutex
 	last  map[types.NamespacedName]time.Time
 	since map[types.NamespacedName]time.Time
+	// at is when a write that had to wait is due.
+	at map[types.NamespacedName]time.Time
 }
 
 func newPacer(c clock.PassiveClock) *pacer {
-	return &pacer{clock: c, last: map[types.NamespacedName]time.Time{}, since: map[types.NamespacedName]time.Time{}}
+	return &pacer{
+		clock: c, last: map[types.NamespacedName]time.Time{}, since: map[types.NamespacedName]time.Time{},
+		at: map[types.NamespacedName]time.Time{},
+	}
+}
+
+// scheduled is how long until the Service's waiting write is due; zero
+// when none waits or it is due.
+func (p *pacer) scheduled(key types.NamespacedName) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.at[key]
+	if !ok {
+		return 0
+	}
+	if wait := at.Sub(p.clock.Now()); wait > 0 {
+		return wait
+	}
+	delete(p.at, key)
+	return 0
 }
 
 // wait is how long the Service's pending write must still wait.
@@ -364,7 +401,11 @@ func (p *pacer) wait(key types.NamespacedName, adds bool, period time.Duration) 
 		}
 		wait = max(wait, period-now.Sub(since))
 	}
-	return max(wait, 0)
+	if wait <= 0 {
+		return 0
+	}
+	p.at[key] = now.Add(wait)
+	return wait
 }
 
 // wrote records a write; gone says the Service has no slice left, and so
@@ -373,6 +414,7 @@ func (p *pacer) wrote(key types.NamespacedName, gone bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.since, key)
+	delete(p.at, key)
 	if gone {
 		delete(p.last, key)
 		return
@@ -386,6 +428,7 @@ func (p *pacer) settled(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.since, key)
+	delete(p.at, key)
 	if last, ok := p.last[key]; ok && p.clock.Since(last) > time.Minute {
 		delete(p.last, key)
 	}
@@ -396,6 +439,7 @@ func (p *pacer) forget(key types.NamespacedName) {
 	defer p.mu.Unlock()
 	delete(p.since, key)
 	delete(p.last, key)
+	delete(p.at, key)
 }
 
 // errCacheLags is a slice the operator made that its cache does not hold

@@ -248,7 +248,16 @@ func TestPacerMakesRanksThatComeTogetherOneWrite(t *testing.T) {
 	if w := p.wait(key, true, period); w != 700*time.Millisecond {
 		t.Errorf("a rank 300ms after the last write waits %s, want 700ms", w)
 	}
-	clk.SetTime(clk.Now().Add(700 * time.Millisecond))
+	// Until it is due, a reconcile of the Service is told the rest of the
+	// wait and reads nothing.
+	clk.SetTime(clk.Now().Add(200 * time.Millisecond))
+	if w := p.scheduled(key); w != 500*time.Millisecond {
+		t.Errorf("200ms later the write is due in %s, want 500ms", w)
+	}
+	clk.SetTime(clk.Now().Add(500 * time.Millisecond))
+	if w := p.scheduled(key); w != 0 || len(p.at) != 0 {
+		t.Errorf("a due write still waits %s (%v)", w, p.at)
+	}
 	if w := p.wait(key, true, period); w != 0 {
 		t.Errorf("a period after the last write, a rank waits %s", w)
 	}
