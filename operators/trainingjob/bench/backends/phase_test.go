@@ -56,7 +56,7 @@ func (p procStats) minus(before procStats) procStats {
 	return procStats{
 		cpuSeconds: p.cpuSeconds - before.cpuSeconds, reconciles: p.reconciles - before.reconciles,
 		nameReconciles: p.nameReconciles - before.nameReconciles,
-		queueSeconds: p.queueSeconds - before.queueSeconds, queueCount: p.queueCount - before.queueCount,
+		queueSeconds:   p.queueSeconds - before.queueSeconds, queueCount: p.queueCount - before.queueCount,
 		workSeconds: p.workSeconds - before.workSeconds, workCount: p.workCount - before.workCount,
 	}
 }
