@@ -102,6 +102,10 @@ type Reconciler struct {
 // (every run of one pod) cost the index nothing.
 const subdomainField = "spec.subdomain"
 
+// serviceField indexes the cached slices the operator manages by their
+// Service.
+const serviceField = "rankdns.service"
+
 // DefaultPeriod is the least time between two writes of one run's slices.
 // A rank whose address comes within it of another's is published at its
 // end: far less than a training process takes to start.
@@ -115,6 +119,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, subdomainField, func(o client.Object) []string {
 		if pod, ok := o.(*corev1.Pod); ok && pod.Spec.Subdomain != "" {
 			return []string{pod.Spec.Subdomain}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &discoveryv1.EndpointSlice{}, serviceField, func(o client.Object) []string {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok && s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+			return []string{s.Labels[discoveryv1.LabelServiceName]}
 		}
 		return nil
 	}); err != nil {
@@ -227,9 +239,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	have := &discoveryv1.EndpointSliceList{}
-	if err := r.Client.List(ctx, have, client.InNamespace(svc.Namespace), client.MatchingLabels{
-		discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy,
-	}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, have, client.InNamespace(svc.Namespace), client.MatchingFields{serviceField: svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	w := plan(svc, Desired(svc, job.UID, pods.Items), have.Items)
