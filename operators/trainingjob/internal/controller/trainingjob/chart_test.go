@@ -93,6 +93,12 @@ func TestChartGrantsNoMoreThanNeeded(t *testing.T) {
 		"create mpijobs":           {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "mpijobs", Verb: "create"}, true},
 		"create mxjobs":            {authorizationv1.ResourceAttributes{Group: "kubeflow.org", Resource: "mxjobs", Verb: "create"}, false},
 		"create pods":              {authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create"}, false},
+		// The ranks' host names (package rankdns): the slices are written
+		// whole; the Services that own them are only created.
+		"update endpointslices": {authorizationv1.ResourceAttributes{Group: "discovery.k8s.io", Resource: "endpointslices", Verb: "update"}, true},
+		"patch endpointslices":  {authorizationv1.ResourceAttributes{Group: "discovery.k8s.io", Resource: "endpointslices", Verb: "patch"}, false},
+		"create endpoints":      {authorizationv1.ResourceAttributes{Resource: "endpoints", Verb: "create"}, false},
+		"update services":       {authorizationv1.ResourceAttributes{Resource: "services", Verb: "update"}, false},
 		// The MPI key pair's Secret is watched, to generate it again when
 		// deleted; the operator's cache holds only the Secrets it labelled.
 		"watch secrets (mpi keys)":    {authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "watch"}, true},
