@@ -102,6 +102,26 @@ func runRanks(t *testing.T, c client.Client, job *batchv1.Job) []*corev1.Pod {
 	return pods
 }
 
+// createRun creates tj and returns the Job of its first run.
+func createRun(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) *batchv1.Job {
+	t.Helper()
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	return waitBatchJob(t, c, tj.Namespace, backend.JobName(tj.Name, 1))
+}
+
+// waitService waits for the headless Service of job's run.
+func waitService(t *testing.T, c client.Client, job *batchv1.Job) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{}
+	testenv.Eventually(t, "the headless Service", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), svc)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	return svc
+}
+
 // completeJob acts out the Job controller recording success at a time in
 // the past, as after a delay before the operator noticed.
 func completeJob(t *testing.T, c client.Client, job *batchv1.Job, pods []*corev1.Pod, at metav1.Time) {
@@ -148,18 +168,11 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 
 	tj := native(newTrainingJob(ns, "mnist", 2))
 	tj.Spec.RunPolicy.TTLSecondsAfterFinished = ptr.To[int32](600)
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "mnist-r1")
+	job := createRun(t, c, tj)
 	if !metav1.IsControlledBy(job, tj) || *job.Spec.CompletionMode != batchv1.IndexedCompletion || *job.Spec.Completions != 2 || *job.Spec.BackoffLimit != 0 {
 		t.Errorf("Job: owners %v mode %v completions %d backoffLimit %d", job.OwnerReferences, *job.Spec.CompletionMode, *job.Spec.Completions, *job.Spec.BackoffLimit)
 	}
-	svc := &corev1.Service{}
-	testenv.Eventually(t, "the headless Service", func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mnist-r1"}, svc)
-		return err == nil, client.IgnoreNotFound(err)
-	})
+	svc := waitService(t, c, job)
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !metav1.IsControlledBy(svc, job) && !ownedBy(svc, job) {
 		t.Errorf("Service clusterIP %q owners %v, want headless and owned by the Job", svc.Spec.ClusterIP, svc.OwnerReferences)
 	}
@@ -234,10 +247,7 @@ func TestNativeUserErrorFailsWithoutANewRun(t *testing.T) {
 	startOperator(t, nil)
 
 	tj := native(checkpointed(ns, "crash", 1, 3, 0))
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "crash-r1")
+	job := createRun(t, c, tj)
 	pods := runRanks(t, c, job)
 	setPodStatus(t, c, pods[0], func(s *corev1.PodStatus) {
 		s.Phase = corev1.PodFailed
@@ -307,10 +317,7 @@ func TestNativeSuspendAndResume(t *testing.T) {
 	startOperator(t, nil)
 
 	tj := native(newTrainingJob(ns, "pause", 2))
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "pause-r1")
+	job := createRun(t, c, tj)
 	runRanks(t, c, job)
 	setSuspend(t, c, tj, true)
 	testenv.Eventually(t, "the Job is suspended", func(ctx context.Context) (bool, error) {
@@ -372,10 +379,7 @@ func TestNativeKueueAdmitsAndEvicts(t *testing.T) {
 
 	tj := native(newTrainingJob(ns, "queued", 2))
 	tj.Spec.QueueName = "team-a"
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "queued-r1")
+	job := createRun(t, c, tj)
 	if !ptr.Deref(job.Spec.Suspend, false) || job.Labels[trainingv1alpha1.LabelKueueQueueName] != "team-a" {
 		t.Fatalf("queued Job suspend %v labels %v, want created suspended with the queue label", job.Spec.Suspend, job.Labels)
 	}
@@ -447,10 +451,7 @@ func TestNativeOperatorRestartMidRunCreatesNoSecondJob(t *testing.T) {
 	op := startOperator(t, nil)
 
 	tj := native(newTrainingJob(ns, "steady", 2))
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "steady-r1")
+	job := createRun(t, c, tj)
 	runRanks(t, c, job)
 	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
@@ -661,10 +662,7 @@ func TestNativeRanksEndingOneByOneStayRunningWithinTheWriteBudget(t *testing.T) 
 	op := startOperator(t, nil)
 
 	tj := native(newTrainingJob(ns, "ranks", 3))
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "ranks-r1")
+	job := createRun(t, c, tj)
 	pods := runRanks(t, c, job)
 	waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
@@ -754,10 +752,7 @@ func TestNativeLifecycleTakesThreeReconciles(t *testing.T) {
 		counter.Client = r.Client
 		r.Client = counter
 	})
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "three-r1")
+	job := createRun(t, c, tj)
 	waitTJ(t, c, tj, "Created", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return conditions.IsTrue(tj, trainingv1alpha1.ConditionCreated)
 	})
@@ -884,10 +879,7 @@ func TestNativeCleanPodPolicy(t *testing.T) {
 			ns := createNamespace(t, c)
 			tj := native(newTrainingJob(ns, "clean", 2))
 			tj.Spec.RunPolicy.CleanPodPolicy = policy
-			if err := c.Create(t.Context(), tj); err != nil {
-				t.Fatal(err)
-			}
-			job := waitBatchJob(t, c, ns, "clean-r1")
+			job := createRun(t, c, tj)
 			pods := runRanks(t, c, job)
 			// Rank 1 fails; the Job controller fails the Job while rank 0
 			// still runs.
@@ -933,10 +925,10 @@ func handReconciler(t *testing.T) (*Reconciler, *testenv.WriteCounter) {
 
 // TestNativeRanksArePublishedByTheOperator: the run's Service has no
 // selector, and the operator writes the EndpointSlice that gives each rank
-// its host name (<job>-<index>.<service>) once it has an address: one
-// create and an update per rank address at most, none of the legacy
-// Endpoints, nothing for a pod that only carries the run's labels, and no
-// slice once the ranks ended. The operator acts as the chart's
+// its host name (<job>-<index>.<service>) once it has an address: a
+// create and few updates (paced), none of the legacy Endpoints, nothing
+// for a pod that only carries the run's labels, and no slice once the
+// ranks ended. The operator acts as the chart's
 // ServiceAccount, so this also proves the chart grants what it needs.
 func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 	c := adminClient(t)
@@ -944,15 +936,8 @@ func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 	op := startOperator(t, nil)
 
 	tj := native(newTrainingJob(ns, "ranks", 3))
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "ranks-r1")
-	svc := &corev1.Service{}
-	testenv.Eventually(t, "the headless Service", func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(job), svc)
-		return err == nil, client.IgnoreNotFound(err)
-	})
+	job := createRun(t, c, tj)
+	svc := waitService(t, c, job)
 	if svc.Spec.Selector != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Fatalf("Service selector %v clusterIP %q: want headless with no selector", svc.Spec.Selector, svc.Spec.ClusterIP)
 	}
@@ -1021,20 +1006,14 @@ func TestNativeRankNamesThatCannotBePublishedAreReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	tj := native(newTrainingJob(ns, "squat", 2))
-	if err := c.Create(t.Context(), tj); err != nil {
-		t.Fatal(err)
-	}
-	job := waitBatchJob(t, c, ns, "squat-r1")
+	job := createRun(t, c, tj)
 	pods := runRanks(t, c, job)
 	for i, pod := range pods {
 		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
 			s.PodIP, s.PodIPs = fmt.Sprintf("10.2.0.%d", i+1), []corev1.PodIP{{IP: fmt.Sprintf("10.2.0.%d", i+1)}}
 		})
 	}
-	svc := &corev1.Service{}
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), svc); err != nil {
-		t.Fatal(err)
-	}
+	svc := waitService(t, c, job)
 	ev := testenv.WaitForEvent(t, c, svc, "RankNamesNotPublished")
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "already exists") {
 		t.Errorf("event %s %q: want a Warning that names the conflict", ev.Type, ev.Message)
