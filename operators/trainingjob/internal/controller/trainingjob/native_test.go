@@ -986,6 +986,29 @@ func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 		t.Errorf("an Endpoints object exists for the run (err %v): the legacy API costs writes nobody reads", err)
 	}
 
+	// Somebody deletes the slice: the operator makes it again.
+	if err := c.Delete(t.Context(), slice); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the ranks' EndpointSlice made again", func(ctx context.Context) (bool, error) {
+		again := &discoveryv1.EndpointSlice{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), again)
+		return err == nil && again.UID != slice.UID && fmt.Sprint(sliceHosts(again)) == want, client.IgnoreNotFound(err)
+	})
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), slice); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restarted operator finds the names published and writes nothing.
+	op.stop(t)
+	op = startOperator(t, nil)
+	settle(t, c, op, ns, tj, slice)
+	for _, w := range op.nsWrites.in(ns) {
+		if w.Resource == "endpointslices" {
+			t.Errorf("a restarted operator rewrote the published names: %v", w)
+		}
+	}
+
 	completeJob(t, c, job, pods, metav1.Now())
 	testenv.WaitGone(t, c, slice)
 }
