@@ -981,7 +981,7 @@ func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 	if len(sliceWrites) < 1 || len(sliceWrites) > 6 || sliceWrites[0].Verb != "create" {
 		t.Errorf("three ranks getting addresses cost %d slice writes, want a create and at most two writes per later rank: %v", len(sliceWrites), sliceWrites)
 	}
-	eps := &corev1.Endpoints{}
+	eps := &corev1.Endpoints{} //nolint:staticcheck // the deprecated object a selector made; the test shows it is gone
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), eps); !apierrors.IsNotFound(err) {
 		t.Errorf("an Endpoints object exists for the run (err %v): the legacy API costs writes nobody reads", err)
 	}
