@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1052,4 +1053,52 @@ func sliceHosts(s *discoveryv1.EndpointSlice) []string {
 		out = append(out, ptr.Deref(e.Hostname, "")+"="+strings.Join(e.Addresses, ","))
 	}
 	return out
+}
+
+// TestRunPodsReadsTheRunsPodsFromTheIndex: a reconcile reads its run's
+// pods through the cache's run index, and gets those of that run of that
+// TrainingJob only; a Reconciler called by hand gets the same by labels.
+func TestRunPodsReadsTheRunsPodsFromTheIndex(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+	if !op.reconciler.runPodsIndexed {
+		t.Fatal("the operator's reconciler reads pods without the run index")
+	}
+	for _, p := range []struct {
+		name, job string
+		run       int32
+	}{{"a1-x", "a", 1}, {"a1-y", "a", 1}, {"a2-x", "a", 2}, {"b1-x", "b", 1}, {"ab1-x", "ab", 1}} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: backend.Labels(operatorName, p.job, p.run)},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+		}
+		if err := c.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(pods []corev1.Pod) string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		slices.Sort(out)
+		return fmt.Sprint(out)
+	}
+	tj := newTrainingJob(ns, "a", 1)
+	testenv.Eventually(t, "the cache holds the pods", func(ctx context.Context) (bool, error) {
+		pods, err := op.reconciler.runPods(ctx, tj, 2)
+		return err == nil && len(pods) == 1, err
+	})
+	hand, _ := handReconciler(t)
+	for run, want := range map[int32]string{1: "[a1-x a1-y]", 2: "[a2-x]", 3: "[]"} {
+		got, err := op.reconciler.runPods(t.Context(), tj, run)
+		if err != nil || names(got) != want {
+			t.Errorf("run %d from the index: %s (err %v), want %s", run, names(got), err, want)
+		}
+		got, err = hand.runPods(t.Context(), tj, run)
+		if err != nil || names(got) != want {
+			t.Errorf("run %d by labels: %s (err %v), want %s", run, names(got), err, want)
+		}
+	}
 }

@@ -140,6 +140,10 @@ type Reconciler struct {
 	// worth one more event.
 	reportedMu sync.Mutex
 	reported   map[types.UID]map[string]bool
+
+	// runPodsIndexed says the manager's cache indexes pods by run
+	// (runPodsField).
+	runPodsIndexed bool
 }
 
 // NewReconciler wires a Reconciler to a manager, with both backends
@@ -222,6 +226,10 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	// The Runner is built here, once, from the fields as the caller left
 	// them after NewReconciler (tests swap the client or the clock).
 	r.runner = r.newRunner()
+	if err := indexRunPods(context.Background(), mgr); err != nil {
+		return err
+	}
+	r.runPodsIndexed = true
 	if r.QueuePositionRefresh > 0 {
 		r.positions = kueue.NewPositions(kueue.VisibilityFetch(r.Visibility), r.QueuePositionRefresh/2, r.Clock)
 	}
