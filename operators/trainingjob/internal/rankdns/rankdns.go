@@ -148,11 +148,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 			DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return false },
 			GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
 		})).
-		// The operator's own writes wake nothing; a slice somebody deleted
-		// is made again.
+		// A slice somebody changed or deleted is made what it must be again
+		// (the operator's own writes come back as a reconcile that finds
+		// nothing to do); its creation is the operator's own.
 		Owns(&discoveryv1.EndpointSlice{}, builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(ctrlevent.CreateEvent) bool { return false },
-			UpdateFunc:  func(ctrlevent.UpdateEvent) bool { return false },
 			GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
 		})).
 		WithOptions(opts).

@@ -929,7 +929,8 @@ func handReconciler(t *testing.T) (*Reconciler, *testenv.WriteCounter) {
 // its host name (<job>-<index>.<service>) once it has an address: a
 // create and few updates (paced), none of the legacy Endpoints, nothing
 // for a pod that only carries the run's labels, and no slice once the
-// ranks ended. The operator acts as the chart's
+// ranks ended; a slice somebody changed or deleted is made right again, and
+// a restarted operator writes nothing. The operator acts as the chart's
 // ServiceAccount, so this also proves the chart grants what it needs.
 func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 	c := adminClient(t)
@@ -986,6 +987,17 @@ func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), eps); !apierrors.IsNotFound(err) {
 		t.Errorf("an Endpoints object exists for the run (err %v): the legacy API costs writes nobody reads", err)
 	}
+
+	// Somebody points rank 0's name elsewhere: the operator puts it back.
+	hijacked := slice.DeepCopy()
+	hijacked.Endpoints[0].Addresses = []string{"10.9.9.9"}
+	if err := c.Update(t.Context(), hijacked); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "rank 0's name restored", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), slice)
+		return err == nil && fmt.Sprint(sliceHosts(slice)) == want, err
+	})
 
 	// Somebody deletes the slice: the operator makes it again.
 	if err := c.Delete(t.Context(), slice); err != nil {
