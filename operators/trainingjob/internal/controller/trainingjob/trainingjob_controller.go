@@ -69,9 +69,10 @@ var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trai
 // deleted only to end the run of a queued job the user suspends. The
 // native backend's headless Services are created and then left to the
 // garbage collector (they are owned by their Job); the EndpointSlices that
-// publish their ranks are the operator's to write (package rankdns). Checkpoint claims are created, and patched only to
-// adopt a retained claim under deletionPolicy Delete; they are never
-// deleted by the operator (the garbage collector does, with Delete).
+// publish their ranks are the operator's to write (package rankdns).
+// Checkpoint claims are created, and patched only to adopt a retained
+// claim under deletionPolicy Delete; they are never deleted by the
+// operator (the garbage collector does, with Delete).
 // NetworkPolicies (one per TrainingJob, guarding its ranks) are applied,
 // and deleted only when the operator runs with them turned off.
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs,verbs=get;list;watch;delete
