@@ -52,6 +52,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/shared/apply"
 )
 
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
@@ -332,11 +333,20 @@ func endpointKey(e discoveryv1.Endpoint) string {
 
 // apply makes the writes.
 func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, w writes) error {
+	// A slice of the name that is somebody else's is a ForeignError, never
+	// overwritten; the operator's own that the cache does not show yet
+	// (written by the last reconcile) is retried.
+	creator := &apply.Applier{Client: r.Client, APIReader: r.APIReader}
+	owner := apply.Owner{
+		Owns:   func(o client.Object) bool { return metav1.IsControlledBy(o, svc) },
+		Name:   "the Service " + svc.Name,
+		Remedy: "give the TrainingJob another name",
+	}
 	for i := range w.create {
 		s := &w.create[i]
-		if err := r.Client.Create(ctx, s); err != nil {
+		if err := creator.Create(ctx, s, owner); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return r.existing(ctx, svc, s.Name, err)
+				err = errCacheLags
 			}
 			return fmt.Errorf("creating EndpointSlice %s: %w", s.Name, err)
 		}
@@ -453,22 +463,8 @@ func (p *pacer) forget(key types.NamespacedName) {
 }
 
 // errCacheLags is a slice the operator made that its cache does not hold
-// yet.
+// yet: the create that found it is retried, and says nothing.
 var errCacheLags = errors.New("the cache does not hold the slice yet")
-
-// existing explains a create that found a slice of the name: the operator's
-// own, written by an earlier reconcile that the cache does not show yet, or
-// somebody else's, which is never overwritten.
-func (r *Reconciler) existing(ctx context.Context, svc *corev1.Service, name string, exists error) error {
-	live := &discoveryv1.EndpointSlice{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: name}, live); err != nil {
-		return fmt.Errorf("EndpointSlice %s: %w", name, exists)
-	}
-	if metav1.IsControlledBy(live, svc) {
-		return fmt.Errorf("EndpointSlice %s: %w", name, errCacheLags)
-	}
-	return fmt.Errorf("EndpointSlice %s exists and is not the Service's (owners %v): delete or rename it: %w", name, live.OwnerReferences, exists)
-}
 
 func same(cur, want *discoveryv1.EndpointSlice) bool {
 	for k, v := range want.Labels {

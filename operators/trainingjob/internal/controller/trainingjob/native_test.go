@@ -1051,7 +1051,7 @@ func TestNativeRankNamesThatCannotBePublishedAreReported(t *testing.T) {
 	}
 	svc := waitService(t, c, job)
 	ev := testenv.WaitForEvent(t, c, svc, "RankNamesNotPublished")
-	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "already exists") {
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "EndpointSlice "+ns+"/squat-r1 exists and does not belong to the Service squat-r1") {
 		t.Errorf("event %s %q: want a Warning that names the conflict", ev.Type, ev.Message)
 	}
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(foreign), foreign); err != nil || len(foreign.Endpoints) != 0 || foreign.Labels["owner"] != "someone" {
