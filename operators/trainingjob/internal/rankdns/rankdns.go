@@ -8,11 +8,13 @@
 // bench/backends/README.md). A rank's pod of an Indexed Job with
 // restartPolicy Never and backoffLimit 0 gets its address once and keeps
 // it until it ends, so the names change only when a rank gets its address
-// and when ranks end: the operator writes a slice when the first rank has
-// an address, rewrites it as the others get theirs (changes that arrive
-// together are one write) and deletes it once no rank runs. No legacy
-// Endpoints object exists at all; cluster DNS (CoreDNS) reads
-// EndpointSlices.
+// and when ranks end. No rank of a run gets anywhere before all of them
+// have started (rank 0 waits for every other at its rendezvous), so the
+// operator writes a run's slice once every rank has an address, or a
+// second after the first rank it does not show got its address, whichever
+// comes first; it deletes the slice once no rank runs. A healthy run costs
+// two writes. No legacy Endpoints object exists at all; cluster DNS
+// (CoreDNS) reads EndpointSlices.
 //
 // Only pods that the run's Job controls are published, under the host
 // name the Job controller gave them: a pod that merely carries the run's
@@ -107,9 +109,10 @@ const subdomainField = "spec.subdomain"
 // Service.
 const serviceField = "rankdns.service"
 
-// DefaultPeriod is the least time between two writes of one run's slices.
-// A rank whose address comes within it of another's is published at its
-// end: far less than a training process takes to start.
+// DefaultPeriod is the least time between two writes of one run's slices,
+// and the longest a rank with an address waits for the run's other ranks
+// to be published with it: far less than a training process takes to
+// start.
 const DefaultPeriod = time.Second
 
 // SetupWithManager registers the controller. Pod changes that do not change
@@ -180,11 +183,12 @@ func jobToService(_ context.Context, o client.Object) []reconcile.Request {
 
 // rankChanged passes the events that change what a pod publishes: its
 // creation (seen at the operator's start) and deletion when it runs with
-// an address, and the updates that change its endpoint.
+// an address, and the updates that change its endpoint. A pod without an
+// address publishes nothing, so its scheduling wakes nothing.
 func rankChanged() predicate.Funcs {
 	published := func(o client.Object) bool {
 		p, ok := o.(*corev1.Pod)
-		return !ok || running(p) && (p.Status.PodIP != "" || len(p.Status.PodIPs) > 0)
+		return !ok || rankKey(p) != ""
 	}
 	return predicate.Funcs{
 		CreateFunc: func(e ctrlevent.CreateEvent) bool { return published(e.Object) },
@@ -197,14 +201,18 @@ func rankChanged() predicate.Funcs {
 	}
 }
 
-// rankKey is what a pod contributes to its run's slices.
+// rankKey is what a pod contributes to its run's slices: "" unless it runs
+// with an address.
 func rankKey(p *corev1.Pod) string {
+	if !running(p) || p.Status.PodIP == "" && len(p.Status.PodIPs) == 0 {
+		return ""
+	}
 	ips := make([]string, 0, len(p.Status.PodIPs)+1)
 	ips = append(ips, p.Status.PodIP)
 	for _, ip := range p.Status.PodIPs {
 		ips = append(ips, ip.IP)
 	}
-	return fmt.Sprint(ips, p.Spec.Hostname, p.Spec.NodeName, running(p))
+	return fmt.Sprint(ips, p.Spec.Hostname, p.Spec.NodeName)
 }
 
 func running(p *corev1.Pod) bool {
@@ -214,7 +222,8 @@ func running(p *corev1.Pod) bool {
 // Reconcile writes the slices that Desired returns for the Service and its
 // pods, when they differ from the cached ones, paced (see Period).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	// A write already waits: its reconcile will read everything afresh.
+	// A write already waits, and nothing can make it go sooner: its
+	// reconcile will read everything afresh.
 	if wait := r.pace.scheduled(req.NamespacedName); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
@@ -243,12 +252,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.List(ctx, have, client.InNamespace(svc.Namespace), client.MatchingFields{serviceField: svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
-	w := plan(svc, Desired(svc, job.UID, pods.Items), have.Items)
+	want := Desired(svc, job.UID, pods.Items)
+	w := plan(svc, want, have.Items)
 	if w.none() {
 		r.pace.settled(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if wait := r.pace.wait(req.NamespacedName, w.adds, r.period()); wait > 0 {
+	if wait := r.pace.wait(req.NamespacedName, w.adds, complete(want, job), r.period()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if err := r.apply(ctx, svc, w); err != nil {
@@ -261,6 +271,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.pace.wrote(req.NamespacedName, w.keep+len(w.create)+len(w.update) == 0)
 	return ctrl.Result{}, nil
+}
+
+// complete tells whether want publishes as many ranks as the run's Job
+// runs at once: every rank has its name.
+func complete(want []discoveryv1.EndpointSlice, job *batchv1.Job) bool {
+	n := 0
+	for i := range want {
+		n += len(want[i].Endpoints)
+	}
+	return job.UID != "" && n >= int(ptr.Deref(job.Spec.Parallelism, 1))
 }
 
 func (r *Reconciler) period() time.Duration {
@@ -367,11 +387,12 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, w writes) e
 
 // pacer spaces the writes of each Service's slices: ranks that get their
 // addresses together, or end together, are one write. A write that
-// publishes something new goes out at once when the Service's last write
-// is at least a period old, else when it is; a write that only takes
-// ranks away waits a period from when it was first seen, as the other
-// ranks of a run end within moments of each other. It remembers only the
-// Services with a write in the last period or one pending.
+// publishes every rank of the run goes out at once when the Service's
+// last write is at least a period old, else when it is. A write that
+// publishes only some of them, or only takes ranks away, waits a period
+// from when it was first seen: the run's other ranks get their addresses,
+// or end, within moments. It remembers only the Services with a write in
+// the last period or one pending.
 type pacer struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
@@ -404,8 +425,11 @@ func (p *pacer) scheduled(key types.NamespacedName) time.Duration {
 	return 0
 }
 
-// wait is how long the Service's pending write must still wait.
-func (p *pacer) wait(key types.NamespacedName, adds bool, period time.Duration) time.Duration {
+// wait is how long the Service's pending write must still wait; adds says
+// it publishes something new, complete that it then shows every rank.
+// While it waits for the run's other ranks, a reconcile still reads them:
+// the last rank's address sends it at once.
+func (p *pacer) wait(key types.NamespacedName, adds, complete bool, period time.Duration) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.clock.Now()
@@ -413,7 +437,8 @@ func (p *pacer) wait(key types.NamespacedName, adds bool, period time.Duration) 
 	if last, ok := p.last[key]; ok {
 		wait = period - now.Sub(last)
 	}
-	if !adds {
+	gathering := adds && !complete
+	if !adds || gathering {
 		since, ok := p.since[key]
 		if !ok {
 			since = now
@@ -424,7 +449,9 @@ func (p *pacer) wait(key types.NamespacedName, adds bool, period time.Duration) 
 	if wait <= 0 {
 		return 0
 	}
-	p.at[key] = now.Add(wait)
+	if !gathering {
+		p.at[key] = now.Add(wait)
+	}
 	return wait
 }
 

@@ -184,22 +184,29 @@ func TestPublishedOnlyForTheOperatorsSelectorlessHeadlessServices(t *testing.T) 
 // TestRankChangedWakesOnlyForWhatARankPublishes: a pod's status changes
 // many times in its life; only its address, host, node and end matter.
 func TestRankChangedWakesOnlyForWhatARankPublishes(t *testing.T) {
-	before := rank(0)
-	before.Status.PodIP, before.Status.PodIPs, before.Status.Phase = "", nil, corev1.PodPending
+	starting := rank(0)
+	starting.Status.PodIP, starting.Status.PodIPs, starting.Status.Phase, starting.Spec.NodeName = "", nil, corev1.PodPending, ""
+	published := rank(0)
 	p := rankChanged()
 	for name, c := range map[string]struct {
+		before corev1.Pod
 		change func(*corev1.Pod)
 		wake   bool
 	}{
-		"a condition":      {func(p *corev1.Pod) { p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}} }, false},
-		"a message":        {func(p *corev1.Pod) { p.Status.Message = "pulling" }, false},
-		"running":          {func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, false},
-		"an address":       {func(p *corev1.Pod) { p.Status.PodIP = "10.0.0.1" }, true},
-		"a second address": {func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "fd00::1"}} }, true},
-		"a node":           {func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }, true},
-		"succeeded":        {func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, true},
-		"deleted":          {func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }, true},
+		"a condition":                      {starting, func(p *corev1.Pod) { p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}} }, false},
+		"a message":                        {starting, func(p *corev1.Pod) { p.Status.Message = "pulling" }, false},
+		"running":                          {starting, func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, false},
+		"a node, no address yet":           {starting, func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }, false},
+		"failed before it had an address":  {starting, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, false},
+		"deleted before it had an address": {starting, func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }, false},
+		"an address":                       {starting, func(p *corev1.Pod) { p.Status.PodIP = "10.0.0.1" }, true},
+		"a second address":                 {published, func(p *corev1.Pod) { p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: "fd00::1"}) }, true},
+		"ready":                            {published, func(p *corev1.Pod) { p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady}} }, false},
+		"a node":                           {published, func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }, true},
+		"succeeded":                        {published, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, true},
+		"deleted":                          {published, func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }, true},
 	} {
+		before := c.before
 		after := before.DeepCopy()
 		c.change(after)
 		if got := p.Update(ctrlevent.UpdateEvent{ObjectOld: &before, ObjectNew: after}); got != c.wake {
@@ -231,21 +238,34 @@ func TestSameComparesWhatTheSliceSays(t *testing.T) {
 }
 
 // TestPacerMakesRanksThatComeTogetherOneWrite: a write that publishes
-// something goes out at once unless the Service was written within the
-// period; one that only takes ranks away waits a period from when it was
-// first seen, so ranks ending together are one write.
+// every rank goes out at once unless the Service was written within the
+// period; one that publishes only some, or only takes ranks away, waits a
+// period from when it was first seen, so ranks starting or ending
+// together are one write.
 func TestPacerMakesRanksThatComeTogetherOneWrite(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	p := newPacer(clk)
 	key := types.NamespacedName{Namespace: "team-a", Name: "mnist-r1"}
 	const period = time.Second
 
-	if w := p.wait(key, true, period); w != 0 {
-		t.Fatalf("the first rank waits %s", w)
+	// The first ranks wait for the others, and a reconcile still reads
+	// them all (nothing is scheduled): the last one sends the write.
+	if w := p.wait(key, true, false, period); w != period {
+		t.Fatalf("the first rank waits %s, want %s", w, period)
+	}
+	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
+	if w := p.wait(key, true, false, period); w != 700*time.Millisecond {
+		t.Errorf("300ms later, with ranks still missing, the write waits %s, want 700ms", w)
+	}
+	if w := p.scheduled(key); w != 0 {
+		t.Errorf("a write that waits for ranks skips the reconciles that could bring them: %s", w)
+	}
+	if w := p.wait(key, true, true, period); w != 0 {
+		t.Fatalf("the last rank waits %s", w)
 	}
 	p.wrote(key, false)
 	clk.SetTime(clk.Now().Add(300 * time.Millisecond))
-	if w := p.wait(key, true, period); w != 700*time.Millisecond {
+	if w := p.wait(key, true, true, period); w != 700*time.Millisecond {
 		t.Errorf("a rank 300ms after the last write waits %s, want 700ms", w)
 	}
 	// Until it is due, a reconcile of the Service is told the rest of the
@@ -258,7 +278,7 @@ func TestPacerMakesRanksThatComeTogetherOneWrite(t *testing.T) {
 	if w := p.scheduled(key); w != 0 || len(p.at) != 0 {
 		t.Errorf("a due write still waits %s (%v)", w, p.at)
 	}
-	if w := p.wait(key, true, period); w != 0 {
+	if w := p.wait(key, true, true, period); w != 0 {
 		t.Errorf("a period after the last write, a rank waits %s", w)
 	}
 	p.wrote(key, false)
@@ -266,15 +286,15 @@ func TestPacerMakesRanksThatComeTogetherOneWrite(t *testing.T) {
 	// The ranks end: long after the last write, the first end still waits
 	// a period, for the others.
 	clk.SetTime(clk.Now().Add(time.Hour))
-	if w := p.wait(key, false, period); w != period {
+	if w := p.wait(key, false, true, period); w != period {
 		t.Errorf("the first rank's end waits %s, want %s", w, period)
 	}
 	clk.SetTime(clk.Now().Add(400 * time.Millisecond))
-	if w := p.wait(key, false, period); w != 600*time.Millisecond {
+	if w := p.wait(key, false, true, period); w != 600*time.Millisecond {
 		t.Errorf("400ms later the removal waits %s, want 600ms", w)
 	}
 	clk.SetTime(clk.Now().Add(600 * time.Millisecond))
-	if w := p.wait(key, false, period); w != 0 {
+	if w := p.wait(key, false, true, period); w != 0 {
 		t.Errorf("a period after the first end the removal waits %s", w)
 	}
 	p.wrote(key, true)
@@ -284,14 +304,30 @@ func TestPacerMakesRanksThatComeTogetherOneWrite(t *testing.T) {
 
 	// A removal that is no longer one (the rank came back) is forgotten.
 	other := types.NamespacedName{Namespace: "team-a", Name: "other-r1"}
-	p.wait(other, false, period)
+	p.wait(other, false, true, period)
 	p.settled(other)
 	if len(p.since) != 0 {
 		t.Errorf("a settled Service keeps its pending removal: %v", p.since)
 	}
-	p.wait(other, true, period)
+	p.wait(other, true, true, period)
 	p.wrote(other, false)
 	p.forget(other)
+
+	// Ranks still missing after a period are not waited for any longer:
+	// the ones with addresses go out, and a late one waits a period of
+	// its own.
+	late := types.NamespacedName{Namespace: "team-a", Name: "late-r1"}
+	p.wait(late, true, false, period)
+	clk.SetTime(clk.Now().Add(period))
+	if w := p.wait(late, true, false, period); w != 0 {
+		t.Errorf("a period after the first rank, the write waits %s", w)
+	}
+	p.wrote(late, false)
+	clk.SetTime(clk.Now().Add(1500 * time.Millisecond))
+	if w := p.wait(late, true, false, period); w != period {
+		t.Errorf("a late rank waits %s, want %s", w, period)
+	}
+	p.forget(late)
 	if len(p.last)+len(p.since) != 0 {
 		t.Errorf("a forgotten Service is remembered: %v %v", p.last, p.since)
 	}
@@ -339,5 +375,33 @@ func TestRankChangedWakesForACreatedOrDeletedRankOnlyWithAnAddress(t *testing.T)
 	}
 	if !p.Delete(ctrlevent.DeleteEvent{Object: &withIP}) || p.Delete(ctrlevent.DeleteEvent{Object: &without}) {
 		t.Error("delete: want a wake for a rank with an address only")
+	}
+}
+
+// TestCompleteCountsTheRanksTheJobRuns: the slice goes out at once when it
+// names as many ranks as the run's Job runs at once.
+func TestCompleteCountsTheRanksTheJobRuns(t *testing.T) {
+	svc := service()
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "mnist-r1", UID: jobUID}, Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2)}}
+	two := Desired(svc, jobUID, []corev1.Pod{rank(0), rank(1)})
+	one := Desired(svc, jobUID, []corev1.Pod{rank(0)})
+	if !complete(two, job) {
+		t.Error("both ranks of two: not complete")
+	}
+	if complete(one, job) {
+		t.Error("one rank of two: complete")
+	}
+	if complete(two, &batchv1.Job{}) {
+		t.Error("no Job: complete")
+	}
+	// Slices of a thousand ranks each count together.
+	big := job.DeepCopy()
+	big.Spec.Parallelism = ptr.To[int32](1001)
+	pods := make([]corev1.Pod, 1001)
+	for i := range pods {
+		pods[i] = rank(i)
+	}
+	if want := Desired(svc, jobUID, pods); len(want) != 2 || !complete(want, big) || complete(want[:1], big) {
+		t.Errorf("1 001 ranks in %d slices: complete %t, the first slice alone %t", len(want), complete(want, big), complete(want[:1], big))
 	}
 }

@@ -1026,6 +1026,53 @@ func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 	testenv.WaitGone(t, c, slice)
 }
 
+// TestNativeRanksArePublishedTogether: a run's ranks are published in one
+// write, once every rank has an address. The pacing period is a minute
+// here, so a slice written before the last rank had its address could
+// not be completed within the test.
+func TestNativeRanksArePublishedTogether(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, func(r *Reconciler) { r.RankNamesPeriod = time.Minute })
+
+	job := createRun(t, c, native(newTrainingJob(ns, "together", 3)))
+	waitService(t, c, job)
+	pods := runRanks(t, c, job)
+	address := func(i int) {
+		setPodStatus(t, c, pods[i], func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodRunning
+			s.PodIP, s.PodIPs = fmt.Sprintf("10.3.0.%d", i+1), []corev1.PodIP{{IP: fmt.Sprintf("10.3.0.%d", i+1)}}
+		})
+	}
+	address(0)
+	address(1)
+	// The operator's cache holds both, and it wrote nothing for a second.
+	settle(t, c, op, ns, pods[0], pods[1])
+	slice := &discoveryv1.EndpointSlice{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), slice); !apierrors.IsNotFound(err) {
+		t.Fatalf("two of three ranks were published (err %v): %v", err, sliceHosts(slice))
+	}
+	op.nsWrites.reset()
+	address(2)
+	testenv.Eventually(t, "the ranks' EndpointSlice", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), slice)
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if got, want := fmt.Sprint(sliceHosts(slice)), "[together-r1-0=10.3.0.1 together-r1-1=10.3.0.2 together-r1-2=10.3.0.3]"; got != want {
+		t.Errorf("the slice names %s, want %s", got, want)
+	}
+	op.Writes.Namespace(ns).WaitQuiet(t, time.Second)
+	var sliceWrites []string
+	for _, w := range op.nsWrites.in(ns) {
+		if w.Resource == "endpointslices" {
+			sliceWrites = append(sliceWrites, w.Verb)
+		}
+	}
+	if fmt.Sprint(sliceWrites) != "[create]" {
+		t.Errorf("publishing three ranks cost the slice writes %v, want one create", sliceWrites)
+	}
+}
+
 // TestNativeRankNamesThatCannotBePublishedAreReported: a slice of the run
 // Service's name that somebody else made is never overwritten; the
 // operator says on the Service why the ranks have no names.

@@ -126,6 +126,9 @@ type Reconciler struct {
 	// NetworkPolicy gives every TrainingJob a NetworkPolicy that admits to
 	// its ranks only its own ranks (--rank-network-policy).
 	NetworkPolicy bool
+	// RankNamesPeriod paces the writes of a native run's rank host names
+	// (rankdns.Reconciler.Period); zero means rankdns.DefaultPeriod.
+	RankNamesPeriod time.Duration
 	// Clock is the clock for TTLs and backoffs; tests move it.
 	Clock        clock.PassiveClock
 	Metrics      *Metrics
@@ -283,7 +286,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	}
 	// The native backend's Services have no selector: the ranks' host
 	// names are the operator's to publish.
-	names := &rankdns.Reconciler{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, OperatorName: r.Settings.OperatorName}
+	names := &rankdns.Reconciler{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, OperatorName: r.Settings.OperatorName, Period: r.RankNamesPeriod}
 	if err := names.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
