@@ -157,11 +157,15 @@ func (r *Reconciler) observeJob(ctx context.Context, s *scope) (ctrl.Result, err
 	key := client.ObjectKey{Namespace: s.tj.Namespace, Name: s.jobName}
 	job := s.be.Empty(s.tj)
 	err := r.Client.Get(ctx, key, job)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && s.tj.Status.ObservedGeneration > 0 {
 		// The cache sees only labelled jobs and may lag behind our own
 		// create; one live read before creating keeps a job that lost its
 		// label, or a foreign job under our name, from costing a failed
-		// create on every reconcile.
+		// create on every reconcile. A job the operator never wrote status
+		// for goes without it: its first create either succeeds or finds
+		// the job and reads it then (create), and the read would cost every
+		// new TrainingJob a round trip before its child, when the API server
+		// is busiest.
 		err = r.APIReader.Get(ctx, key, job)
 	}
 	switch {

@@ -3,11 +3,13 @@ package trainingjob
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -623,6 +625,42 @@ func TestExistingJobIsAdoptedOrRefused(t *testing.T) {
 	})
 	if r := conditions.Get(got, commonv1alpha1.ConditionStalled).Reason; r != commonv1alpha1.ReasonNameTaken {
 		t.Errorf("Stalled reason %s, want %s", r, commonv1alpha1.ReasonNameTaken)
+	}
+}
+
+// missReader counts the live reads of Jobs that found none.
+type missReader struct {
+	client.Reader
+	misses *atomic.Int32
+}
+
+func (r missReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if _, ok := obj.(*batchv1.Job); ok && apierrors.IsNotFound(err) {
+		r.misses.Add(1)
+	}
+	return err
+}
+
+// TestNewTrainingJobCreatesItsChildWithoutALiveRead: the first reconcile of
+// a new TrainingJob creates its Job without first asking the API server
+// whether one exists (TestExistingJobIsAdoptedOrRefused shows that a Job
+// that does is still adopted or refused).
+func TestNewTrainingJobCreatesItsChildWithoutALiveRead(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	var misses atomic.Int32
+	startOperator(t, func(r *Reconciler) { r.APIReader = missReader{Reader: r.APIReader, misses: &misses} })
+
+	tj := native(newTrainingJob(ns, "fresh", 1))
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	waitTJ(t, c, tj, "Created", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, trainingv1alpha1.ConditionCreated) == metav1.ConditionTrue
+	})
+	if n := misses.Load(); n != 0 {
+		t.Errorf("the operator read the new job's child live %d times before creating it", n)
 	}
 }
 
