@@ -357,11 +357,10 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, w writes) e
 	// overwritten; the operator's own that the cache does not show yet
 	// (written by the last reconcile) is retried.
 	creator := &apply.Applier{Client: r.Client, APIReader: r.APIReader}
-	owner := apply.Owner{
-		Owns:   func(o client.Object) bool { return metav1.IsControlledBy(o, svc) },
-		Name:   "the Service " + svc.Name,
-		Remedy: "give the TrainingJob another name",
-	}
+	owner := apply.ControlledBy(svc, "Service")
+	// The Service is the operator's: the name to change is the job's.
+	owner.Name, owner.Remedy = "the Service "+svc.Name, "give the TrainingJob another name"
+
 	for i := range w.create {
 		s := &w.create[i]
 		if err := creator.Create(ctx, s, owner); err != nil {

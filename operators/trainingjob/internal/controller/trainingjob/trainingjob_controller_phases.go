@@ -483,10 +483,9 @@ func (r *Reconciler) convergeSuspend(ctx context.Context, s *scope) (ctrl.Result
 	return ctrl.Result{}, nil
 }
 
-// runSelector selects the pods of the current run that the operator
-// generated.
-func (r *Reconciler) runSelector(s *scope) client.MatchingLabels {
-	return client.MatchingLabels(backend.Labels(r.Settings.OperatorName, s.tj.Name, s.run))
+// runSelector selects the pods of a run of tj that the operator generated.
+func (r *Reconciler) runSelector(tj *trainingv1alpha1.TrainingJob, run int32) client.MatchingLabels {
+	return client.MatchingLabels(backend.Labels(r.Settings.OperatorName, tj.Name, run))
 }
 
 // observePods reads the run's pods from the cache, for the failure
@@ -509,8 +508,8 @@ func (r *Reconciler) observePods(ctx context.Context, s *scope) (ctrl.Result, er
 // labels twice).
 const runPodsField = "trainingjob.run"
 
-func runKey(trainingJob string, run int32) string {
-	return trainingJob + "/" + strconv.Itoa(int(run))
+func runKey(trainingJob, run string) string {
+	return trainingJob + "/" + run
 }
 
 // indexRunPods registers runPodsField with the manager's cache.
@@ -520,7 +519,7 @@ func indexRunPods(ctx context.Context, mgr ctrl.Manager) error {
 		if l[trainingv1alpha1.LabelJobName] == "" || l[trainingv1alpha1.LabelRun] == "" {
 			return nil
 		}
-		return []string{l[trainingv1alpha1.LabelJobName] + "/" + l[trainingv1alpha1.LabelRun]}
+		return []string{runKey(l[trainingv1alpha1.LabelJobName], l[trainingv1alpha1.LabelRun])}
 	})
 }
 
@@ -529,9 +528,9 @@ func indexRunPods(ctx context.Context, mgr ctrl.Manager) error {
 // and selects by labels.
 func (r *Reconciler) runPods(ctx context.Context, tj *trainingv1alpha1.TrainingJob, run int32) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
-	by := client.ListOption(client.MatchingLabels(backend.Labels(r.Settings.OperatorName, tj.Name, run)))
+	by := client.ListOption(r.runSelector(tj, run))
 	if r.runPodsIndexed {
-		by = client.MatchingFields{runPodsField: runKey(tj.Name, run)}
+		by = client.MatchingFields{runPodsField: runKey(tj.Name, strconv.Itoa(int(run)))}
 	}
 	if err := r.Client.List(ctx, pods, client.InNamespace(tj.Namespace), by); err != nil {
 		return nil, err
@@ -570,7 +569,7 @@ func (r *Reconciler) cleanPods(ctx context.Context, s *scope) (ctrl.Result, erro
 	if !found {
 		return ctrl.Result{}, nil
 	}
-	opts := []client.DeleteAllOfOption{client.InNamespace(s.tj.Namespace), r.runSelector(s)}
+	opts := []client.DeleteAllOfOption{client.InNamespace(s.tj.Namespace), r.runSelector(s.tj, s.run)}
 	if onlyUnfinished {
 		opts = append(opts, client.MatchingFieldsSelector{Selector: fields.AndSelectors(
 			fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
