@@ -56,6 +56,21 @@ func TestCacheKeepsLittleOfEachObject(t *testing.T) {
 		if cached > k.maxShare*whole {
 			t.Errorf("%s: a cached object keeps %.0f bytes, more than %.0f %% of %.0f", k.file, cached, 100*k.maxShare, whole)
 		}
+		if len(raws) == 1 {
+			continue
+		}
+		for _, raw := range raws {
+			one := []json.RawMessage{raw}
+			var o struct {
+				Metadata struct{ Name string }
+				Status   struct{ Phase string }
+			}
+			if err := json.Unmarshal(raw, &o); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("  %s %s: %5.0f bytes, %5.0f through the transforms", o.Metadata.Name, o.Status.Phase,
+				cachedBytes(t, one, k.new, cache.TransformStripManagedFields()), cachedBytes(t, one, k.new, manager.CacheTransform(opts, k.new())))
+		}
 	}
 }
 
