@@ -1,23 +1,29 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // helperModeEnv makes the test binary run helperProcess instead of tests.
 const helperModeEnv = "MLP_TESTENV_HELPER_MODE"
 
 // helperProcess is the helper process of these tests: "listen" serves TCP
-// on $PORT until it is signalled, "exit" fails at once with a message.
+// on $PORT until it is signalled, "env" starts an Env, prints its folder
+// and waits to be killed, "exit" fails at once with a message.
 func helperProcess(mode string) int {
 	switch mode {
 	case "listen":
@@ -34,6 +40,14 @@ func helperProcess(mode string) int {
 			}
 			_ = conn.Close()
 		}
+	case "env":
+		e, err := Start(Options{ControllerManager: true})
+		if err != nil {
+			fmt.Println("env:", err)
+			return 1
+		}
+		fmt.Println("workdir", e.workDir)
+		select {}
 	default:
 		fmt.Println("helper: no configuration for mode", mode)
 		return 3
@@ -117,5 +131,60 @@ func TestProcessCommandErrorIsReported(t *testing.T) {
 	}})
 	if err == nil || !strings.Contains(err.Error(), "missing: binary not installed") {
 		t.Fatalf("error %v, want the command's error", err)
+	}
+}
+
+// TestServersDoNotOutliveADeadTestBinary kills a test binary that runs an
+// Env, as a panic or `go test -timeout` would end it, without its cleanup:
+// etcd, kube-apiserver and kube-controller-manager stop, and the Env's
+// folder goes.
+func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperModeEnv+"=env")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	dir := ""
+	scanner := bufio.NewScanner(out)
+	for scanner.Scan() {
+		if d, ok := strings.CutPrefix(scanner.Text(), "workdir "); ok {
+			dir = d
+			break
+		}
+		t.Log("helper:", scanner.Text())
+	}
+	if dir == "" {
+		t.Fatal("the helper started no Env")
+	}
+	servers := func() []string {
+		var found []string
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			cmdline, err := os.ReadFile(p)
+			if err == nil && strings.Contains(string(cmdline), dir+"/") {
+				found = append(found, strings.Fields(strings.ReplaceAll(string(cmdline), "\x00", " "))[0])
+			}
+		}
+		return found
+	}
+	if got := servers(); len(got) < 3 {
+		t.Fatalf("servers naming %s while the helper runs: %v, want etcd, kube-apiserver and kube-controller-manager", dir, got)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, statErr := os.Stat(dir)
+		return len(servers()) == 0 && os.IsNotExist(statErr), nil
+	})
+	if err != nil {
+		_, statErr := os.Stat(dir)
+		t.Fatalf("30 s after the test binary died: servers %v still run, folder %s: %v", servers(), dir, statErr)
 	}
 }

@@ -108,6 +108,10 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := reapAfterExit(workDir); err != nil {
+		_ = os.RemoveAll(workDir)
+		return nil, fmt.Errorf("starting the watchdog of %s: %w", workDir, err)
+	}
 	// A fixed certificate folder lets RestartAPIServer bring the apiserver
 	// back with the same CA, so clients keep working across the restart.
 	certDir := filepath.Join(workDir, "apiserver")
@@ -146,7 +150,9 @@ func Start(opts Options) (*Env, error) {
 			BinaryAssetsDirectory: bin,
 			CRDDirectoryPaths:     opts.CRDDirectoryPaths,
 			ErrorIfCRDPathMissing: true,
-			ControlPlane:          envtest.ControlPlane{APIServer: apiServer},
+			// etcd's data in workDir too: the watchdog finds every server
+			// by that folder in its command line.
+			ControlPlane: envtest.ControlPlane{APIServer: apiServer, Etcd: &envtest.Etcd{DataDir: filepath.Join(workDir, "etcd")}},
 			// envtest gives each process 20 s to come up, which a loaded
 			// two-core machine exceeds (kube-apiserver took longer with
 			// both cores busy): a slow start is not a failure.

@@ -1,0 +1,46 @@
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+)
+
+// reaperScript waits for the test binary ($MLP_REAP_PID) to end, then kills
+// every process whose command line names $MLP_REAP_DIR/ and removes that
+// folder. The folder comes through the environment, so the script's own
+// command line never matches; the match is literal (a case pattern in
+// quotes), whatever characters the temp folder's path holds.
+const reaperScript = `while kill -0 "$MLP_REAP_PID" 2>/dev/null; do sleep 1; done
+[ -d "$MLP_REAP_DIR" ] || exit 0
+for p in /proc/[0-9]*; do
+	case "$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" in
+	*"$MLP_REAP_DIR/"*) kill -KILL "${p#/proc/}" 2>/dev/null ;;
+	esac
+done
+rm -rf -- "$MLP_REAP_DIR"
+`
+
+// reapAfterExit starts a watchdog that outlives this process: once it
+// ended, the servers started with dir in their command line (etcd's data
+// and kube-apiserver's certificates are there, kube-controller-manager's
+// kubeconfig) are killed and dir is removed. Stop does both itself; the
+// watchdog is for a test binary that dies without running it: a panic in
+// a goroutine, `go test -timeout`, a SIGKILL. envtest starts etcd and
+// kube-apiserver in process groups of their own, so without it they ran on
+// after such a death, each holding a core's worth of work and a gigabyte
+// of memory away from the next test binaries of a loaded CI machine. The
+// watchdog has a process group of its own too: an interrupt that reaches
+// the test binary's group does not stop it before it did its work.
+func reapAfterExit(dir string) error {
+	cmd := exec.Command("/bin/sh", "-c", reaperScript)
+	cmd.Env = append(os.Environ(), "MLP_REAP_PID="+strconv.Itoa(os.Getpid()), "MLP_REAP_DIR="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	// It ends after this process does; a Wait would hold a goroutine for
+	// nothing, and Release frees the handle.
+	return cmd.Process.Release()
+}
