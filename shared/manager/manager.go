@@ -402,10 +402,19 @@ func setUp(mgr ctrl.Manager, cfg Config, opts Options) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
-	if opts.Setup != nil {
-		if err := opts.Setup(mgr, cfg); err != nil {
-			return fmt.Errorf("setting up reconcilers: %w", err)
+	if opts.Setup == nil {
+		return nil
+	}
+	setupMgr := mgr
+	if cfg.WarmStandby {
+		w := &warmups{Manager: mgr}
+		if err := mgr.AddReadyzCheck("warmup", w.ready); err != nil {
+			return fmt.Errorf("adding readiness check: %w", err)
 		}
+		setupMgr = w
+	}
+	if err := opts.Setup(setupMgr, cfg); err != nil {
+		return fmt.Errorf("setting up reconcilers: %w", err)
 	}
 	return nil
 }

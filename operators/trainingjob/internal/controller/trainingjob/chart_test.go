@@ -181,19 +181,22 @@ func TestChartPassesClientLimitsAndWorkers(t *testing.T) {
 }
 
 // TestChartTurnsOnFastHandoverWithStandbys: warm standbys are on by
-// default only where there is a standby (replicas > 1), the priority queue
-// always, and a value set either way wins.
+// default whatever the replicas (a rolling update's new pod is the one
+// replica's standby, ready only once warm), as is the priority queue, and
+// a value set either way wins; an empty warmStandby means on.
 func TestChartTurnsOnFastHandoverWithStandbys(t *testing.T) {
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   []string
 	}{
-		"one replica":  {map[string]any{}, []string{"--warm-standby=false", "--priority-queue=true"}},
+		"one replica":  {map[string]any{}, []string{"--warm-standby=true", "--priority-queue=true"}},
 		"two replicas": {map[string]any{"replicas": 2}, []string{"--warm-standby=true", "--priority-queue=true"}},
 		"two, queue off": {map[string]any{"replicas": 2, "priorityQueue": false},
 			[]string{"--warm-standby=true", "--priority-queue=false"}},
-		"one, warm asked": {map[string]any{"leaderElection": map[string]any{"warmStandby": true}},
+		"one, warm empty": {map[string]any{"leaderElection": map[string]any{"warmStandby": nil}},
 			[]string{"--warm-standby=true", "--priority-queue=true"}},
+		"one, warm off": {map[string]any{"leaderElection": map[string]any{"warmStandby": false}},
+			[]string{"--warm-standby=false", "--priority-queue=true"}},
 		"two, warm off": {map[string]any{"replicas": 2, "leaderElection": map[string]any{"warmStandby": false}},
 			[]string{"--warm-standby=false", "--priority-queue=true"}},
 	} {

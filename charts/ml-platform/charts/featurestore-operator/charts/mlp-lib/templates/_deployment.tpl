@@ -67,9 +67,8 @@ spec:
             {{- with .Values.leaderElection.renewInterval }}
             - --leader-election-renew-interval={{ . }}
             {{- end }}
-            {{- $standbys := gt (int .Values.replicas) 1 }}
             {{- $warm := .Values.leaderElection.warmStandby }}
-            - --warm-standby={{ ternary $standbys $warm (kindIs "invalid" $warm) }}
+            - --warm-standby={{ ternary true $warm (kindIs "invalid" $warm) }}
             - --priority-queue={{ .Values.priorityQueue }}
             {{- $memoryLimit := dig "limits" "memory" "" (.Values.resources | default dict) }}
             {{- if $memoryLimit }}
