@@ -349,10 +349,17 @@ func (c *cluster) runOperatorOf(dir, user, name string, args ...string) (*proces
 	if err != nil {
 		return nil, "", err
 	}
+	probes, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
 	args = append([]string{
-		"--metrics-secure=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error",
+		"--metrics-secure=false", "--metrics-bind-address=" + addr, "--health-probe-bind-address=" + probes, "--zap-log-level=error",
 	}, args...)
 	p, err := c.startProcess(name, built[0], []string{"KUBECONFIG=" + built[1]}, args...)
+	if p != nil {
+		p.readyz = "http://" + probes + "/readyz"
+	}
 	return p, "http://" + addr + "/metrics", err
 }
 
@@ -377,6 +384,8 @@ type process struct {
 	name string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// readyz is an operator's readiness endpoint, as the kubelet probes it.
+	readyz string
 }
 
 func (c *cluster) startProcess(name, bin string, env []string, args ...string) (*process, error) {

@@ -505,10 +505,13 @@ func measureHandovers(ctx context.Context, b *testing.B, c *cluster, nc *scaleKi
 		if err != nil {
 			return err
 		}
-		// A standby is ready once its heap stopped growing: with
-		// --warm-standby it lists every object first; without, it holds no
-		// cache of the watched kinds until it leads.
-		if err := awaitSteadyHeap(ctx, standbyMetrics); err != nil {
+		// The leader is stopped once the standby is ready (/readyz), as a
+		// Deployment's rolling update stops an old pod once a new one is:
+		// a warm standby (--warm-standby) is ready once its controllers'
+		// caches are filled, a cold one at once. Before 6a5b57f a warm
+		// standby was ready at once too, and the benchmark waited instead
+		// until its heap stopped growing, which no rollout does.
+		if err := awaitReady(ctx, standby.readyz); err != nil {
 			standby.stop()
 			return err
 		}
@@ -553,19 +556,19 @@ func awaitIdleQueue(ctx context.Context, metrics, controller string) error {
 	})
 }
 
-// awaitSteadyHeap waits at least 10 s, until the heap of the operator at
-// metrics changed by less than 2 % in the last 3 s.
-func awaitSteadyHeap(ctx context.Context, metrics string) error {
-	start := time.Now()
-	var heaps []float64
-	return wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, false, func(ctx context.Context) (bool, error) {
-		m, serving := scrapeServing(ctx, metrics, "", metricHeap)
-		if !serving {
+// awaitReady waits until the readiness endpoint at url passes.
+func awaitReady(ctx context.Context, url string) error {
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
 			return false, nil
 		}
-		heaps = append(heaps, m[metricHeap])
-		n := len(heaps)
-		return time.Since(start) >= 10*time.Second && n > 3 && heaps[n-1] < 1.02*heaps[n-4] && heaps[n-1] > 0.98*heaps[n-4], nil
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
 	})
 }
 
