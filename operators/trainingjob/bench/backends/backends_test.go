@@ -41,6 +41,7 @@ var (
 	flagPhaseTimeout  = flag.Duration("phase-timeout", 15*time.Minute, "the longest one run may take before it is reported unfinished")
 	flagNamespaces    = flag.Int("namespaces", 4, "namespaces each run spreads its TrainingJobs over")
 	flagSubmitWorkers = flag.Int("submit-workers", 32, "concurrent TrainingJob creates of the benchmark's own client")
+	flagHeapEvery     = flag.Duration("heap-sample-every", 5*time.Second, "how often the operators' metrics are scraped for their heap's peak; each scrape costs them CPU that the per-job figures count")
 )
 
 // settings are the flags of one benchmark run.

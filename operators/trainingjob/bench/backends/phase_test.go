@@ -273,15 +273,14 @@ func (c *cluster) scrapeOperators(ctx context.Context) (ours, kubeflow procStats
 	return ours, kubeflow, err
 }
 
-// heapSampleEvery is how often sampleHeaps scrapes each operator's
-// metrics. A scrape gathers every metric the operator has (controller-
-// runtime's histograms, the workqueues', the REST client's): once a second
-// it was 8 % of our operator's CPU in the native phase (run F's profile),
-// which the per-job CPU then counted as the operator's. Prometheus
-// scrapes every 15 to 60 s; the heap's peak moves slowly enough for 5 s.
-const heapSampleEvery = 5 * time.Second
+// The operators' heap is sampled every -heap-sample-every (5 s). A scrape
+// gathers every metric the operator has (controller-runtime's histograms,
+// the workqueues', the REST client's): once a second it was 8 % of our
+// operator's CPU in the native phase (run F's profile), which the per-job
+// CPU then counted as the operator's. Prometheus scrapes every 15 to 60 s;
+// the heap's peak moves slowly enough for 5 s.
 
-// sampleHeaps samples both operators' heap in use every heapSampleEvery
+// sampleHeaps samples both operators' heap in use every -heap-sample-every
 // until ctx ends, then sends the largest values seen (ours, Kubeflow's).
 func (c *cluster) sampleHeaps(ctx context.Context) <-chan [2]float64 {
 	out := make(chan [2]float64, 1)
@@ -297,7 +296,7 @@ func (c *cluster) sampleHeaps(ctx context.Context) <-chan [2]float64 {
 			case <-ctx.Done():
 				out <- peak
 				return
-			case <-time.After(heapSampleEvery):
+			case <-time.After(*flagHeapEvery):
 			}
 		}
 	}()
