@@ -32,11 +32,13 @@ func TestDescendantsCPUCountsOnlyTheBenchmarksProcesses(t *testing.T) {
 		12: {pid: 12, ppid: 10, comm: "kube-controller", seconds: 2},
 		13: {pid: 13, ppid: 12, comm: "kube-controller", seconds: 0.5}, // a grandchild
 		14: {pid: 14, ppid: 10, comm: "trainingjob-ope", seconds: 0.25},
+		15: {pid: 15, ppid: 10, comm: "sh", seconds: 0.125},         // shared/testenv's watchdog
+		16: {pid: 16, ppid: 15, comm: "sleep", seconds: 0.125},      // and its pause
 		20: {pid: 20, ppid: 1, comm: "kube-apiserver", seconds: 99}, // another cluster's
 		21: {pid: 21, ppid: 22, comm: "orphan", seconds: 7},         // parent unknown
 	}
 	got := descendantsCPU(stats, 10)
-	want := cpuTimes{"benchmark (informers, submissions)": 1, "kube-apiserver": 5, "kube-controller-manager": 2.5, "our operator": 0.25}
+	want := cpuTimes{"benchmark (informers, submissions)": 1.25, "kube-apiserver": 5, "kube-controller-manager": 2.5, "our operator": 0.25}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
