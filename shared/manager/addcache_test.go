@@ -16,14 +16,8 @@ import (
 // so a warm standby's controllers that watch it start before it leads.
 // Added with mgr.Add, it would wait for leadership (the second case).
 func TestAddedCacheRunsOnAStandby(t *testing.T) {
-	cs := adminClientset(t)
 	const name = "addcache-test-operator"
-	cfg := testConfig(t)
-	cfg.LeaderElect = true
-	cfg.LeaderElectionNamespace = createNamespace(t, cs, "addcache")
-	leader := newCandidate(t, cfg, name)
-	leader.run = start(t, leader.mgr)
-	waitClosed(t, "the first replica leads", leader.mgr.Elected(), timeout)
+	cfg := withLeader(t, name, "addcache")
 
 	for _, tc := range []struct {
 		name  string

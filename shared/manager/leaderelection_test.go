@@ -76,6 +76,20 @@ func newCandidate(t *testing.T, cfg Config, name string) *candidate {
 	return c
 }
 
+// withLeader returns a Config with leader election in a new namespace
+// where a replica of the operator name already leads, so that a manager
+// built from it starts as a standby.
+func withLeader(t *testing.T, name, prefix string) Config {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.LeaderElect = true
+	cfg.LeaderElectionNamespace = createNamespace(t, adminClientset(t), prefix)
+	leader := newCandidate(t, cfg, name)
+	leader.run = start(t, leader.mgr)
+	waitClosed(t, "the first replica leads", leader.mgr.Elected(), timeout)
+	return cfg
+}
+
 func TestLeaderElectionHandsOverOnCancel(t *testing.T) {
 	cs := adminClientset(t)
 	const name = "leader-test-operator"

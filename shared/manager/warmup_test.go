@@ -40,14 +40,8 @@ var _ source.TypedSyncingSource[reconcile.Request] = &heldSource{}
 // can act at once; a cold standby starts no source and is ready at once,
 // as before.
 func TestWarmStandbyIsReadyOnceItsCachesAreFilled(t *testing.T) {
-	cs := adminClientset(t)
 	const name = "warmup-test-operator"
-	cfg := testConfig(t)
-	cfg.LeaderElect = true
-	cfg.LeaderElectionNamespace = createNamespace(t, cs, "warmup")
-	leader := newCandidate(t, cfg, name)
-	leader.run = start(t, leader.mgr)
-	waitClosed(t, "the first replica leads", leader.mgr.Elected(), timeout)
+	cfg := withLeader(t, name, "warmup")
 
 	for _, warm := range []bool{true, false} {
 		t.Run(map[bool]string{true: "warm", false: "cold"}[warm], func(t *testing.T) {
@@ -56,7 +50,7 @@ func TestWarmStandbyIsReadyOnceItsCachesAreFilled(t *testing.T) {
 			cfg.HealthProbeBindAddress = freeAddr(t)
 			held := &heldSource{release: make(chan struct{}), started: make(chan struct{})}
 			standby, err := New(cfg, Options{Name: name, Setup: func(mgr ctrl.Manager, _ Config) error {
-				return ctrl.NewControllerManagedBy(mgr).Named("held-"+map[bool]string{true: "warm", false: "cold"}[warm]).WatchesRawSource(held).
+				return ctrl.NewControllerManagedBy(mgr).Named("held-" + map[bool]string{true: "warm", false: "cold"}[warm]).WatchesRawSource(held).
 					Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
 			}})
 			if err != nil {
