@@ -61,7 +61,10 @@ func localContract(t *testing.T, framework string, envs ...map[string]string) []
 
 // loopback returns the address this machine's hostname resolves to (the
 // program compares a rank's own address with it, as a pod's hostname
-// resolves to its IP) and n free ports on it.
+// resolves to its IP) and n free ports on it, each with the port after it
+// free too: a rank binds its coordinator's port + 1 (JAX, Paddle), which a
+// port that was free alone left to chance (a client's ephemeral port held
+// it once, and the run failed with EADDRINUSE).
 func loopback(t *testing.T, n int) (string, []int) {
 	t.Helper()
 	out, err := exec.Command(debianPython, "-c", "import socket; print(socket.gethostbyname(socket.gethostname()))").Output()
@@ -73,13 +76,23 @@ func loopback(t *testing.T, n int) (string, []int) {
 		t.Skipf("the hostname resolves to %s, not to a loopback address", ip)
 	}
 	var ports []int
-	for range n {
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 100 {
+			t.Fatalf("no two free consecutive ports on %s in 100 tries", ip)
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		next, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port+1)))
+		if err != nil {
+			_ = l.Close()
+			continue
+		}
+		ports = append(ports, port)
 		defer l.Close()
+		defer next.Close()
 	}
 	return ip, ports
 }
