@@ -2,14 +2,19 @@ package patch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -44,7 +49,7 @@ func NewHelper(obj client.Object, c client.Client, live client.Reader) (*Helper,
 	if err != nil {
 		return nil, err
 	}
-	before, err := toUnstructured(obj, gvk)
+	before, err := snapshot(obj, gvk)
 	if err != nil {
 		return nil, err
 	}
@@ -63,13 +68,18 @@ type Result struct {
 // On success obj holds the object as the API server returned it.
 func (h *Helper) Patch(ctx context.Context, obj client.Object) (Result, error) {
 	var res Result
-	after, err := toUnstructured(obj, h.gvk)
+	after, err := snapshot(obj, h.gvk)
 	if err != nil {
 		return res, err
 	}
 	base := h.before
+	// Whether every write started from the version obj was read at: then
+	// the API server's answer differs from obj in metadata and status
+	// alone (the lock kept anybody else's change out), and only those
+	// are copied back.
+	same := true
 	if md := diffMetadata(h.before, after); !md.empty() {
-		written, err := h.write(ctx, base, md.applyTo, false)
+		written, err := h.write(ctx, base, md.applyTo, false, &same)
 		if err != nil {
 			return res, fmt.Errorf("patching metadata of %s %s: %w", h.gvk.Kind, client.ObjectKeyFromObject(obj), err)
 		}
@@ -79,7 +89,7 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) (Result, error) {
 		}
 	}
 	if sd := diffStatus(h.before, after); !sd.empty() {
-		written, err := h.write(ctx, base, sd.applyTo, true)
+		written, err := h.write(ctx, base, sd.applyTo, true, &same)
 		if err != nil {
 			return res, fmt.Errorf("patching status of %s %s: %w", h.gvk.Kind, client.ObjectKeyFromObject(obj), err)
 		}
@@ -89,7 +99,7 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) (Result, error) {
 		}
 	}
 	if res.MetadataPatched || res.StatusPatched {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(base.Object, obj); err != nil {
+		if err := restore(base, obj, same); err != nil {
 			return res, err
 		}
 		// The caller may keep reconciling with obj; later changes are
@@ -102,17 +112,23 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) (Result, error) {
 // write applies change to base and patches the difference, retrying on
 // conflict from a fresh read. It returns the persisted object, or nil when
 // the live object already had the change and nothing was written.
-func (h *Helper) write(ctx context.Context, base *unstructured.Unstructured, change func(*unstructured.Unstructured), status bool) (*unstructured.Unstructured, error) {
+func (h *Helper) write(ctx context.Context, base *unstructured.Unstructured, change func(*unstructured.Unstructured), status bool, same *bool) (*unstructured.Unstructured, error) {
+	part := "metadata"
+	if status {
+		part = "status"
+	}
 	var replaced []string
 	for attempt := 1; ; attempt++ {
 		replaced = append(replaced, base.GetResourceVersion())
-		desired := base.DeepCopy()
+		desired := withOwnCopyOf(base, part)
 		change(desired)
-		if reflect.DeepEqual(base.Object, desired.Object) {
+		p, changed, err := mergePatchOf(base, desired, part)
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
 			return nil, nil
 		}
-		p := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-		var err error
 		if status {
 			err = h.client.Status().Patch(ctx, desired, p)
 		} else {
@@ -134,17 +150,140 @@ func (h *Helper) write(ctx context.Context, base *unstructured.Unstructured, cha
 			return nil, apierrors.NewNotFound(schema.GroupResource{Group: h.gvk.Group, Resource: h.gvk.Kind}, base.GetName())
 		}
 		base = fresh
+		*same = false
 	}
 }
 
-func toUnstructured(obj client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+// withOwnCopyOf is base with a copy of its own of the top-level field
+// part, the only one a change may modify: the rest (a spec of kilobytes,
+// say) is shared, and neither the change nor decoding the API server's
+// answer, which replaces the whole map, writes to it.
+func withOwnCopyOf(base *unstructured.Unstructured, part string) *unstructured.Unstructured {
+	m := maps.Clone(base.Object)
+	if v, ok := m[part]; ok {
+		m[part] = runtime.DeepCopyJSONValue(v)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// mergePatchOf is the JSON merge patch (RFC 7386) that turns base's part
+// into desired's, guarded by base's resourceVersion, and whether there is
+// anything to write. It is computed on the maps, part alone: rendering
+// both whole objects to JSON and parsing them again to diff them, as
+// client.MergeFrom does, cost more than half of a status write.
+func mergePatchOf(base, desired *unstructured.Unstructured, part string) (client.Patch, bool, error) {
+	before, _ := base.Object[part].(map[string]any)
+	after, _ := desired.Object[part].(map[string]any)
+	diff := mergePatch(before, after)
+	if len(diff) == 0 {
+		return nil, false, nil
+	}
+	body := map[string]any{part: diff}
+	meta, _ := body["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		body["metadata"] = meta
+	}
+	meta["resourceVersion"] = base.GetResourceVersion()
+	data, err := json.Marshal(body)
 	if err != nil {
+		return nil, false, err
+	}
+	return client.RawPatch(types.MergePatchType, data), true, nil
+}
+
+// mergePatch returns what a JSON merge patch must say to turn before into
+// after: the fields after sets or changes (objects recursively, anything
+// else whole, lists included), and null for those it drops. Empty means
+// equal.
+func mergePatch(before, after map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, a := range after {
+		b, ok := before[k]
+		if !ok {
+			out[k] = a
+			continue
+		}
+		am, aIsObject := a.(map[string]any)
+		bm, bIsObject := b.(map[string]any)
+		if aIsObject && bIsObject {
+			if sub := mergePatch(bm, am); len(sub) > 0 {
+				out[k] = sub
+			}
+			continue
+		}
+		if !reflect.DeepEqual(a, b) {
+			out[k] = a
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			out[k] = nil
+		}
+	}
+	return out
+}
+
+// snapshot is what the helper compares and writes of obj, its metadata and
+// status, as unstructured: the spec, which a reconcile never writes, is
+// left out (converting it cost as much as the rest of a status write).
+// An object whose status it cannot find is taken whole.
+func snapshot(obj client.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	var err error
+	if meta, status, ok := parts(obj); ok {
+		m = map[string]any{}
+		if m["metadata"], err = runtime.DefaultUnstructuredConverter.ToUnstructured(meta); err != nil {
+			return nil, err
+		}
+		if m["status"], err = runtime.DefaultUnstructuredConverter.ToUnstructured(status); err != nil {
+			return nil, err
+		}
+	} else if m, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err != nil {
 		return nil, err
 	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(gvk)
 	return u, nil
+}
+
+// restore copies the API server's answer into obj: its metadata and status
+// when obj's spec is still what the server holds (same), all of it
+// otherwise.
+func restore(persisted *unstructured.Unstructured, obj client.Object, same bool) error {
+	meta, status, ok := parts(obj)
+	if !same || !ok {
+		return runtime.DefaultUnstructuredConverter.FromUnstructured(persisted.Object, obj)
+	}
+	m, _ := persisted.Object["metadata"].(map[string]any)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, meta); err != nil {
+		return err
+	}
+	s, _ := persisted.Object["status"].(map[string]any)
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(s, status)
+}
+
+// parts returns pointers to obj's ObjectMeta and to its status struct (the
+// field whose JSON name is status), or false when obj is not a struct with
+// both, an Unstructured say.
+func parts(obj client.Object) (*metav1.ObjectMeta, any, bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, nil, false
+	}
+	accessor, ok := obj.(metav1.ObjectMetaAccessor)
+	if !ok {
+		return nil, nil, false
+	}
+	meta, ok := accessor.GetObjectMeta().(*metav1.ObjectMeta)
+	if !ok {
+		return nil, nil, false
+	}
+	f, ok := v.Elem().Type().FieldByName("Status")
+	if !ok || f.Type.Kind() != reflect.Struct || strings.Split(f.Tag.Get("json"), ",")[0] != "status" {
+		return nil, nil, false
+	}
+	return meta, v.Elem().FieldByIndex(f.Index).Addr().Interface(), true
 }
 
 // metadataDelta is what a reconcile changed in labels, annotations and

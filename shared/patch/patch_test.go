@@ -1,10 +1,18 @@
 package patch
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 )
 
 func obj(labels map[string]string, finalizers []string, status map[string]any) *unstructured.Unstructured {
@@ -122,5 +130,141 @@ func TestStatusDeltaReplaysOnNewerObject(t *testing.T) {
 	reordered := map[string]any{"phase": "Up", "conditions": []any{cond("B", "True"), cond("Ready", "True")}}
 	if !diffStatus(obj(nil, nil, same), obj(nil, nil, reordered)).empty() {
 		t.Error("reordered but equal conditions give a non-empty delta")
+	}
+}
+
+// TestMergePatchSaysWhatMergeFromSays compares the patch the helper builds
+// from the changed part alone with the one controller-runtime's MergeFrom
+// renders from both whole objects.
+func TestMergePatchSaysWhatMergeFromSays(t *testing.T) {
+	spec := map[string]any{"image": "train:1", "args": []any{"--lr=0.1"}, "template": map[string]any{"labels": map[string]any{"a": "b"}}}
+	whole := func(meta, status map[string]any) *unstructured.Unstructured {
+		m := map[string]any{"apiVersion": "training.mlplatform.dev/v1alpha1", "kind": "TrainingJob", "spec": runtime.DeepCopyJSONValue(spec)}
+		if meta != nil {
+			m["metadata"] = meta
+		}
+		if status != nil {
+			m["status"] = status
+		}
+		return &unstructured.Unstructured{Object: m}
+	}
+	meta := func(extra map[string]any) map[string]any {
+		m := map[string]any{"name": "w", "namespace": "ns", "resourceVersion": "7", "uid": "u1"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	cases := map[string]struct {
+		part          string
+		before, after *unstructured.Unstructured
+	}{
+		"a scalar changes, one is added, one is dropped": {
+			part:   "status",
+			before: whole(meta(nil), map[string]any{"phase": "Running", "startTime": "t0", "duration": "1s"}),
+			after:  whole(meta(nil), map[string]any{"phase": "Succeeded", "startTime": "t0", "completionTime": "t1"}),
+		},
+		"a list is replaced whole": {
+			part:   "status",
+			before: whole(meta(nil), map[string]any{"conditions": []any{cond("Ready", "False"), cond("B", "True")}}),
+			after:  whole(meta(nil), map[string]any{"conditions": []any{cond("Ready", "True"), cond("B", "True")}}),
+		},
+		"an object is patched field by field": {
+			part:   "status",
+			before: whole(meta(nil), map[string]any{"queue": map[string]any{"name": "q", "position": int64(3), "gone": "x"}}),
+			after:  whole(meta(nil), map[string]any{"queue": map[string]any{"name": "q", "position": int64(1), "admitted": true}}),
+		},
+		"the first status": {
+			part:   "status",
+			before: whole(meta(nil), nil),
+			after:  whole(meta(nil), map[string]any{"observedGeneration": int64(1), "job": map[string]any{"name": "j"}}),
+		},
+		"labels and finalizers": {
+			part:   "metadata",
+			before: whole(meta(map[string]any{"labels": map[string]any{"a": "1", "gone": "x"}}), nil),
+			after:  whole(meta(map[string]any{"labels": map[string]any{"a": "2", "new": "y"}, "finalizers": []any{"ours"}}), nil),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			want, err := client.MergeFromWithOptions(tc.before, client.MergeFromWithOptimisticLock{}).Data(tc.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, changed, err := mergePatchOf(tc.before, tc.after, tc.part)
+			if err != nil || !changed {
+				t.Fatalf("changed %v, error %v", changed, err)
+			}
+			got, err := p.Data(tc.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w, g any
+			if err := json.Unmarshal(want, &w); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(w, g); diff != "" {
+				t.Errorf("patch (-MergeFrom +ours):\n%s", diff)
+			}
+		})
+	}
+	same := whole(meta(nil), map[string]any{"phase": "Running", "queue": map[string]any{"name": "q"}})
+	if _, changed, _ := mergePatchOf(same, same.DeepCopy(), "status"); changed {
+		t.Error("an unchanged status makes a patch")
+	}
+}
+
+// TestPatchLeavesTheObjectAsTheServerHasIt checks what obj holds after a
+// status write: what the API server answered, spec included, also when a
+// conflict made the helper start again from a newer object whose spec
+// changed in between.
+func TestPatchLeavesTheObjectAsTheServerHasIt(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := trainingv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	for _, conflict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("conflict %v", conflict), func(t *testing.T) {
+			ctx := context.Background()
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(runningJob(true)).WithStatusSubresource(&trainingv1alpha1.TrainingJob{}).Build()
+			tj := &trainingv1alpha1.TrainingJob{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(runningJob(true)), tj); err != nil {
+				t.Fatal(err)
+			}
+			h, err := NewHelper(tj, c, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if conflict {
+				newer := tj.DeepCopy()
+				newer.Spec.Args = append(newer.Spec.Args, "--resume")
+				if err := c.Update(ctx, newer); err != nil {
+					t.Fatal(err)
+				}
+			}
+			finish(tj)
+			if _, err := h.Patch(ctx, tj); err != nil {
+				t.Fatal(err)
+			}
+			live := &trainingv1alpha1.TrainingJob{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(tj), live); err != nil {
+				t.Fatal(err)
+			}
+			if live.Status.Phase != trainingv1alpha1.PhaseSucceeded {
+				t.Fatalf("live phase %q, want the write to have landed", live.Status.Phase)
+			}
+			if diff := cmp.Diff(live.ObjectMeta, tj.ObjectMeta); diff != "" {
+				t.Errorf("metadata (-live +obj):\n%s", diff)
+			}
+			if diff := cmp.Diff(live.Spec, tj.Spec); diff != "" {
+				t.Errorf("spec (-live +obj):\n%s", diff)
+			}
+			if diff := cmp.Diff(live.Status, tj.Status); diff != "" {
+				t.Errorf("status (-live +obj):\n%s", diff)
+			}
+		})
 	}
 }
