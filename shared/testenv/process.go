@@ -108,6 +108,11 @@ func (p *Process) Start() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", p.opts.Name, err)
 	}
+	if err := reapGroupAfterExit(cmd.Process.Pid); err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return fmt.Errorf("watching %s: %w", p.opts.Name, err)
+	}
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ const helperModeEnv = "MLP_TESTENV_HELPER_MODE"
 
 // helperProcess is the helper process of these tests: "listen" serves TCP
 // on $PORT until it is signalled, "env" starts an Env, prints its folder
-// and waits to be killed, "exit" fails at once with a message.
+// and waits to be killed, "process" does the same with a Process serving
+// as "listen" and its process id, "exit" fails at once with a message.
 func helperProcess(mode string) int {
 	switch mode {
 	case "listen":
@@ -47,6 +49,14 @@ func helperProcess(mode string) int {
 			return 1
 		}
 		fmt.Println("workdir", e.workDir)
+		select {}
+	case "process":
+		p, err := StartProcess(ProcessOptions{Name: "listener", Command: helperCommand("listen")})
+		if err != nil {
+			fmt.Println("process:", err)
+			return 1
+		}
+		fmt.Println("server", p.cmd.Process.Pid)
 		select {}
 	default:
 		fmt.Println("helper: no configuration for mode", mode)
@@ -187,4 +197,55 @@ func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
 		_, statErr := os.Stat(dir)
 		t.Fatalf("30 s after the test binary died: servers %v still run, folder %s: %v", servers(), dir, statErr)
 	}
+}
+
+func TestHelperServerDoesNotOutliveADeadTestBinary(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperModeEnv+"=process")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	server := 0
+	scanner := bufio.NewScanner(out)
+	for scanner.Scan() {
+		if pid, ok := strings.CutPrefix(scanner.Text(), "server "); ok {
+			server, _ = strconv.Atoi(pid)
+			break
+		}
+		t.Log("helper:", scanner.Text())
+	}
+	if server == 0 {
+		t.Fatal("the helper started no server")
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-server, syscall.SIGKILL) })
+	if !alive(server) {
+		t.Fatalf("server %d is not running while the helper runs", server)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return !alive(server), nil
+	})
+	if err != nil {
+		t.Fatalf("30 s after the test binary died, its server %d still runs", server)
+	}
+}
+
+// alive reports whether process pid runs: it exists and is no zombie (a
+// container's first process may never reap an orphan).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
 }

@@ -44,3 +44,29 @@ func reapAfterExit(dir string) error {
 	// nothing, and Release frees the handle.
 	return cmd.Process.Release()
 }
+
+// groupReaperScript waits for the test binary ($MLP_REAP_PID) to end, then
+// kills the process group $MLP_REAP_PGID. It ends by itself once the group
+// is gone, as after a Stop. A group id could be taken again only by a new
+// group formed within the second between its polls.
+const groupReaperScript = `while kill -0 "$MLP_REAP_PID" 2>/dev/null; do
+	kill -0 -"$MLP_REAP_PGID" 2>/dev/null || exit 0
+	sleep 1
+done
+kill -KILL -"$MLP_REAP_PGID" 2>/dev/null
+`
+
+// reapGroupAfterExit starts a watchdog that kills the process group pgid
+// once this process ended: a helper server (PostgreSQL and its backends,
+// Redis, Jupyter and its kernels, another operator) runs in a group of its
+// own, so a test binary that dies without its cleanups left it running,
+// holding its port and memory, for every later test on the machine.
+func reapGroupAfterExit(pgid int) error {
+	cmd := exec.Command("/bin/sh", "-c", groupReaperScript)
+	cmd.Env = append(os.Environ(), "MLP_REAP_PID="+strconv.Itoa(os.Getpid()), "MLP_REAP_PGID="+strconv.Itoa(pgid))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
+}
