@@ -74,6 +74,26 @@ func TestCacheKeepsLittleOfEachObject(t *testing.T) {
 	}
 }
 
+// TestCachedFinishedJobKeepsLittleOfAUsersSpec measures a finished
+// TrainingJob with a user's spec (testdata/cache/trainingjobs-user-spec:
+// the fixture's succeeded job with a command, args, ten environment
+// variables and a pod template of volumes, tolerations and an affinity),
+// which the fixture's jobs lack. Once it finished, its cached copy keeps
+// none of what its pods were built from.
+//
+//	go test -run TestCachedFinishedJobKeepsLittleOfAUsersSpec -v ./bench/backends/
+func TestCachedFinishedJobKeepsLittleOfAUsersSpec(t *testing.T) {
+	opts := manager.Options{Transforms: trainingjob.CacheTransforms(), InternLabels: trainingjob.InternLabels()}
+	newTJ := func() client.Object { return &trainingv1alpha1.TrainingJob{} }
+	raws := readObjects(t, "trainingjobs-user-spec")
+	whole := cachedBytes(t, raws, newTJ, cache.TransformStripManagedFields())
+	cached := cachedBytes(t, raws, newTJ, manager.CacheTransform(opts, newTJ()))
+	t.Logf("finished TrainingJob with a user's spec: %5.0f bytes per cached object with managed fields stripped, %5.0f through the operator's transforms (%.0f %%)", whole, cached, 100*cached/whole)
+	if cached > 0.6*whole {
+		t.Errorf("a finished job with a user's spec keeps %.0f bytes, more than 60 %% of %.0f", cached, whole)
+	}
+}
+
 func readObjects(t *testing.T, kind string) []json.RawMessage {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "cache", kind+".json"))

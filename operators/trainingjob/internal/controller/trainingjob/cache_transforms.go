@@ -32,12 +32,36 @@ import (
 // names); a pod that succeeded with every container's first try exiting 0
 // keeps none of its containers. A rank NetworkPolicy, one per TrainingJob, holds its selectors
 // once. A TrainingJob keeps everything but the copy of itself that kubectl
-// apply leaves in an annotation.
+// apply leaves in an annotation, and once it finished, what only its runs'
+// pods are built from (slimTrainingJob).
 func CacheTransforms() map[client.Object]toolscache.TransformFunc {
 	return map[client.Object]toolscache.TransformFunc{
 		&batchv1.Job{}: slimJob, &corev1.Pod{}: slimPod, &networkingv1.NetworkPolicy{}: shareSelectors,
-		&trainingv1alpha1.TrainingJob{}: manager.StripLastApplied,
+		&trainingv1alpha1.TrainingJob{}: slimTrainingJob,
 	}
+}
+
+// slimTrainingJob drops kubectl's copy of the job (StripLastApplied) and,
+// from a job that finished (Succeeded or Failed), the command, args,
+// environment and pod template: a user's can be kilobytes, and they are
+// read only to build a run's child (backend.PodTemplate, from createJob,
+// which observeJob never allows for a finished job) and to validate it for
+// a backend (resolveBackend, which skips finished jobs). Every other field
+// stays: the checkpoint, run policy (TTL, clean pods), resources (the
+// metrics' accelerators), queue, suspend and FeatureStores are read after
+// the end too. The transform sees every version of the object whole, so a
+// job whose status stops saying it finished is cached whole again; status
+// writes patch status alone (shared/patch), so nothing is written back
+// from the slim copy.
+func slimTrainingJob(obj any) (any, error) {
+	obj, err := manager.StripLastApplied(obj)
+	if err != nil {
+		return obj, err
+	}
+	if tj, ok := obj.(*trainingv1alpha1.TrainingJob); ok && finished(tj) {
+		tj.Spec.Command, tj.Spec.Args, tj.Spec.Env, tj.Spec.Template = nil, nil, nil, nil
+	}
+	return obj, nil
 }
 
 // InternLabels are the labels of the operator's cached objects whose

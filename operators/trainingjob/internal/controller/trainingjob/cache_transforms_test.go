@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -277,5 +278,61 @@ func TestCachedPodThatSucceededCleanlyKeepsNoContainers(t *testing.T) {
 		if got := rankdns.Desired(svc, "j1", slim[1:]); !reflect.DeepEqual(got, rankdns.Desired(svc, "j1", whole[1:])) {
 			t.Errorf("%s: rank names from the cached pod %+v differ from the whole one's", name, got)
 		}
+	}
+}
+
+// TestCachedFinishedTrainingJobKeepsNoPodTemplate: a TrainingJob that
+// succeeded or failed is cached without its command, args, environment
+// and pod template, and with everything else; a queued, running or
+// restarting one is cached whole. kubectl's copy of the job goes either
+// way.
+func TestCachedFinishedTrainingJobKeepsNoPodTemplate(t *testing.T) {
+	user := func(status ...metav1.Condition) *trainingv1alpha1.TrainingJob {
+		return &trainingv1alpha1.TrainingJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "sweep", Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: "{}", "team": "vision"}},
+			Spec: trainingv1alpha1.TrainingJobSpec{
+				Framework: trainingv1alpha1.FrameworkPyTorch, Image: "train:1", Workers: 4, QueueName: "team",
+				Command: []string{"torchrun", "train.py"}, Args: []string{"--lr=0.1"}, WorkingDir: "/work",
+				Env:       []corev1.EnvVar{{Name: "SEED", Value: "7"}},
+				Template:  &trainingv1alpha1.PodTemplatePatch{Labels: map[string]string{"team": "vision"}},
+				Resources: &commonv1alpha1.Resources{Accelerators: &commonv1alpha1.Accelerators{Count: 1}},
+				RunPolicy: trainingv1alpha1.RunPolicy{TTLSecondsAfterFinished: ptr.To[int32](60), CleanPodPolicy: trainingv1alpha1.CleanPodPolicyAll},
+				Checkpoint: &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi"))},
+			},
+			Status: trainingv1alpha1.TrainingJobStatus{Conditions: status},
+		}
+	}
+	cond := func(t string) metav1.Condition { return metav1.Condition{Type: t, Status: metav1.ConditionTrue} }
+	var slim toolscache.TransformFunc
+	for proto, fn := range CacheTransforms() {
+		if _, ok := proto.(*trainingv1alpha1.TrainingJob); ok {
+			slim = fn
+		}
+	}
+	for name, tc := range map[string]struct {
+		in       *trainingv1alpha1.TrainingJob
+		finished bool
+	}{
+		"queued":     {user(), false},
+		"running":    {user(cond(trainingv1alpha1.ConditionRunning)), false},
+		"restarting": {user(cond(trainingv1alpha1.ConditionRestarting)), false},
+		"succeeded":  {user(cond(commonv1alpha1.ConditionSucceeded), cond(trainingv1alpha1.ConditionFinished)), true},
+		"failed":     {user(cond(commonv1alpha1.ConditionFailed), cond(trainingv1alpha1.ConditionFinished)), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := slim(tc.in.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(*trainingv1alpha1.TrainingJob)
+			want := tc.in.DeepCopy()
+			want.Annotations = map[string]string{"team": "vision"}
+			if tc.finished {
+				want.Spec.Command, want.Spec.Args, want.Spec.Env, want.Spec.Template = nil, nil, nil, nil
+			}
+			if !reflect.DeepEqual(want, got) {
+				t.Errorf("cached %+v\nwant   %+v", got, want)
+			}
+		})
 	}
 }
