@@ -45,6 +45,7 @@ var (
 	flagScaleVariants  = flag.String("scale-variants", "--priority-queue=false;--priority-queue=true;--priority-queue=true --warm-standby=true", "BenchmarkScale: the operator flags of each restart and handover series, ';' between variants")
 	flagScaleHandovers = flag.Int("scale-handovers", 3, "BenchmarkScale: graceful leader handovers per variant")
 	flagScaleNotebooks = flag.Int("scale-notebooks", 2000, "BenchmarkScale: Notebooks in the cluster, measured after the TrainingJobs with the Notebook operator (0 skips them)")
+	flagScaleUserSpec  = flag.Bool("scale-user-spec", false, "BenchmarkScale: give every TrainingJob a user's spec (a command, args, ten environment variables, a pod template with volumes and a toleration) instead of the image alone")
 )
 
 // scaleNamespaces spreads the scale benchmark's TrainingJobs; newNamespace
@@ -152,7 +153,38 @@ func scaleJob(namespace, name, class string) *trainingv1alpha1.TrainingJob {
 	case "running":
 		tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Labels: map[string]string{"benchrunforever": "true"}}
 	}
+	if *flagScaleUserSpec {
+		withUserSpec(tj)
+	}
 	return tj
+}
+
+// withUserSpec gives tj what a user's TrainingJob carries beyond the
+// fixture's image: about 4 KB in an informer's memory
+// (TestCachedFinishedJobKeepsLittleOfAUsersSpec). Everything in it
+// schedules on kwok's nodes.
+func withUserSpec(tj *trainingv1alpha1.TrainingJob) {
+	s := &tj.Spec
+	s.Command = []string{"torchrun", "--nnodes=1", "--nproc-per-node=8", "train.py"}
+	s.Args = []string{"--epochs=90", "--batch-size=256", "--lr=0.1", "--data=/data/imagenet", "--checkpoint-dir=/ckpt"}
+	for i := range 10 {
+		s.Env = append(s.Env, corev1.EnvVar{Name: fmt.Sprintf("TRAIN_SETTING_%d", i), Value: fmt.Sprintf("value-of-setting-%d-for-this-experiment", i)})
+	}
+	if s.Template == nil {
+		s.Template = &trainingv1alpha1.PodTemplatePatch{}
+	}
+	t := s.Template
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	t.Labels["team"], t.Labels["experiment"] = "vision", "resnet50-baseline"
+	t.Annotations = map[string]string{"mlplatform.dev/notes": "baseline run of the quarterly sweep"}
+	t.Volumes = []corev1.Volume{
+		{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	t.VolumeMounts = []trainingv1alpha1.VolumeMount{{Name: "data", MountPath: "/data", ReadOnly: true}, {Name: "cache", MountPath: "/cache"}}
+	t.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 }
 
 // fillCluster creates the TrainingJobs with a quick operator (high client
