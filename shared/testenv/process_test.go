@@ -148,9 +148,12 @@ func TestProcessCommandErrorIsReported(t *testing.T) {
 // Env, as a panic or `go test -timeout` would end it, without its cleanup:
 // etcd, kube-apiserver and kube-controller-manager stop, and the Env's
 // folder goes.
-func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
+// startHelper runs the test binary as helperProcess in mode and returns
+// it with the rest of the first line it prints that starts with prefix.
+func startHelper(t *testing.T, mode, prefix string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperModeEnv+"=env")
+	cmd.Env = append(os.Environ(), helperModeEnv+"="+mode)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -159,18 +162,19 @@ func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	dir := ""
 	scanner := bufio.NewScanner(out)
 	for scanner.Scan() {
-		if d, ok := strings.CutPrefix(scanner.Text(), "workdir "); ok {
-			dir = d
-			break
+		if rest, ok := strings.CutPrefix(scanner.Text(), prefix); ok {
+			return cmd, rest
 		}
 		t.Log("helper:", scanner.Text())
 	}
-	if dir == "" {
-		t.Fatal("the helper started no Env")
-	}
+	t.Fatalf("the helper in mode %s printed no line starting with %q", mode, prefix)
+	return nil, ""
+}
+
+func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
+	cmd, dir := startHelper(t, "env", "workdir ")
 	servers := func() []string {
 		var found []string
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -189,7 +193,7 @@ func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		_, statErr := os.Stat(dir)
 		return len(servers()) == 0 && os.IsNotExist(statErr), nil
 	})
@@ -200,27 +204,10 @@ func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
 }
 
 func TestHelperServerDoesNotOutliveADeadTestBinary(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperModeEnv+"=process")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	server := 0
-	scanner := bufio.NewScanner(out)
-	for scanner.Scan() {
-		if pid, ok := strings.CutPrefix(scanner.Text(), "server "); ok {
-			server, _ = strconv.Atoi(pid)
-			break
-		}
-		t.Log("helper:", scanner.Text())
-	}
-	if server == 0 {
-		t.Fatal("the helper started no server")
+	cmd, pid := startHelper(t, "process", "server ")
+	server, err := strconv.Atoi(pid)
+	if err != nil || server <= 0 {
+		t.Fatalf("the helper's server pid %q", pid)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-server, syscall.SIGKILL) })
 	if !alive(server) {
