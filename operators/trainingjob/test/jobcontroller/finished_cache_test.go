@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -90,7 +89,7 @@ func TestFinishedJobIsCachedWithoutWhatItsPodsWereBuiltFrom(t *testing.T) {
 	second, err := harness.StartOperator(env.Config, scheme, harness.Options{Wrap: func(r reconcile.Reconciler) reconcile.Reconciler {
 		return reconcile.Func(func(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 			res, err := r.Reconcile(ctx, req)
-			if req.NamespacedName == (types.NamespacedName(key)) {
+			if req.NamespacedName == key {
 				mu.Lock()
 				defer mu.Unlock()
 				reconciled++
