@@ -144,10 +144,6 @@ func TestProcessCommandErrorIsReported(t *testing.T) {
 	}
 }
 
-// TestServersDoNotOutliveADeadTestBinary kills a test binary that runs an
-// Env, as a panic or `go test -timeout` would end it, without its cleanup:
-// etcd, kube-apiserver and kube-controller-manager stop, and the Env's
-// folder goes.
 // startHelper runs the test binary as helperProcess in mode and returns
 // it with the rest of the first line it prints that starts with prefix.
 func startHelper(t *testing.T, mode, prefix string) (*exec.Cmd, string) {
@@ -173,6 +169,10 @@ func startHelper(t *testing.T, mode, prefix string) (*exec.Cmd, string) {
 	return nil, ""
 }
 
+// TestServersDoNotOutliveADeadTestBinary kills a test binary that runs an
+// Env, as a panic or `go test -timeout` would end it, without its cleanup:
+// etcd, kube-apiserver and kube-controller-manager stop, and the Env's
+// folder goes.
 func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
 	cmd, dir := startHelper(t, "env", "workdir ")
 	servers := func() []string {
@@ -203,6 +203,9 @@ func TestServersDoNotOutliveADeadTestBinary(t *testing.T) {
 	}
 }
 
+// TestHelperServerDoesNotOutliveADeadTestBinary does the same to a test
+// binary that runs a helper server (a Process): the server's process group
+// is killed.
 func TestHelperServerDoesNotOutliveADeadTestBinary(t *testing.T) {
 	cmd, pid := startHelper(t, "process", "server ")
 	server, err := strconv.Atoi(pid)
