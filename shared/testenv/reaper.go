@@ -34,14 +34,20 @@ rm -rf -- "$MLP_REAP_DIR"
 // watchdog has a process group of its own too: an interrupt that reaches
 // the test binary's group does not stop it before it did its work.
 func reapAfterExit(dir string) error {
-	cmd := exec.Command("/bin/sh", "-c", reaperScript)
-	cmd.Env = append(os.Environ(), "MLP_REAP_PID="+strconv.Itoa(os.Getpid()), "MLP_REAP_DIR="+dir)
+	return startWatchdog(reaperScript, "MLP_REAP_DIR="+dir)
+}
+
+// startWatchdog runs script in a shell of its own process group, with
+// $MLP_REAP_PID set to this process and env added. It ends after this
+// process does; a Wait would hold a goroutine for nothing, and Release
+// frees the handle.
+func startWatchdog(script string, env ...string) error {
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Env = append(append(os.Environ(), "MLP_REAP_PID="+strconv.Itoa(os.Getpid())), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	// It ends after this process does; a Wait would hold a goroutine for
-	// nothing, and Release frees the handle.
 	return cmd.Process.Release()
 }
 
@@ -62,11 +68,5 @@ kill -KILL -"$MLP_REAP_PGID" 2>/dev/null
 // own, so a test binary that dies without its cleanups left it running,
 // holding its port and memory, for every later test on the machine.
 func reapGroupAfterExit(pgid int) error {
-	cmd := exec.Command("/bin/sh", "-c", groupReaperScript)
-	cmd.Env = append(os.Environ(), "MLP_REAP_PID="+strconv.Itoa(os.Getpid()), "MLP_REAP_PGID="+strconv.Itoa(pgid))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	return cmd.Process.Release()
+	return startWatchdog(groupReaperScript, "MLP_REAP_PGID="+strconv.Itoa(pgid))
 }
