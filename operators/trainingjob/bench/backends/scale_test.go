@@ -161,7 +161,7 @@ func scaleJob(namespace, name, class string) *trainingv1alpha1.TrainingJob {
 
 // withUserSpec gives tj what a user's TrainingJob carries beyond the
 // fixture's image: about 4 KB in an informer's memory
-// (TestCachedFinishedJobKeepsLittleOfAUsersSpec). Everything in it
+// (TestCacheKeepsLittleOfEachObject, trainingjobs-user-spec). Everything in it
 // schedules on kwok's nodes.
 func withUserSpec(tj *trainingv1alpha1.TrainingJob) {
 	s := &tj.Spec
