@@ -142,8 +142,11 @@ func (a *Applier) Create(ctx context.Context, obj client.Object, owner Owner) er
 // Fields only other actors set (Kueue's nodeSelector and tolerations,
 // defaults, webhooks' additions, a user's annotations) are no reason to
 // write and survive the apply. An existing object that is not owner's is
-// refused with a ForeignError and left untouched. Apply reports whether it
-// wrote; it sets desired's type and, with a HashAnnotation, stamps it.
+// refused with a ForeignError and left untouched. A child the cache does
+// not show is created by an apply that fails when the name is taken
+// (absentOnly); only then is the object read past the cache. Apply
+// reports whether it wrote; it sets desired's type and, with a
+// HashAnnotation, stamps it.
 func (a *Applier) Apply(ctx context.Context, desired client.Object, owner Owner) (bool, error) {
 	gvk, err := apiutil.GVKForObject(desired, a.Client.Scheme())
 	if err != nil {
@@ -153,30 +156,77 @@ func (a *Applier) Apply(ctx context.Context, desired client.Object, owner Owner)
 	if err := a.stampHash(desired); err != nil {
 		return false, err
 	}
-	live, err := a.live(ctx, desired, gvk)
+	live, err := a.live(ctx, a.Client, desired, gvk)
 	if err != nil {
 		return false, err
 	}
 	if live == nil {
-		if err := a.CheckLive(ctx, desired, gvk, owner); err != nil {
+		created, err := a.createOnly(ctx, desired)
+		if !apierrors.IsConflict(err) {
+			return created, err
+		}
+		// An object of that name exists: the operator's own, which the
+		// cache does not show yet, or somebody else's.
+		if live, err = a.live(ctx, a.APIReader, desired, gvk); err != nil {
 			return false, err
 		}
-	} else if write, err := a.drifted(ctx, desired, live, gvk, owner); !write || err != nil {
+		if live == nil {
+			return false, fmt.Errorf("%s %s was there a moment ago and is gone", gvk.Kind, desired.GetName())
+		}
+	}
+	if write, err := a.drifted(ctx, desired, live, gvk, owner); !write || err != nil {
 		return false, err
 	}
 	body, err := content(desired)
 	if err != nil {
 		return false, err
 	}
-	u := &unstructured.Unstructured{Object: body}
-	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership, client.FieldOwner(a.FieldOwner)); err != nil {
+	if err := a.apply(ctx, body); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// live reads the object of desired's name from the cache; nil when absent.
-func (a *Applier) live(ctx context.Context, desired client.Object, gvk schema.GroupVersionKind) (client.Object, error) {
+// createOnly creates desired with server-side apply, and fails with a
+// Conflict, writing nothing, when an object of its name exists.
+func (a *Applier) createOnly(ctx context.Context, desired client.Object) (bool, error) {
+	body, err := content(desired)
+	if err != nil {
+		return false, err
+	}
+	meta, _ := body["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		body["metadata"] = meta
+	}
+	meta["resourceVersion"] = absentOnly
+	if err := a.apply(ctx, body); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// absentOnly is a resourceVersion no stored object has: etcd's first write
+// is its revision 2. An apply that carries it creates the object when there
+// is none (a create ignores the resourceVersion it is sent), and fails with
+// a Conflict, writing nothing, when there is one: an existing object's
+// resourceVersion must match. So a child the cache does not show is created
+// in one request, with its fields owned by the operator's apply as any
+// later apply's are, where asking the API server first whether the name is
+// taken cost a read on every creation, in the path of a new object's first
+// reconcile.
+const absentOnly = "1"
+
+// apply writes body with server-side apply, as the operator's field
+// manager, taking over any field another manager set.
+func (a *Applier) apply(ctx context.Context, body map[string]any) error {
+	u := &unstructured.Unstructured{Object: body}
+	return a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.ForceOwnership, client.FieldOwner(a.FieldOwner))
+}
+
+// live reads the object of desired's name through reader, the cache or
+// past it; nil when absent.
+func (a *Applier) live(ctx context.Context, reader client.Reader, desired client.Object, gvk schema.GroupVersionKind) (client.Object, error) {
 	obj, err := a.Client.Scheme().New(gvk)
 	if err != nil {
 		return nil, err
@@ -185,7 +235,7 @@ func (a *Applier) live(ctx context.Context, desired client.Object, gvk schema.Gr
 	if !ok {
 		return nil, fmt.Errorf("%s is not an object kind", gvk)
 	}
-	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,13 +36,15 @@ var owner = ManagedBy(operator, "rename the Widget")
 type harness struct {
 	applier *Applier
 	writes  *testenv.WriteView
-	admin   client.Client
-	ns      string
+	// liveReads counts the applier's reads past the cache.
+	liveReads *atomic.Int32
+	admin     client.Client
+	ns        string
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	admin, err := client.New(env.Config, client.Options{})
+	admin, err := client.NewWithWatch(env.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +64,20 @@ func newHarness(t *testing.T) *harness {
 			return nil
 		},
 	})
+	liveReads := &atomic.Int32{}
+	apiReader := interceptor.NewClient(admin, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			liveReads.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
 	ns := testenv.CreateNamespace(t, admin, "apply")
 	return &harness{
-		applier: &Applier{Client: cacheLike, APIReader: admin, FieldOwner: operator, HashAnnotation: "test/applied-hash"},
-		writes:  counter.Namespace(ns),
-		admin:   admin,
-		ns:      ns,
+		applier:   &Applier{Client: cacheLike, APIReader: apiReader, FieldOwner: operator, HashAnnotation: "test/applied-hash"},
+		writes:    counter.Namespace(ns),
+		liveReads: liveReads,
+		admin:     admin,
+		ns:        ns,
 	}
 }
 
@@ -113,6 +124,10 @@ func TestApplyWritesOnlyWhenSomethingChanged(t *testing.T) {
 	}
 	if n := h.writes.Count("patch", "statefulsets"); n != 1 {
 		t.Fatalf("first apply: %d patches, want 1: %s", n, h.writes)
+	}
+	// The name was free: the create itself said so, with no read first.
+	if n := h.liveReads.Load(); n != 0 {
+		t.Errorf("the first apply read past the cache %d times, want 0", n)
 	}
 	// Applying the same again, claim template and all, writes nothing.
 	for range 3 {
@@ -215,8 +230,15 @@ func TestApplyRefusesForeignObjects(t *testing.T) {
 			if got.ResourceVersion != foreign.ResourceVersion {
 				t.Errorf("the foreign Service was written: resourceVersion %s, was %s", got.ResourceVersion, foreign.ResourceVersion)
 			}
-			if n := h.writes.Count("patch", "services"); n != 0 {
-				t.Errorf("%d patches of the foreign Service: %s", n, h.writes)
+			// One request was made: the apply that creates only, which
+			// the API server refused, as the resourceVersion shows.
+			if n := h.writes.Count("patch", "services"); n != 1 {
+				t.Errorf("%d patches of the foreign Service, want the one refused create: %s", n, h.writes)
+			}
+			for _, m := range got.ManagedFields {
+				if m.Manager == operator {
+					t.Errorf("the foreign Service names the operator as a field manager: %+v", m)
+				}
 			}
 		})
 	}
@@ -275,4 +297,54 @@ func TestCreateWritesOnceAndTellsOursFromForeign(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestApplyOverItsOwnChildTheCacheDoesNotShowYet: right after the operator
+// created a child, its cache may not hold it. The apply that creates only
+// is refused; the child read past the cache is the operator's, and the
+// apply writes what changed, or nothing when nothing did.
+func TestApplyOverItsOwnChildTheCacheDoesNotShowYet(t *testing.T) {
+	h := newHarness(t)
+	first := statefulSet(h.ns)
+	h.apply(t, first)
+	lagging := *h.applier
+	lagging.Client = interceptor.NewClient(h.applier.Client.(client.WithWatch), interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return apierrors.NewNotFound(schema.GroupResource{}, "")
+		},
+	})
+	changed := statefulSetWithReplicas(h.ns, 2)
+	written, err := lagging.Apply(t.Context(), changed, owner)
+	if err != nil || !written {
+		t.Fatalf("Apply = %v, %v; want a write", written, err)
+	}
+	live := &appsv1.StatefulSet{}
+	if err := h.admin.Get(t.Context(), client.ObjectKeyFromObject(changed), live); err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(live.Spec.Replicas, 0); got != 2 {
+		t.Errorf("replicas = %d, want the 2 applied", got)
+	}
+	// The refused create and the apply; the read that told whose it is.
+	if n := h.writes.Count("patch", "statefulsets"); n != 3 {
+		t.Errorf("%d patches, want 3 (the first create, the refused one, the apply): %s", n, h.writes)
+	}
+	if n := h.liveReads.Load(); n != 1 {
+		t.Errorf("%d reads past the cache, want 1", n)
+	}
+	// Nothing changed: the object read past the cache shows it, and only
+	// the refused create is sent.
+	written, err = lagging.Apply(t.Context(), statefulSetWithReplicas(h.ns, 2), owner)
+	if err != nil || written {
+		t.Fatalf("Apply of what the object already holds = %v, %v; want no write", written, err)
+	}
+	if n := h.writes.Count("patch", "statefulsets"); n != 4 {
+		t.Errorf("%d patches, want 4 (one more refused create): %s", n, h.writes)
+	}
+}
+
+func statefulSetWithReplicas(ns string, n int32) *appsv1.StatefulSet {
+	s := statefulSet(ns)
+	s.Spec.Replicas = ptr.To(n)
+	return s
 }
