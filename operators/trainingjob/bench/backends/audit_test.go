@@ -14,9 +14,11 @@ import (
 // write is one write request the API server answered, from its audit log.
 type write struct {
 	at        time.Time
+	answered  time.Time
 	user      string
 	key       string // "verb resource[/subresource]"
 	namespace string
+	name      string
 	failed    bool
 }
 
@@ -31,11 +33,13 @@ type auditEntry struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
 
 // auditReader reads the audit log as it grows.
@@ -83,8 +87,8 @@ func (r *auditReader) readAll() error {
 			key += "/" + e.ObjectRef.Subresource
 		}
 		r.writes = append(r.writes, write{
-			at: e.RequestReceivedTimestamp, user: e.User.Username, key: key, namespace: e.ObjectRef.Namespace,
-			failed: e.ResponseStatus != nil && e.ResponseStatus.Code >= 400,
+			at: e.RequestReceivedTimestamp, answered: e.StageTimestamp, user: e.User.Username, key: key,
+			namespace: e.ObjectRef.Namespace, name: e.ObjectRef.Name, failed: e.ResponseStatus != nil && e.ResponseStatus.Code >= 400,
 		})
 	}
 }
@@ -117,6 +121,72 @@ func (r *auditReader) count(from, to time.Time, inNamespace func(string) bool) t
 		t.byUserKey[w.user][w.key]++
 	}
 	return t
+}
+
+// firstReconcile splits a new TrainingJob's wait for its child, from the
+// writes in [from, to) whose namespace passes inNamespace: the
+// TrainingJob's create, from its arrival to its answer (created); from
+// that answer to our operator's first write for the job, which a watch, a
+// queue and the reads before it take (seen); from that write to the
+// child's create (toChild); and the child's create itself (childCreate).
+// A job's writes are those named after it: name or name-suffix (its run,
+// its policy), events aside.
+type firstReconcile struct {
+	created, seen, toChild, childCreate []time.Duration
+}
+
+func (r *auditReader) firstReconcile(from, to time.Time, inNamespace func(string) bool) firstReconcile {
+	type job struct {
+		created           write
+		firstWrite, child *write
+	}
+	jobs := map[string]*job{}
+	key := func(ns, name string) string { return ns + "/" + name }
+	var ours []write
+	for _, w := range r.writes {
+		if w.at.Before(from) || !w.at.Before(to) || !inNamespace(w.namespace) || w.failed {
+			continue
+		}
+		switch {
+		case w.user == userBench && w.key == "create trainingjobs":
+			jobs[key(w.namespace, w.name)] = &job{created: w}
+		case w.user == userOperator && w.key != "create events":
+			ours = append(ours, w)
+		}
+	}
+	for i := range ours {
+		w := &ours[i]
+		name := w.name
+		j := jobs[key(w.namespace, name)]
+		for j == nil {
+			cut := strings.LastIndexByte(name, '-')
+			if cut < 0 {
+				break
+			}
+			name = name[:cut]
+			j = jobs[key(w.namespace, name)]
+		}
+		if j == nil {
+			continue
+		}
+		if j.firstWrite == nil || w.at.Before(j.firstWrite.at) {
+			j.firstWrite = w
+		}
+		if (w.key == "create jobs" || w.key == "create pytorchjobs") && (j.child == nil || w.at.Before(j.child.at)) {
+			j.child = w
+		}
+	}
+	var f firstReconcile
+	for _, j := range jobs {
+		if j.firstWrite == nil || j.child == nil {
+			continue
+		}
+		f.created = append(f.created, j.created.answered.Sub(j.created.at))
+		f.seen = append(f.seen, j.firstWrite.at.Sub(j.created.answered))
+		f.toChild = append(f.toChild, j.child.at.Sub(j.firstWrite.at))
+		f.childCreate = append(f.childCreate, j.child.answered.Sub(j.child.at))
+	}
+	return f
 }
 
 // perJob formats counts divided by jobs, largest first.

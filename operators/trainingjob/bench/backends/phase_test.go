@@ -68,6 +68,7 @@ type result struct {
 	elapsed                                                time.Duration
 	childP50, childP99, podsP50, podsP99, doneP50, doneP99 time.Duration
 	writes, settled                                        tally
+	firstReconcile                                         firstReconcile
 	settleWindow                                           time.Duration
 	ours, kubeflow                                         procStats
 	// cpu is what every process of the benchmark spent during cpuWall,
@@ -141,6 +142,7 @@ func runPhase(ctx context.Context, c *cluster, trk *tracker, audit *auditReader,
 	inPhase := func(ns string) bool { return slices.Contains(namespaces, ns) }
 	r.writes = audit.count(start.Add(-time.Second), end.Add(lateWrites), inPhase)
 	r.settled = audit.count(end.Add(lateWrites), end.Add(lateWrites+s.settle), inPhase)
+	r.firstReconcile = audit.firstReconcile(start.Add(-time.Second), end.Add(lateWrites), inPhase)
 	return r, nil
 }
 

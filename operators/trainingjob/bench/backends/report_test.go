@@ -49,6 +49,11 @@ func (r *result) report(b *testing.B) {
 		r.succeeded, r.failed, r.unfinished, r.elapsed.Round(10*time.Millisecond), r.jobsPerSecond())
 	b.Logf("  submission to child created (our operator alone): p50 %s p99 %s; to all pods created: p50 %s p99 %s; to Succeeded: p50 %s p99 %s",
 		round(r.childP50), round(r.childP99), round(r.podsP50), round(r.podsP99), round(r.doneP50), round(r.doneP99))
+	if f := r.firstReconcile; len(f.seen) > 0 {
+		b.Logf("    by the audit log, p50 (p90): the TrainingJob's create took %s (%s); our operator's first write for it came %s (%s) later, its child's create %s (%s) after that and took %s (%s)",
+			round(percentile(f.created, 0.5)), round(percentile(f.created, 0.9)), round(percentile(f.seen, 0.5)), round(percentile(f.seen, 0.9)),
+			round(percentile(f.toChild, 0.5)), round(percentile(f.toChild, 0.9)), round(percentile(f.childCreate, 0.5)), round(percentile(f.childCreate, 0.9)))
+	}
 	b.Logf("  server-side writes per job, all clients: %.2f (%d failed in all)", r.writesPerJob(), r.writes.failed)
 	for user, count := range r.writes.byUser {
 		b.Logf("    %-32s %6.2f: %s", clientName(user), float64(count)/float64(n), perJob(r.writes.byUserKey[user], n))
