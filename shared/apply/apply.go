@@ -144,7 +144,7 @@ func (a *Applier) Create(ctx context.Context, obj client.Object, owner Owner) er
 // write and survive the apply. An existing object that is not owner's is
 // refused with a ForeignError and left untouched. A child the cache does
 // not show is created by an apply that fails when the name is taken
-// (absentOnly); only then is the object read past the cache. Apply
+// (absentOnly); only then is the object looked up past the cache. Apply
 // reports whether it wrote; it sets desired's type and, with a
 // HashAnnotation, stamps it.
 func (a *Applier) Apply(ctx context.Context, desired client.Object, owner Owner) (bool, error) {
@@ -166,7 +166,11 @@ func (a *Applier) Apply(ctx context.Context, desired client.Object, owner Owner)
 			return created, err
 		}
 		// An object of that name exists: the operator's own, which the
-		// cache does not show yet, or somebody else's.
+		// cache does not show yet, or somebody else's, of which nothing
+		// but its metadata is read.
+		if err := a.CheckLive(ctx, desired, gvk, owner); err != nil {
+			return false, err
+		}
 		if live, err = a.live(ctx, a.APIReader, desired, gvk); err != nil {
 			return false, err
 		}
