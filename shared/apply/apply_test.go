@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -356,4 +358,33 @@ func statefulSetWithReplicas(ns string, n int32) *appsv1.StatefulSet {
 	s := statefulSet(ns)
 	s.Spec.Replicas = ptr.To(n)
 	return s
+}
+
+// TestApplyOverANameFreedInBetweenFailsAndTheNextApplyCreates: the apply
+// that creates only was refused, the object was deleted before it could be
+// looked up. Apply says so rather than writing blind, and the next
+// reconcile's apply creates the child.
+func TestApplyOverANameFreedInBetweenFailsAndTheNextApplyCreates(t *testing.T) {
+	h := newHarness(t)
+	refused := false
+	racing := *h.applier
+	racing.Client = interceptor.NewClient(h.applier.Client.(client.WithWatch), interceptor.Funcs{
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			if !refused {
+				refused = true
+				return apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, "w", errors.New("the object has been modified"))
+			}
+			return c.Apply(ctx, obj, opts...)
+		},
+	})
+	written, err := racing.Apply(t.Context(), statefulSet(h.ns), owner)
+	if err == nil || written || !strings.Contains(err.Error(), "StatefulSet w") {
+		t.Fatalf("Apply = %v, %v; want an error naming StatefulSet w and no write", written, err)
+	}
+	if n := h.writes.Total(); n != 0 {
+		t.Errorf("%d writes reached the API server, want none: %s", n, h.writes)
+	}
+	if written, err := racing.Apply(t.Context(), statefulSet(h.ns), owner); err != nil || !written {
+		t.Fatalf("the next Apply = %v, %v; want the child created", written, err)
+	}
 }
