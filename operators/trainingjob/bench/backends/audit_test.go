@@ -189,6 +189,78 @@ func (r *auditReader) firstReconcile(from, to time.Time, inNamespace func(string
 	return f
 }
 
+// podsBound splits the wait after a child's create, from the writes in
+// [from, to) whose namespace passes inNamespace: from the answer to a
+// Job's or a PyTorchJob's create (whoever made it: the benchmark for the
+// bare Job, an operator otherwise) to the answer to the scheduler's first
+// and last binding of its pods. The Job and the scheduler each act on
+// what their watch shows them, so a growing wait here is the control
+// plane falling behind, not our operator. early and late are the first
+// bindings of the children created in the first and the last quarter,
+// in the order of their creates. A pod is its child's when its name is
+// the child's with two more dash-separated parts: "<job>-<index>-<random>"
+// for a Job, "<job>-<role>-<index>" for Kubeflow.
+type podsBound struct {
+	first, last, early, late []time.Duration
+}
+
+func (r *auditReader) podsBound(from, to time.Time, inNamespace func(string) bool) podsBound {
+	type child struct {
+		created, first, last time.Time
+	}
+	children := map[string]*child{}
+	var created []*child
+	var bindings []write
+	for _, w := range r.writes {
+		if w.at.Before(from) || !w.at.Before(to) || !inNamespace(w.namespace) || w.failed {
+			continue
+		}
+		switch w.key {
+		case "create jobs", "create pytorchjobs":
+			c := &child{created: w.answered}
+			children[w.namespace+"/"+w.name] = c
+			created = append(created, c)
+		case "create pods/binding":
+			bindings = append(bindings, w)
+		}
+	}
+	for _, b := range bindings {
+		name := b.name
+		for range 2 {
+			if cut := strings.LastIndexByte(name, '-'); cut > 0 {
+				name = name[:cut]
+			}
+		}
+		c := children[b.namespace+"/"+name]
+		if c == nil || name == b.name {
+			continue
+		}
+		if c.first.IsZero() || b.answered.Before(c.first) {
+			c.first = b.answered
+		}
+		if b.answered.After(c.last) {
+			c.last = b.answered
+		}
+	}
+	sort.SliceStable(created, func(i, j int) bool { return created[i].created.Before(created[j].created) })
+	var p podsBound
+	for i, c := range created {
+		if c.first.IsZero() {
+			continue
+		}
+		first := c.first.Sub(c.created)
+		p.first = append(p.first, first)
+		p.last = append(p.last, c.last.Sub(c.created))
+		switch {
+		case i < len(created)/4:
+			p.early = append(p.early, first)
+		case i >= len(created)-len(created)/4:
+			p.late = append(p.late, first)
+		}
+	}
+	return p
+}
+
 // perJob formats counts divided by jobs, largest first.
 func perJob(counts map[string]int, jobs int) string {
 	keys := make([]string, 0, len(counts))

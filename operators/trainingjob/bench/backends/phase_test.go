@@ -69,6 +69,7 @@ type result struct {
 	childP50, childP99, podsP50, podsP99, doneP50, doneP99 time.Duration
 	writes, settled                                        tally
 	firstReconcile                                         firstReconcile
+	podsBound                                              podsBound
 	settleWindow                                           time.Duration
 	ours, kubeflow                                         procStats
 	// cpu is what every process of the benchmark spent during cpuWall,
@@ -143,6 +144,7 @@ func runPhase(ctx context.Context, c *cluster, trk *tracker, audit *auditReader,
 	r.writes = audit.count(start.Add(-time.Second), end.Add(lateWrites), inPhase)
 	r.settled = audit.count(end.Add(lateWrites), end.Add(lateWrites+s.settle), inPhase)
 	r.firstReconcile = audit.firstReconcile(start.Add(-time.Second), end.Add(lateWrites), inPhase)
+	r.podsBound = audit.podsBound(start.Add(-time.Second), end.Add(lateWrites), inPhase)
 	return r, nil
 }
 

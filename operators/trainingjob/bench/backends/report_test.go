@@ -54,6 +54,11 @@ func (r *result) report(b *testing.B) {
 			round(percentile(f.created, 0.5)), round(percentile(f.created, 0.9)), round(percentile(f.seen, 0.5)), round(percentile(f.seen, 0.9)),
 			round(percentile(f.toChild, 0.5)), round(percentile(f.toChild, 0.9)), round(percentile(f.childCreate, 0.5)), round(percentile(f.childCreate, 0.9)))
 	}
+	if p := r.podsBound; len(p.first) > 0 {
+		b.Logf("    by the audit log, p50 (p90): the scheduler bound a child's first pod %s (%s) after the child's create, its last %s (%s); the first pod of the first quarter's children %s, of the last quarter's %s",
+			round(percentile(p.first, 0.5)), round(percentile(p.first, 0.9)), round(percentile(p.last, 0.5)), round(percentile(p.last, 0.9)),
+			round(percentile(p.early, 0.5)), round(percentile(p.late, 0.5)))
+	}
 	b.Logf("  server-side writes per job, all clients: %.2f (%d failed in all)", r.writesPerJob(), r.writes.failed)
 	for user, count := range r.writes.byUser {
 		b.Logf("    %-32s %6.2f: %s", clientName(user), float64(count)/float64(n), perJob(r.writes.byUserKey[user], n))
