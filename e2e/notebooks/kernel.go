@@ -8,7 +8,8 @@ package notebooks
 // starts. It exits 0 when the cell ran
 // without error. With HOLD=1 it runs a short cell first, then $CODE without
 // waiting for it: once the server's REST API (what the operator probes)
-// reports the kernel busy it prints BUSY and keeps the connection open, so
+// reports the kernel in use (busy, or still starting when the server lost
+// track of it) it prints BUSY and keeps the connection open, so
 // that the kernel stays busy for as long as the cell runs.
 const kernelClient = `
 import asyncio, json, os, sys, time, urllib.error, urllib.request, uuid
@@ -89,12 +90,15 @@ async def main():
             sys.exit(1)
 
 # until_server_busy waits until the server's REST API, which the operator
-# probes, reports the kernel busy, then keeps the cell running.
+# probes, reports the kernel in use, then keeps the cell running. After a
+# first cell ran, "starting" means the server's own connection to the
+# kernel missed its messages (seen on a loaded node); the operator counts
+# such a kernel as in use too.
 async def until_server_busy(kernel):
     for _ in range(120):
         state = api("GET", "api/kernels/" + kernel)["execution_state"]
-        if state == "busy":
-            print("BUSY", flush=True)
+        if state in ("busy", "starting"):
+            print("BUSY " + state, flush=True)
             await asyncio.sleep(24 * 3600)
         await asyncio.sleep(1)
     sys.exit("the server never reported the kernel busy: " + state)

@@ -41,7 +41,8 @@ type Observation struct {
 	Err error
 	// LastActivity is the latest kernel or terminal activity.
 	LastActivity time.Time
-	// Busy is true while any kernel executes code.
+	// Busy is true while any kernel executes code, or Jupyter cannot say
+	// it does not (see inUse).
 	Busy bool
 	// Kernels and Terminals count the running ones; Connections counts
 	// open kernel websocket connections (browser tabs with a notebook open).
@@ -149,9 +150,7 @@ func (p *Prober) probe(ctx context.Context, t Target) Observation {
 	obs.Kernels = len(kernels)
 	obs.Terminals = len(terminals)
 	for _, k := range kernels {
-		// A kernel that is executing, or starting to, is in use right now
-		// even if its last message is old (a long-running cell).
-		if k.ExecutionState == "busy" {
+		if inUse(k.ExecutionState) {
 			obs.Busy = true
 		}
 		if k.LastActivity.After(obs.LastActivity) {
@@ -164,6 +163,24 @@ func (p *Prober) probe(ctx context.Context, t Target) Observation {
 		}
 	}
 	return obs
+}
+
+// inUse reports whether a kernel in this execution state may be running
+// a cell, so that its old last activity must not cull the notebook: only
+// "idle" and "dead" say it is not. Jupyter Server takes the state from the
+// kernel's status messages on its own iopub connection and sets "starting"
+// before the first one. If that connection misses them, as one kernel's did
+// on a loaded kind node (Jupyter Server 1.23, the e2e suite, 2026-11-29),
+// the state stays "starting" and the last activity stays at the kernel's
+// start while a long cell runs: culling on it would throw that work away.
+// A server that says no state at all has nothing to go by but activity.
+// maxLifetime still bounds a notebook whose kernel never leaves "starting".
+func inUse(executionState string) bool {
+	switch executionState {
+	case "idle", "dead", "":
+		return false
+	}
+	return true
 }
 
 // HTTPError is a non-200 answer.

@@ -220,6 +220,53 @@ func TestServerWithoutTerminals(t *testing.T) {
 	}
 }
 
+// TestProbeCountsAKernelNotKnownIdleAsInUse: only a kernel Jupyter reports
+// idle or dead may be culled on its last activity. One still "starting"
+// long after its start is what Jupyter Server reports when its own
+// connection to the kernel missed every status message, while a cell may
+// run; "restarting" is a kernel on its way back. A stand-in server answers
+// with each state, as a real kernel cannot be held in them.
+func TestProbeCountsAKernelNotKnownIdleAsInUse(t *testing.T) {
+	for _, c := range []struct {
+		states []string
+		inUse  bool
+	}{
+		{[]string{"idle"}, false},
+		{[]string{"dead"}, false},
+		{[]string{""}, false},
+		{[]string{"idle", "dead"}, false},
+		{[]string{"busy"}, true},
+		{[]string{"starting"}, true},
+		{[]string{"restarting"}, true},
+		{[]string{"idle", "starting"}, true},
+		{[]string{"a-state-of-a-newer-jupyter"}, true},
+	} {
+		kernels := "["
+		for i, state := range c.states {
+			if i > 0 {
+				kernels += ","
+			}
+			kernels += fmt.Sprintf(`{"id": "k%d", "execution_state": %q, "last_activity": "2026-01-01T10:00:00Z"}`, i, state)
+		}
+		kernels += "]"
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/api/status":
+				_, _ = w.Write([]byte(`{"connections": 0}`))
+			case "/api/kernels":
+				_, _ = w.Write([]byte(kernels))
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		obs := NewProber(time.Second, 1, nil).Probe(t.Context(), Target{BaseURL: srv.URL + "/", Token: "x"})
+		srv.Close()
+		if !obs.OK() || obs.Busy != c.inUse || obs.Kernels != len(c.states) {
+			t.Errorf("kernels %q: probe %+v, want in use %v", c.states, obs, c.inUse)
+		}
+	}
+}
+
 // countingTransport records how many requests the prober has in flight at
 // most. It counts on the client side: a server handler can outlive the
 // request its client already gave up on, and counting there would charge
