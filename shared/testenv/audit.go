@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,10 +62,24 @@ func (e *Env) AuditedWrites() ([]AuditedWrite, error) {
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
+	return readAuditedWrites(f)
+}
+
+// readAuditedWrites parses an audit log's complete lines. A last line
+// without its newline is an event the API server is still writing, for a
+// write whose response has not reached its writer yet: it is left out, as
+// the next read will have it whole.
+func readAuditedWrites(r io.Reader) ([]AuditedWrite, error) {
 	var out []AuditedWrite
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
-	for sc.Scan() {
+	br := bufio.NewReaderSize(r, 64*1024)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 		var ev struct {
 			Stage     string `json:"stage"`
 			Verb      string `json:"verb"`
@@ -85,7 +100,7 @@ func (e *Env) AuditedWrites() ([]AuditedWrite, error) {
 				Code int `json:"code"`
 			} `json:"responseStatus"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+		if err := json.Unmarshal(line, &ev); err != nil {
 			return nil, err
 		}
 		if ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {
@@ -106,7 +121,6 @@ func (e *Env) AuditedWrites() ([]AuditedWrite, error) {
 		}
 		out = append(out, w)
 	}
-	return out, sc.Err()
 }
 
 // Succeeded is true for a write the API server carried out.

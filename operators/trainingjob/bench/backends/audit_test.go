@@ -193,9 +193,9 @@ func (r *auditReader) firstReconcile(from, to time.Time, inNamespace func(string
 // [from, to) whose namespace passes inNamespace: from the answer to a
 // Job's or a PyTorchJob's create (whoever made it: the benchmark for the
 // bare Job, an operator otherwise) to the answer to the scheduler's first
-// and last binding of its pods. The Job and the scheduler each act on
-// what their watch shows them, so a growing wait here is the control
-// plane falling behind, not our operator. early and late are the first
+// and last binding of its pods. Our operator is not on that path: a
+// growing wait here is the control plane (and, for a PyTorchJob, Kubeflow)
+// falling behind. early and late are the first
 // bindings of the children created in the first and the last quarter,
 // in the order of their creates. A pod is its child's when its name is
 // the child's with two more dash-separated parts: "<job>-<index>-<random>"
