@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -89,6 +90,14 @@ type Options struct {
 	// its fields is safe. Managed fields are stripped and the repeated
 	// strings interned before it runs.
 	Transforms map[client.Object]toolscache.TransformFunc
+
+	// Fields restrict the caches of owned kinds further, by the API
+	// server's field selectors, keyed by an object of the kind: such as
+	// pods that have not succeeded, for an operator that reads nothing of a
+	// pod that succeeded but that it exists. NewMetadataCache holds the
+	// metadata of the objects a selector leaves out, where an operator
+	// needs it.
+	Fields map[client.Object]fields.Selector
 
 	// InternLabels are the label keys whose values repeat across the
 	// operator's cached objects (a run number, a queue's name), besides
@@ -252,7 +261,7 @@ func ownedCaches(restConfig *rest.Config, opts Options) (map[client.Object]cache
 	managedBy := labels.SelectorFromSet(ManagedByLabels(opts.Name))
 	byObject := make(map[client.Object]cache.ByObject, len(owned))
 	for _, obj := range owned {
-		byObject[obj] = cache.ByObject{Label: managedBy, Transform: transformOf(opts, obj)}
+		byObject[obj] = cache.ByObject{Label: managedBy, Field: fieldsOf(opts, obj), Transform: transformOf(opts, obj)}
 	}
 	for _, obj := range unownedTransformed(opts) {
 		byObject[obj] = cache.ByObject{Transform: transformOf(opts, obj)}
@@ -274,6 +283,17 @@ func unownedTransformed(opts Options) []client.Object {
 		}
 	}
 	return out
+}
+
+// fieldsOf is the field selector opts.Fields gives obj's kind, nil for
+// none.
+func fieldsOf(opts Options, obj client.Object) fields.Selector {
+	for proto, sel := range opts.Fields {
+		if reflect.TypeOf(proto) == reflect.TypeOf(obj) {
+			return sel
+		}
+	}
+	return nil
 }
 
 // StripLastApplied is a transform for an operator's own kinds: it drops
@@ -528,6 +548,46 @@ func servedObjects(cfg *rest.Config, opts Options) ([]client.Object, error) {
 // minutes.
 func AddCache(mgr ctrl.Manager, c cache.Cache) error {
 	return mgr.Add(managedCache{c})
+}
+
+// NewMetadataCache adds to mgr, as AddCache does, a cache of the metadata
+// of the operator's objects of obj's kind (labelled as its own, as
+// OwnedObjects are) that match fields, and returns it: for the objects
+// that Options.Fields leaves out of the kind's own cache and that the
+// operator still needs to know exist, such as pods that succeeded and
+// that a clean-pod policy deletes. A pod's metadata is a fraction of a
+// typed pod's heap (the struct of a Pod alone is over a kilobyte). Its
+// objects pass through the manager's default transform (managed fields
+// stripped, repeated strings interned), then through transform when it is
+// not nil. namespaces limits it as Config.CacheNamespaces does the
+// manager's caches; nil means every namespace.
+func NewMetadataCache(mgr ctrl.Manager, opts Options, namespaces map[string]cache.Config, obj *metav1.PartialObjectMetadata, fields fields.Selector, transform toolscache.TransformFunc) (cache.Cache, error) {
+	common := defaultTransform(opts)
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:        mgr.GetHTTPClient(),
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		NewInformer:       newInformer,
+		DefaultNamespaces: namespaces,
+		ByObject: map[client.Object]cache.ByObject{obj: {
+			Label: labels.SelectorFromSet(ManagedByLabels(opts.Name)),
+			Field: fields,
+			Transform: func(in any) (any, error) {
+				out, err := common(in)
+				if err != nil || transform == nil {
+					return out, err
+				}
+				return transform(out)
+			},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the metadata cache of %s: %w", obj.GroupVersionKind().Kind, err)
+	}
+	if err := AddCache(mgr, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // managedCache is what controller-runtime's manager recognizes as a cache
