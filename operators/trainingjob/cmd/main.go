@@ -35,6 +35,7 @@ func main() {
 		OwnedObjects:         trainingjob.OwnedObjects(),
 		OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 		Transforms:           trainingjob.CacheTransforms(),
+		Fields:               trainingjob.CacheFields(),
 		InternLabels:         trainingjob.InternLabels(),
 		// Measured with `make bench-backends` (bench/backends/README.md):
 		// under 20 submissions/s the shared defaults (50 QPS, one worker)
@@ -69,6 +70,7 @@ func main() {
 				return fmt.Errorf("--default-backend: %w", err)
 			}
 			r.NetworkPolicy = *rankNetworkPolicy
+			r.Namespaces = cfg.CacheNamespaces()
 			if err := progress.Setup(mgr, trainingjob.OperatorName, progressOptions); err != nil {
 				return err
 			}

@@ -93,6 +93,7 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Ope
 			OwnedObjects:         trainingjob.OwnedObjects(),
 			OptionalOwnedObjects: trainingjob.OptionalOwnedObjects(),
 			Transforms:           trainingjob.CacheTransforms(),
+			Fields:               trainingjob.CacheFields(),
 			InternLabels:         trainingjob.InternLabels(),
 		},
 	}, operatortest.Controller[*trainingjob.Reconciler]{

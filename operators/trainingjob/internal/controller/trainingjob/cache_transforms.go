@@ -29,9 +29,9 @@ import (
 // DisruptionTarget condition and PodScheduled when it is False, each
 // container's state, last termination and restart count, and each
 // container's name, image and resources (the memory limit an OOM message
-// names); a pod that succeeded with every container's first try exiting 0
-// keeps none of its containers. A rank NetworkPolicy, one per TrainingJob, holds its selectors
-// once. A TrainingJob keeps everything but the copy of itself that kubectl
+// names). The pods that succeeded are not in this cache at all
+// (CacheFields, succeeded_pods.go). A rank NetworkPolicy, one per
+// TrainingJob, holds its selectors once. A TrainingJob keeps everything but the copy of itself that kubectl
 // apply leaves in an annotation, and once it finished, what only its runs'
 // pods are built from (slimTrainingJob).
 func CacheTransforms() map[client.Object]toolscache.TransformFunc {
@@ -129,51 +129,22 @@ func slimPod(obj any) (any, error) {
 		Hostname:      pod.Spec.Hostname,
 		Subdomain:     pod.Spec.Subdomain,
 	}
+	spec.InitContainers, spec.Containers = slimContainers(pod.Spec.InitContainers), slimContainers(pod.Spec.Containers)
 	status := corev1.PodStatus{
-		Phase:      corev1.PodPhase(manager.Intern(string(pod.Status.Phase))),
-		Reason:     manager.Intern(pod.Status.Reason),
-		Message:    pod.Status.Message,
-		Conditions: readConditions(pod.Status.Conditions),
+		Phase:                 corev1.PodPhase(manager.Intern(string(pod.Status.Phase))),
+		Reason:                manager.Intern(pod.Status.Reason),
+		Message:               pod.Status.Message,
+		Conditions:            readConditions(pod.Status.Conditions),
+		PodIP:                 pod.Status.PodIP,
+		InitContainerStatuses: slimStatuses(pod.Status.InitContainerStatuses),
+		ContainerStatuses:     slimStatuses(pod.Status.ContainerStatuses),
 	}
-	// A pod that succeeded cleanly keeps no containers: nothing the
-	// operator reads is left in them.
-	if !succeededCleanly(pod) {
-		spec.InitContainers, spec.Containers = slimContainers(pod.Spec.InitContainers), slimContainers(pod.Spec.Containers)
-		status.PodIP = pod.Status.PodIP
-		if len(pod.Status.PodIPs) > 1 {
-			// A dual-stack pod's second address; the first is PodIP.
-			status.PodIPs = pod.Status.PodIPs
-		}
-		status.InitContainerStatuses = slimStatuses(pod.Status.InitContainerStatuses)
-		status.ContainerStatuses = slimStatuses(pod.Status.ContainerStatuses)
+	if len(pod.Status.PodIPs) > 1 {
+		// A dual-stack pod's second address; the first is PodIP.
+		status.PodIPs = pod.Status.PodIPs
 	}
 	pod.Spec, pod.Status = spec, status
 	return pod, nil
-}
-
-// succeededCleanly says whether pod succeeded with every container that
-// ran ending at its first try with exit code 0: such a pod explains no
-// failure (internal/failure), raises no pod problem and publishes no rank,
-// so its cached copy needs no containers. In a cluster that keeps its
-// finished jobs, most pods are such pods (12 000 of 16 000 in
-// BenchmarkScale). A pod whose container restarted, was killed or exited
-// non-zero on its way to success keeps its containers: the explanation of
-// a peer's failure may read them.
-func succeededCleanly(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodSucceeded {
-		return false
-	}
-	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for _, cs := range statuses {
-			if cs.RestartCount != 0 || cs.LastTerminationState != (corev1.ContainerState{}) || cs.State.Waiting != nil {
-				return false
-			}
-			if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || t.Reason == "OOMKilled") {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // ownLabels keeps the labels the operator reads or selects pods by: its

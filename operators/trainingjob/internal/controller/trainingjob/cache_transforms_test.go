@@ -3,14 +3,13 @@ package trainingjob
 import (
 	"reflect"
 	"testing"
-	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -193,91 +192,41 @@ func TestCachedRankPolicyHoldsItsSelectorsOnce(t *testing.T) {
 	}
 }
 
-// TestCachedPodThatSucceededCleanlyKeepsNoContainers: a pod that succeeded
-// with each container's first try exiting 0 keeps no containers and no
-// address in the cache, yet a failed peer's explanation, the pod problems
-// and the rank names come out as from the whole pods; a pod that got to
-// success through a restart, a kill or a sidecar's non-zero exit keeps its
-// containers, since a peer's failure may be explained by them.
-func TestCachedPodThatSucceededCleanlyKeepsNoContainers(t *testing.T) {
-	done := metav1.NewTime(metav1.Now().Add(-time.Minute).Truncate(time.Second))
-	exited := func(code int32, reason string) corev1.ContainerState {
-		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, FinishedAt: done}}
-	}
-	rank := func(name string, phase corev1.PodPhase, statuses ...corev1.ContainerStatus) corev1.Pod {
-		return corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name, UID: types.UID(name), Labels: map[string]string{trainingv1alpha1.LabelJobName: "job", trainingv1alpha1.LabelRun: "1"},
-				Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: name[len(name)-1:]},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "job-r1", UID: "j1", Controller: ptr.To(true)}},
+// TestCachedPodThatSucceededKeepsItsRunOnly: the metadata of a pod that
+// succeeded is cached with its name, its run's labels, its deletion and
+// resource version, and nothing else; its run index is the run's.
+func TestCachedPodThatSucceededKeepsItsRunOnly(t *testing.T) {
+	deleted := metav1.Now()
+	pod := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "job-r1-1-x7k2p", GenerateName: "job-r1-1-", Namespace: "team", UID: "u1", ResourceVersion: "42",
+			CreationTimestamp: metav1.Now(), DeletionTimestamp: &deleted,
+			Labels: map[string]string{
+				trainingv1alpha1.LabelJobName: "job", trainingv1alpha1.LabelRun: "1", commonv1alpha1.LabelManagedBy: OperatorName,
+				"batch.kubernetes.io/controller-uid": "j1", "batch.kubernetes.io/job-name": "job-r1",
 			},
-			Spec: corev1.PodSpec{
-				Hostname: name, Subdomain: "job-r1", NodeName: "node-1", RestartPolicy: corev1.RestartPolicyOnFailure,
-				Containers: []corev1.Container{{Name: "pytorch", Image: "train:1", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}},
-			},
-			Status: corev1.PodStatus{Phase: phase, PodIP: "10.0.0.7", ContainerStatuses: statuses},
-		}
+			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: "1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "job-r1", UID: "j1", Controller: ptr.To(true)}},
+			Finalizers:      []string{"batch.kubernetes.io/job-tracking"},
+		},
 	}
-	clean := rank("job-r1-1", corev1.PodSucceeded, corev1.ContainerStatus{Name: "pytorch", State: exited(0, "Completed")})
-	cached, err := slimPod(clean.DeepCopy())
+	out, err := SlimSucceededPod(pod.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	slimClean := cached.(*corev1.Pod)
-	if len(slimClean.Spec.Containers) != 0 || len(slimClean.Status.ContainerStatuses) != 0 || slimClean.Status.PodIP != "" {
-		t.Errorf("a pod that succeeded cleanly keeps containers or an address: %+v", slimClean)
+	want := &metav1.PartialObjectMetadata{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: "team", ResourceVersion: "42", DeletionTimestamp: &deleted,
+			Labels: map[string]string{trainingv1alpha1.LabelJobName: "job", trainingv1alpha1.LabelRun: "1", commonv1alpha1.LabelManagedBy: OperatorName},
+		},
 	}
-	if slimClean.Status.Phase != corev1.PodSucceeded || slimClean.UID != clean.UID || slimClean.Spec.Subdomain != "job-r1" ||
-		!reflect.DeepEqual(slimClean.OwnerReferences, clean.OwnerReferences) || slimClean.Annotations[batchv1.JobCompletionIndexAnnotation] != "1" {
-		t.Errorf("a pod that succeeded cleanly lost its phase, identity, owner or completion index: %+v", slimClean)
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("the cached metadata of a pod that succeeded (-want +got):\n%s", diff)
 	}
-
-	keeps := map[string]corev1.Pod{
-		"restarted after an OOM kill": rank("job-r1-1", corev1.PodSucceeded, corev1.ContainerStatus{
-			Name: "pytorch", RestartCount: 1, State: exited(0, "Completed"), LastTerminationState: exited(137, "OOMKilled"),
-		}),
-		"killed on its last try": rank("job-r1-1", corev1.PodSucceeded, corev1.ContainerStatus{Name: "pytorch", State: exited(137, "OOMKilled")}),
-		"exited non-zero":        rank("job-r1-1", corev1.PodSucceeded, corev1.ContainerStatus{Name: "pytorch", State: exited(3, "Error")}),
-	}
-	sidecar := rank("job-r1-1", corev1.PodSucceeded, corev1.ContainerStatus{Name: "pytorch", State: exited(0, "Completed")})
-	sidecar.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "logs", State: exited(143, "Error")}}
-	keeps["with a sidecar stopped by SIGTERM"] = sidecar
-	deletedAfter := clean.DeepCopy()
-	deletedAfter.DeletionTimestamp, deletedAfter.DeletionGracePeriodSeconds = &done, ptr.To[int64](0)
-	for name, p := range keeps {
-		cached, err := slimPod(p.DeepCopy())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sp := cached.(*corev1.Pod); len(sp.Spec.Containers) != 1 || len(sp.Status.ContainerStatuses) != 1 {
-			t.Errorf("%s: the cached pod lost its containers: %+v", name, sp)
-		}
-	}
-
-	// A failed peer (the job failed) beside each succeeded pod, whole and
-	// cached: the same explanation and the same pod problems.
-	peer := rank("job-r1-0", corev1.PodFailed, corev1.ContainerStatus{Name: "pytorch", State: exited(1, "Error")})
-	keeps["succeeded cleanly"], keeps["deleted after it succeeded"] = clean, *deletedAfter
-	for name, p := range keeps {
-		whole := []corev1.Pod{peer, p}
-		var slim []corev1.Pod
-		for _, q := range whole {
-			cached, err := slimPod(q.DeepCopy())
-			if err != nil {
-				t.Fatal(err)
-			}
-			slim = append(slim, *cached.(*corev1.Pod))
-		}
-		if got, want := failure.Classify(slim), failure.Classify(whole); got != want {
-			t.Errorf("%s: a failed run explained from the cached pods %+v, from the whole ones %+v", name, got, want)
-		}
-		if got, want := issueKeys(&slim[1]), issueKeys(&whole[1]); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: pod problems of the cached pod %v, of the whole one %v", name, got, want)
-		}
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "job-r1", UID: "s1"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
-		if got := rankdns.Desired(svc, "j1", slim[1:]); !reflect.DeepEqual(got, rankdns.Desired(svc, "j1", whole[1:])) {
-			t.Errorf("%s: rank names from the cached pod %+v differ from the whole one's", name, got)
-		}
+	if got := runOfPod(out.(*metav1.PartialObjectMetadata)); !reflect.DeepEqual(got, []string{"job/1"}) {
+		t.Errorf("run index %v, want [job/1]", got)
 	}
 }
 

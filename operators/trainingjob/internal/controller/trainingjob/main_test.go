@@ -162,6 +162,7 @@ func startOperator(t *testing.T, tune func(*Reconciler)) *operator {
 			Scheme:               scheme,
 			OwnedObjects:         OwnedObjects(),
 			OptionalOwnedObjects: OptionalOwnedObjects(),
+			Fields:               CacheFields(),
 		},
 	}, operatortest.Controller[*Reconciler]{
 		Build: func(mgr ctrl.Manager, _ manager.Config) (*Reconciler, error) {

@@ -865,35 +865,48 @@ func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
 }
 
 // TestNativeCleanPodPolicy: once a failure is recorded, Running deletes
-// the ranks that still run and keeps the failed one for its logs; All
-// deletes every rank; None keeps them all.
+// the ranks that still run and keeps the finished ones for their logs; All
+// deletes every rank, the one that succeeded too, which the operator
+// caches only as metadata (succeeded_pods.go); None keeps them all. The
+// failure is the failed rank's: a rank that ran out of memory once and
+// succeeded on its restart explains nothing.
 func TestNativeCleanPodPolicy(t *testing.T) {
 	c := adminClient(t)
 	startOperator(t, nil)
-	cases := map[trainingv1alpha1.CleanPodPolicy]struct{ keepDone, keepStraggler bool }{
-		trainingv1alpha1.CleanPodPolicyRunning: {keepDone: true},
+	cases := map[trainingv1alpha1.CleanPodPolicy]struct{ keepFinished, keepStraggler bool }{
+		trainingv1alpha1.CleanPodPolicyRunning: {keepFinished: true},
 		trainingv1alpha1.CleanPodPolicyAll:     {},
-		trainingv1alpha1.CleanPodPolicyNone:    {keepDone: true, keepStraggler: true},
+		trainingv1alpha1.CleanPodPolicyNone:    {keepFinished: true, keepStraggler: true},
 	}
 	for policy, want := range cases {
 		t.Run(string(policy), func(t *testing.T) {
 			ns := createNamespace(t, c)
-			tj := native(newTrainingJob(ns, "clean", 2))
+			tj := native(newTrainingJob(ns, "clean", 3))
 			tj.Spec.RunPolicy.CleanPodPolicy = policy
 			job := createRun(t, c, tj)
 			pods := runRanks(t, c, job)
-			// Rank 1 fails; the Job controller fails the Job while rank 0
-			// still runs.
-			done, straggler := pods[1], pods[0]
-			setPodStatus(t, c, done, func(s *corev1.PodStatus) {
+			// Rank 2 succeeds after a restart for lack of memory, rank 1
+			// fails; the Job controller fails the Job while rank 0 still
+			// runs.
+			straggler, failed, succeeded := pods[0], pods[1], pods[2]
+			setPodStatus(t, c, succeeded, func(s *corev1.PodStatus) {
+				s.Phase = corev1.PodSucceeded
+				s.ContainerStatuses[0].RestartCount = 1
+				s.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.Now()}}
+				s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: metav1.Now()}}
+			})
+			setPodStatus(t, c, failed, func(s *corev1.PodStatus) {
 				s.Phase = corev1.PodFailed
 				s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.Now()}}
 			})
 			failBatchJob(t, c, job)
-			waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
+			got := waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
 				return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
 			})
-			for pod, keep := range map[*corev1.Pod]bool{done: want.keepDone, straggler: want.keepStraggler} {
+			if f := got.Status.Failure; f == nil || f.Pod != failed.Name || f.ExitCode != 1 || f.Class != trainingv1alpha1.FailureClassUser {
+				t.Errorf("failure %+v, want rank 1's exit code 1", got.Status.Failure)
+			}
+			for pod, keep := range map[*corev1.Pod]bool{failed: want.keepFinished, succeeded: want.keepFinished, straggler: want.keepStraggler} {
 				if keep {
 					testenv.Consistently(t, pod.Name+" stays", 3*time.Second, func(ctx context.Context) error {
 						return c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
@@ -903,6 +916,48 @@ func TestNativeCleanPodPolicy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNativeCleanPodPolicyAllAfterAnOutage: a job whose ranks succeeded
+// while no operator ran has them deleted by the next one, which finds them
+// in its cold cache of pods that succeeded; a job with the policy Running
+// beside it keeps its ranks.
+func TestNativeCleanPodPolicyAllAfterAnOutage(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+	jobs := map[trainingv1alpha1.CleanPodPolicy]*trainingv1alpha1.TrainingJob{}
+	ranks := map[trainingv1alpha1.CleanPodPolicy][]*corev1.Pod{}
+	children := map[trainingv1alpha1.CleanPodPolicy]*batchv1.Job{}
+	for _, policy := range []trainingv1alpha1.CleanPodPolicy{trainingv1alpha1.CleanPodPolicyAll, trainingv1alpha1.CleanPodPolicyRunning} {
+		tj := native(newTrainingJob(ns, "outage-"+strings.ToLower(string(policy)), 2))
+		tj.Spec.RunPolicy.CleanPodPolicy = policy
+		children[policy] = createRun(t, c, tj)
+		ranks[policy] = runRanks(t, c, children[policy])
+		waitTJ(t, c, tj, "Running", func(tj *trainingv1alpha1.TrainingJob) bool {
+			return conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning)
+		})
+		jobs[policy] = tj
+	}
+	op.stop(t)
+	for policy, job := range children {
+		completeJob(t, c, job, ranks[policy], metav1.NewTime(time.Now().Truncate(time.Second)))
+	}
+	startOperator(t, nil)
+	for policy, tj := range jobs {
+		waitTJ(t, c, tj, "Succeeded", func(tj *trainingv1alpha1.TrainingJob) bool {
+			return conditions.IsTrue(tj, commonv1alpha1.ConditionSucceeded)
+		})
+		for _, pod := range ranks[policy] {
+			if policy == trainingv1alpha1.CleanPodPolicyAll {
+				testenv.WaitGone(t, c, pod)
+				continue
+			}
+			testenv.Consistently(t, pod.Name+" stays", 2*time.Second, func(ctx context.Context) error {
+				return c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+			})
+		}
 	}
 }
 

@@ -83,7 +83,7 @@ func (r *Reconciler) observeRefusal(ctx context.Context, s *scope) (ctrl.Result,
 // which clears the report. Other pod creations wake nothing: the child's
 // status says what they change.
 func (r *Reconciler) watchRefusals(mgr ctrl.Manager, b *builder.Builder) error {
-	refusals, err := podrefusal.New(context.Background(), mgr, nil, refusalSources()...)
+	refusals, err := podrefusal.New(context.Background(), mgr, r.Namespaces, refusalSources()...)
 	if err != nil {
 		return err
 	}

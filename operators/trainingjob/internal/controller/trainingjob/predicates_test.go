@@ -41,6 +41,23 @@ func TestWakesOnlyForWhatChangesTheOutcome(t *testing.T) {
 			t.Errorf("pod update %q wakes %t, want %t", name, got, tc.want)
 		}
 	}
+	// A deletion event carries the pod's last state in the cache. A pod
+	// that succeeds leaves the cache of pods (CacheFields) with one that
+	// says it runs: as its update to Succeeded did, it wakes nothing. The
+	// end of a graceful deletion does, as does a failed pod's deletion.
+	for name, tc := range map[string]struct {
+		ev   ctrlevent.DeleteEvent
+		want bool
+	}{
+		"a rank succeeded (or was removed at once)": {ctrlevent.DeleteEvent{Object: running}, false},
+		"a rank deleted gracefully":                 {ctrlevent.DeleteEvent{Object: deleting}, true},
+		"a failed rank deleted":                     {ctrlevent.DeleteEvent{Object: withPhase(corev1.PodFailed)}, true},
+		"a rank gone while the watch was down":      {ctrlevent.DeleteEvent{Object: running, DeleteStateUnknown: true}, true},
+	} {
+		if got := podMatters().Delete(tc.ev); got != tc.want {
+			t.Errorf("pod deletion event %q wakes %t, want %t", name, got, tc.want)
+		}
+	}
 
 	reg, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(testSettings), kubeflowjob.NewBackend(testSettings, nil))
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
@@ -108,6 +109,11 @@ type Reconciler struct {
 	// Refusals reads the children's events that say the API server
 	// refused a pod; SetupWithManagerAs sets it, and nil reads none.
 	Refusals *podrefusal.Watch
+	// Namespaces limits the caches the operator builds beside the
+	// manager's (the refusals' events, the pods that succeeded) to a
+	// namespace-scoped install's namespaces
+	// (manager.Config.CacheNamespaces); nil means every namespace.
+	Namespaces map[string]cache.Config
 	// WatchesWorkloads is false when Kueue's Workload CRD was not
 	// installed at start; queued jobs then show no reason of Kueue's until
 	// it appears (kueue_arrival.go), when workloadsArrived turns true.
@@ -148,6 +154,10 @@ type Reconciler struct {
 	// runPodsIndexed says the manager's cache indexes pods by run
 	// (runPodsField).
 	runPodsIndexed bool
+	// succeededPods caches the metadata of the operator's pods that
+	// succeeded, which the manager's cache of pods leaves out
+	// (CacheFields), indexed by run; SetupWithManagerAs sets it.
+	succeededPods client.Reader
 }
 
 // NewReconciler wires a Reconciler to a manager, with both backends
@@ -234,6 +244,10 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		return err
 	}
 	r.runPodsIndexed = true
+	succeeded, err := r.cacheSucceededPods(mgr)
+	if err != nil {
+		return err
+	}
 	if r.QueuePositionRefresh > 0 {
 		r.positions = kueue.NewPositions(kueue.VisibilityFetch(r.Visibility), r.QueuePositionRefresh/2, r.Clock)
 	}
@@ -248,6 +262,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(podToTrainingJob), builder.WithPredicates(deletedOnly())).
 		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(policyChanged())).
+		WatchesRawSource(succeeded).
 		WithOptions(opts).
 		Named(Name)
 	if err := r.watchRefusals(mgr, b); err != nil {
@@ -427,7 +442,21 @@ func podMatters() predicate.Funcs {
 			}
 			return !slices.Equal(issueKeys(before), issueKeys(after))
 		},
-		DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return true },
+		// A pod that succeeds leaves the cache of pods (CacheFields) with
+		// a deletion event that carries its last state there, as the API
+		// server sends it: running, and not being deleted. It wakes
+		// nothing, as its update to Succeeded did not before: the Job's
+		// status says when the run succeeded. The end of a graceful
+		// deletion, a failed pod's deletion and a tombstone after a lost
+		// watch still wake the job. A pod removed at once (grace period
+		// 0: forced, or never scheduled) looks like one that succeeded and
+		// wakes nothing either; the Job's status says what its removal
+		// means, and a job that waits for its previous run's pods to go
+		// polls for them.
+		DeleteFunc: func(e ctrlevent.DeleteEvent) bool {
+			p, ok := e.Object.(*corev1.Pod)
+			return !ok || e.DeleteStateUnknown || !p.DeletionTimestamp.IsZero() || p.Status.Phase == corev1.PodFailed
+		},
 		GenericFunc: func(ctrlevent.GenericEvent) bool { return true },
 	}
 }

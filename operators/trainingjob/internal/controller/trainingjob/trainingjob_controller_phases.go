@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -514,13 +515,16 @@ func runKey(trainingJob, run string) string {
 
 // indexRunPods registers runPodsField with the manager's cache.
 func indexRunPods(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, runPodsField, func(o client.Object) []string {
-		l := o.GetLabels()
-		if l[trainingv1alpha1.LabelJobName] == "" || l[trainingv1alpha1.LabelRun] == "" {
-			return nil
-		}
-		return []string{runKey(l[trainingv1alpha1.LabelJobName], l[trainingv1alpha1.LabelRun])}
-	})
+	return mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, runPodsField, runOfPod)
+}
+
+// runOfPod is a pod's key in runPodsField.
+func runOfPod(o client.Object) []string {
+	l := o.GetLabels()
+	if l[trainingv1alpha1.LabelJobName] == "" || l[trainingv1alpha1.LabelRun] == "" {
+		return nil
+	}
+	return []string{runKey(l[trainingv1alpha1.LabelJobName], l[trainingv1alpha1.LabelRun])}
 }
 
 // runPods are the cached pods of a run of tj that the operator labelled.
@@ -546,7 +550,9 @@ func (r *Reconciler) runPods(ctx context.Context, tj *trainingv1alpha1.TrainingJ
 
 // cleanPods applies the clean-pod policy once the outcome is recorded, so
 // that a failed pod's termination message is in status before the pod goes.
-// It writes only while matching pods exist, with one collection delete.
+// It writes only while matching pods exist, with one collection delete. The
+// pods that succeeded, which only the policy All deletes, are found in
+// their own cache (succeeded_pods.go).
 func (r *Reconciler) cleanPods(ctx context.Context, s *scope) (ctrl.Result, error) {
 	policy := s.tj.Spec.RunPolicy.CleanPodPolicy
 	if policy == "" {
@@ -565,6 +571,13 @@ func (r *Reconciler) cleanPods(ctx context.Context, s *scope) (ctrl.Result, erro
 			continue
 		}
 		found = true
+	}
+	if !found && !onlyUnfinished {
+		succeeded, err := r.succeededRunPods(ctx, s.tj, s.run)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		found = slices.ContainsFunc(succeeded, func(p metav1.PartialObjectMetadata) bool { return p.DeletionTimestamp.IsZero() })
 	}
 	if !found {
 		return ctrl.Result{}, nil
