@@ -103,15 +103,21 @@ func (r *Reconciler) watchRefusals(mgr ctrl.Manager, b *builder.Builder) error {
 // refusedOwner maps a new pod to its TrainingJob when that job, as cached,
 // shows a refusal.
 func (r *Reconciler) refusedOwner(ctx context.Context, pod client.Object) []reconcile.Request {
+	return r.ownerWhen(ctx, pod, func(tj *trainingv1alpha1.TrainingJob) bool {
+		c := conditions.Get(tj, trainingv1alpha1.ConditionRunning)
+		return c != nil && c.Reason == commonv1alpha1.ReasonPodsRefused
+	})
+}
+
+// ownerWhen maps a pod to its TrainingJob when that job, as cached,
+// satisfies cond.
+func (r *Reconciler) ownerWhen(ctx context.Context, pod client.Object, cond func(*trainingv1alpha1.TrainingJob) bool) []reconcile.Request {
 	reqs := podToTrainingJob(ctx, pod)
 	if len(reqs) == 0 {
 		return nil
 	}
 	tj := &trainingv1alpha1.TrainingJob{}
-	if err := r.Client.Get(ctx, reqs[0].NamespacedName, tj); err != nil {
-		return nil
-	}
-	if c := conditions.Get(tj, trainingv1alpha1.ConditionRunning); c == nil || c.Reason != commonv1alpha1.ReasonPodsRefused {
+	if err := r.Client.Get(ctx, reqs[0].NamespacedName, tj); err != nil || !cond(tj) {
 		return nil
 	}
 	return reqs

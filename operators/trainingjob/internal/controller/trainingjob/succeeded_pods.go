@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
@@ -103,18 +102,9 @@ func (r *Reconciler) cacheSucceededPods(mgr ctrl.Manager) (source.Source, error)
 // as cached, finished under the clean-pod policy All: its reconcile may
 // have looked for the run's pods before this one reached the cache.
 func (r *Reconciler) toBeCleaned(ctx context.Context, pod *metav1.PartialObjectMetadata) []reconcile.Request {
-	reqs := podToTrainingJob(ctx, pod)
-	if len(reqs) == 0 {
-		return nil
-	}
-	tj := &trainingv1alpha1.TrainingJob{}
-	if err := r.Client.Get(ctx, reqs[0].NamespacedName, tj); err != nil {
-		return nil
-	}
-	if tj.Spec.RunPolicy.CleanPodPolicy != trainingv1alpha1.CleanPodPolicyAll || !finished(tj) {
-		return nil
-	}
-	return reqs
+	return r.ownerWhen(ctx, pod, func(tj *trainingv1alpha1.TrainingJob) bool {
+		return tj.Spec.RunPolicy.CleanPodPolicy == trainingv1alpha1.CleanPodPolicyAll && finished(tj)
+	})
 }
 
 // succeededRunPods are the pods of a run of tj that succeeded and that the
@@ -131,11 +121,5 @@ func (r *Reconciler) succeededRunPods(ctx context.Context, tj *trainingv1alpha1.
 	if err != nil {
 		return nil, err
 	}
-	out := pods.Items[:0]
-	for _, p := range pods.Items {
-		if p.Labels[commonv1alpha1.LabelManagedBy] == r.Settings.OperatorName {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return operatorsOnly(r, pods.Items), nil
 }

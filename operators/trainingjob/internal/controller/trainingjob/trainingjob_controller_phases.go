@@ -539,13 +539,21 @@ func (r *Reconciler) runPods(ctx context.Context, tj *trainingv1alpha1.TrainingJ
 	if err := r.Client.List(ctx, pods, client.InNamespace(tj.Namespace), by); err != nil {
 		return nil, err
 	}
-	out := pods.Items[:0]
-	for _, p := range pods.Items {
-		if p.Labels[commonv1alpha1.LabelManagedBy] == r.Settings.OperatorName {
-			out = append(out, p)
+	return operatorsOnly(r, pods.Items), nil
+}
+
+// operatorsOnly keeps, in place, the pods that carry r's managed-by label.
+func operatorsOnly[T any, P interface {
+	*T
+	GetLabels() map[string]string
+}](r *Reconciler, pods []T) []T {
+	out := pods[:0]
+	for i := range pods {
+		if P(&pods[i]).GetLabels()[commonv1alpha1.LabelManagedBy] == r.Settings.OperatorName {
+			out = append(out, pods[i])
 		}
 	}
-	return out, nil
+	return out
 }
 
 // cleanPods applies the clean-pod policy once the outcome is recorded, so
