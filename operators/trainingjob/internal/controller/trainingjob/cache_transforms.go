@@ -31,9 +31,10 @@ import (
 // container's name, image and resources (the memory limit an OOM message
 // names). The pods that succeeded are not in this cache at all
 // (CacheFields, succeeded_pods.go). A rank NetworkPolicy, one per
-// TrainingJob, holds its selectors once. A TrainingJob keeps everything but the copy of itself that kubectl
-// apply leaves in an annotation, and once it finished, what only its runs'
-// pods are built from (slimTrainingJob).
+// TrainingJob, holds its selectors once. A TrainingJob keeps everything
+// but the copy of itself that kubectl apply leaves in an annotation, and
+// once it finished, what only its runs' pods are built from
+// (slimTrainingJob).
 func CacheTransforms() map[client.Object]toolscache.TransformFunc {
 	return map[client.Object]toolscache.TransformFunc{
 		&batchv1.Job{}: slimJob, &corev1.Pod{}: slimPod, &networkingv1.NetworkPolicy{}: shareSelectors,
