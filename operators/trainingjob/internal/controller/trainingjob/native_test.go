@@ -28,6 +28,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
 	"github.com/ml-platform/ml-platform/shared/conditions"
@@ -958,6 +959,47 @@ func TestNativeCleanPodPolicyAllAfterAnOutage(t *testing.T) {
 				return c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 			})
 		}
+	}
+}
+
+// TestNativeRankDeletedThatSucceededIsTheCause: a rank deleted in the
+// middle of a run, whose program checkpoints and exits 0 on SIGTERM,
+// succeeds and leaves the cache of pods; its peer crashes for the lost
+// rank. The failure is still the deletion (Infrastructure, so it resumes),
+// read from the metadata the operator keeps of pods that succeeded.
+func TestNativeRankDeletedThatSucceededIsTheCause(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+	tj := native(newTrainingJob(ns, "sigterm", 2))
+	job := createRun(t, c, tj)
+	pods := runRanks(t, c, job)
+	peer, deleted := pods[0], pods[1]
+	// Bound to a node, a pod's deletion waits for its kubelet.
+	if err := c.SubResource("binding").Create(t.Context(), deleted, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: deleted.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(t.Context(), deleted); err != nil {
+		t.Fatal(err)
+	}
+	setPodStatus(t, c, deleted, func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodSucceeded
+		s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: metav1.Now()}}
+	})
+	// The peer notices later, and exits non-zero.
+	setPodStatus(t, c, peer, func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodFailed
+		later := metav1.NewTime(time.Now().Add(2 * time.Second))
+		s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: later}}
+	})
+	failBatchJob(t, c, job)
+	got := waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
+	})
+	if f := got.Status.Failure; f == nil || f.Cause != failure.CausePodDeleted || f.Pod != deleted.Name || f.Class != trainingv1alpha1.FailureClassInfrastructure {
+		t.Errorf("failure %+v, want the deletion of %s", got.Status.Failure, deleted.Name)
 	}
 }
 

@@ -32,7 +32,9 @@ import (
 //     (internal/failure). A pod that succeeded explains no failure of its
 //     run, even one that ran out of memory once and succeeded on its
 //     container's restart: classifying the run as OOMKilled from it would
-//     blame the user for a run whose failure was elsewhere.
+//     blame the user for a run whose failure was elsewhere. Only a pod
+//     that succeeded while it was being deleted still counts, as a
+//     deletion (deletingSucceededPods).
 //   - A pod that succeeds leaves the pods' cache with a deletion event
 //     that carries its last state there (running, the API server's way
 //     for an object that leaves a field selector). It wakes the
@@ -62,8 +64,8 @@ func podMetadata() *metav1.PartialObjectMetadata {
 
 // SlimSucceededPod is the transform of the cache of pods that succeeded:
 // it keeps what the operator reads of such a pod, its name, its own labels
-// (its run's, for the run index and the clean-pod policy), whether it is
-// being deleted, and its resource version.
+// (its run's, for the run index and the clean-pod policy), its deletion
+// (deletingSucceededPods), and its resource version.
 func SlimSucceededPod(in any) (any, error) {
 	m, ok := in.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -75,6 +77,8 @@ func SlimSucceededPod(in any) (any, error) {
 		ResourceVersion:   m.ResourceVersion,
 		Labels:            ownLabels(m.Labels),
 		DeletionTimestamp: m.DeletionTimestamp,
+
+		DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
 	}
 	return m, nil
 }
@@ -105,6 +109,25 @@ func (r *Reconciler) toBeCleaned(ctx context.Context, pod *metav1.PartialObjectM
 	return r.ownerWhen(ctx, pod, func(tj *trainingv1alpha1.TrainingJob) bool {
 		return tj.Spec.RunPolicy.CleanPodPolicy == trainingv1alpha1.CleanPodPolicyAll && finished(tj)
 	})
+}
+
+// deletingSucceededPods are the pods of the run in s that succeeded while
+// they were being deleted, as the failure explanation reads them: a rank
+// deleted in the middle of a run whose program exits 0 on SIGTERM
+// (checkpoints, then ends) succeeds, and its deletion is what ended the
+// run (failure.deleted), until the kubelet removes it.
+func (r *Reconciler) deletingSucceededPods(ctx context.Context, s *scope) ([]corev1.Pod, error) {
+	succeeded, err := r.succeededRunPods(ctx, s.tj, s.run)
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, m := range succeeded {
+		if !m.DeletionTimestamp.IsZero() {
+			out = append(out, corev1.Pod{ObjectMeta: m.ObjectMeta, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}})
+		}
+	}
+	return out, nil
 }
 
 // succeededRunPods are the pods of a run of tj that succeeded and that the

@@ -490,7 +490,8 @@ func (r *Reconciler) runSelector(tj *trainingv1alpha1.TrainingJob, run int32) cl
 }
 
 // observePods reads the run's pods from the cache, for the failure
-// explanation, the re-emitted pod problems and the clean-pod policy.
+// explanation, the re-emitted pod problems and the clean-pod policy: those
+// that did not succeed, and those that succeeded while being deleted.
 func (r *Reconciler) observePods(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.job == nil && !s.finished {
 		return ctrl.Result{}, nil
@@ -499,7 +500,11 @@ func (r *Reconciler) observePods(ctx context.Context, s *scope) (ctrl.Result, er
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s.pods = pods
+	deleting, err := r.deletingSucceededPods(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.pods = append(pods, deleting...)
 	return r.observeRefusal(ctx, s)
 }
 
