@@ -500,11 +500,12 @@ func (r *Reconciler) observePods(ctx context.Context, s *scope) (ctrl.Result, er
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	s.pods = pods
 	deleting, err := r.deletingSucceededPods(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s.pods = append(pods, deleting...)
+	s.pods = append(s.pods, deleting...)
 	return r.observeRefusal(ctx, s)
 }
 
