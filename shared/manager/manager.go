@@ -328,16 +328,25 @@ func transformOf(opts Options, obj client.Object) toolscache.TransformFunc {
 		if reflect.TypeOf(proto) != reflect.TypeOf(obj) {
 			continue
 		}
-		common := defaultTransform(opts)
-		return func(in any) (any, error) {
-			out, err := common(in)
-			if err != nil {
-				return nil, err
-			}
-			return fn(out)
-		}
+		return withDefault(opts, fn)
 	}
 	return nil
+}
+
+// withDefault is defaultTransform, then fn when it is not nil: fn so works
+// on the shared copies of the repeated strings.
+func withDefault(opts Options, fn toolscache.TransformFunc) toolscache.TransformFunc {
+	common := defaultTransform(opts)
+	if fn == nil {
+		return common
+	}
+	return func(in any) (any, error) {
+		out, err := common(in)
+		if err != nil {
+			return nil, err
+		}
+		return fn(out)
+	}
 }
 
 // CacheTransform is what the operator's cache does to each decoded object
@@ -562,7 +571,6 @@ func AddCache(mgr ctrl.Manager, c cache.Cache) error {
 // not nil. namespaces limits it as Config.CacheNamespaces does the
 // manager's caches; nil means every namespace.
 func NewMetadataCache(mgr ctrl.Manager, opts Options, namespaces map[string]cache.Config, obj *metav1.PartialObjectMetadata, fields fields.Selector, transform toolscache.TransformFunc) (cache.Cache, error) {
-	common := defaultTransform(opts)
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient:        mgr.GetHTTPClient(),
 		Scheme:            mgr.GetScheme(),
@@ -570,15 +578,9 @@ func NewMetadataCache(mgr ctrl.Manager, opts Options, namespaces map[string]cach
 		NewInformer:       newInformer,
 		DefaultNamespaces: namespaces,
 		ByObject: map[client.Object]cache.ByObject{obj: {
-			Label: labels.SelectorFromSet(ManagedByLabels(opts.Name)),
-			Field: fields,
-			Transform: func(in any) (any, error) {
-				out, err := common(in)
-				if err != nil || transform == nil {
-					return out, err
-				}
-				return transform(out)
-			},
+			Label:     labels.SelectorFromSet(ManagedByLabels(opts.Name)),
+			Field:     fields,
+			Transform: MetadataTransform(opts, transform),
 		}},
 	})
 	if err != nil {
@@ -588,6 +590,13 @@ func NewMetadataCache(mgr ctrl.Manager, opts Options, namespaces map[string]cach
 		return nil, err
 	}
 	return c, nil
+}
+
+// MetadataTransform is what a cache of NewMetadataCache does to each
+// object: the default transform, then transform when it is not nil.
+// Tests and benchmarks use it to see an object as that cache holds it.
+func MetadataTransform(opts Options, transform toolscache.TransformFunc) toolscache.TransformFunc {
+	return withDefault(opts, transform)
 }
 
 // managedCache is what controller-runtime's manager recognizes as a cache

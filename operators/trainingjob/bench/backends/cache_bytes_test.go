@@ -31,7 +31,8 @@ import (
 // user's spec) and the most each cached copy may keep, as a
 // share of the object decoded with only its managed fields stripped.
 // phase, when set, keeps only the pods in that phase, or not in it when
-// it starts with "!".
+// it starts with "!". A kind whose objects the operator caches as metadata
+// is compared with the typed object, whole.
 var cachedKinds = []struct {
 	name, file, phase string
 	new               func() client.Object
@@ -67,15 +68,10 @@ func TestCacheKeepsLittleOfEachObject(t *testing.T) {
 	opts := manager.Options{Transforms: trainingjob.CacheTransforms(), InternLabels: trainingjob.InternLabels()}
 	for _, k := range cachedKinds {
 		raws := readObjects(t, k.file, k.phase)
-		// The whole object, as a typed cache without transforms would
-		// hold it.
-		wholeNew := k.new
-		if k.file == "pods" {
-			wholeNew = func() client.Object { return &corev1.Pod{} }
-		}
-		transform := manager.CacheTransform(opts, k.new())
+		wholeNew, transform := k.new, manager.CacheTransform(opts, k.new())
 		if _, ok := k.new().(*metav1.PartialObjectMetadata); ok {
-			transform = chain(transform, trainingjob.SlimSucceededPod)
+			wholeNew = func() client.Object { return &corev1.Pod{} }
+			transform = manager.MetadataTransform(opts, trainingjob.SlimSucceededPod)
 		}
 		whole := cachedBytes(t, raws, wholeNew, cache.TransformStripManagedFields())
 		cached := cachedBytes(t, raws, k.new, transform)
@@ -131,17 +127,6 @@ func readObjects(t *testing.T, kind, phase string) []json.RawMessage {
 		t.Fatalf("no object of %s in phase %s", kind, phase)
 	}
 	return out
-}
-
-// chain runs a, then b.
-func chain(a, b toolscache.TransformFunc) toolscache.TransformFunc {
-	return func(in any) (any, error) {
-		out, err := a(in)
-		if err != nil {
-			return nil, err
-		}
-		return b(out)
-	}
 }
 
 // cachedBytes stores copies of the objects, each decoded on its own and
