@@ -34,7 +34,7 @@ import (
 //     container's restart: classifying the run as OOMKilled from it would
 //     blame the user for a run whose failure was elsewhere. Only a pod
 //     that succeeded while it was being deleted still counts, as a
-//     deletion (deletingSucceededPods).
+//     deletion (deletingSucceeded).
 //   - A pod that succeeds leaves the pods' cache with a deletion event
 //     that carries its last state there (running, the API server's way
 //     for an object that leaves a field selector). It wakes the
@@ -65,7 +65,7 @@ func podMetadata() *metav1.PartialObjectMetadata {
 // SlimSucceededPod is the transform of the cache of pods that succeeded:
 // it keeps what the operator reads of such a pod, its name, its own labels
 // (its run's, for the run index and the clean-pod policy), its deletion
-// (deletingSucceededPods), and its resource version.
+// (deletingSucceeded), and its resource version.
 func SlimSucceededPod(in any) (any, error) {
 	m, ok := in.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -111,23 +111,19 @@ func (r *Reconciler) toBeCleaned(ctx context.Context, pod *metav1.PartialObjectM
 	})
 }
 
-// deletingSucceededPods are the pods of the run in s that succeeded while
-// they were being deleted, as the failure explanation reads them: a rank
-// deleted in the middle of a run whose program exits 0 on SIGTERM
-// (checkpoints, then ends) succeeds, and its deletion is what ended the
-// run (failure.deleted), until the kubelet removes it.
-func (r *Reconciler) deletingSucceededPods(ctx context.Context, s *scope) ([]corev1.Pod, error) {
-	succeeded, err := r.succeededRunPods(ctx, s.tj, s.run)
-	if err != nil {
-		return nil, err
-	}
+// deletingSucceeded are the pods of succeeded that were being deleted, as
+// the failure explanation reads them: a rank deleted in the middle of a
+// run whose program exits 0 on SIGTERM (checkpoints, then ends) succeeds,
+// and its deletion is what ended the run (failure.deleted), until the
+// kubelet removes it.
+func deletingSucceeded(succeeded []metav1.PartialObjectMetadata) []corev1.Pod {
 	var out []corev1.Pod
 	for _, m := range succeeded {
 		if !m.DeletionTimestamp.IsZero() {
 			out = append(out, corev1.Pod{ObjectMeta: m.ObjectMeta, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // succeededRunPods are the pods of a run of tj that succeeded and that the

@@ -64,6 +64,9 @@ type scope struct {
 	invalid error
 	reason  string
 	pods    []corev1.Pod
+	// succeeded are the run's pods that succeeded, as metadata; those
+	// being deleted are in pods too (deletingSucceeded).
+	succeeded []metav1.PartialObjectMetadata
 	// mayCreate is true when the current run's job is missing and may be
 	// created now, as far as the gates before the checkpoint claim go.
 	mayCreate bool
@@ -500,12 +503,11 @@ func (r *Reconciler) observePods(ctx context.Context, s *scope) (ctrl.Result, er
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s.pods = pods
-	deleting, err := r.deletingSucceededPods(ctx, s)
-	if err != nil {
+	if s.succeeded, err = r.succeededRunPods(ctx, s.tj, s.run); err != nil {
 		return ctrl.Result{}, err
 	}
-	s.pods = append(s.pods, deleting...)
+	s.pods = pods
+	s.pods = append(s.pods, deletingSucceeded(s.succeeded)...)
 	return r.observeRefusal(ctx, s)
 }
 
@@ -587,11 +589,7 @@ func (r *Reconciler) cleanPods(ctx context.Context, s *scope) (ctrl.Result, erro
 		found = true
 	}
 	if !found && !onlyUnfinished {
-		succeeded, err := r.succeededRunPods(ctx, s.tj, s.run)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		found = slices.ContainsFunc(succeeded, func(p metav1.PartialObjectMetadata) bool { return p.DeletionTimestamp.IsZero() })
+		found = slices.ContainsFunc(s.succeeded, func(p metav1.PartialObjectMetadata) bool { return p.DeletionTimestamp.IsZero() })
 	}
 	if !found {
 		return ctrl.Result{}, nil
