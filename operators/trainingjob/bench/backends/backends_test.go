@@ -41,12 +41,14 @@ var (
 	flagPhaseTimeout  = flag.Duration("phase-timeout", 15*time.Minute, "the longest one run may take before it is reported unfinished")
 	flagNamespaces    = flag.Int("namespaces", 4, "namespaces each run spreads its TrainingJobs over")
 	flagSubmitWorkers = flag.Int("submit-workers", 32, "concurrent TrainingJob creates of the benchmark's own client")
+	flagRounds        = flag.Int("rounds", 1, "how many times the backends' runs follow each other in turn on the one control plane; each is compared with the bare Job's of its own round, and the summary gives the ratios' median and range")
 	flagHeapEvery     = flag.Duration("heap-sample-every", 5*time.Second, "how often the operators' metrics are scraped for their heap's peak; each scrape costs them CPU that the per-job figures count")
 )
 
 // settings are the flags of one benchmark run.
 type settings struct {
 	jobs, saturationJobs, workers, nodes, namespaces, submitWorkers int
+	rounds                                                          int
 	rate                                                            float64
 	podRuntime, settle, phaseTimeout                                time.Duration
 	backends                                                        []string
@@ -66,7 +68,7 @@ type settings struct {
 func settingsFromFlags() settings {
 	return settings{
 		jobs: *flagJobs, saturationJobs: *flagSatJobs, workers: *flagWorkers, nodes: *flagNodes,
-		namespaces: *flagNamespaces, submitWorkers: *flagSubmitWorkers, rate: *flagRate,
+		namespaces: *flagNamespaces, submitWorkers: *flagSubmitWorkers, rounds: max(*flagRounds, 1), rate: *flagRate,
 		podRuntime: *flagPodRuntime, settle: *flagSettle, phaseTimeout: *flagPhaseTimeout,
 		backends: strings.Split(*flagBackends, ","), kcmQPS: *flagKCMQPS, kcmBurst: *flagKCMBurst, jobSyncs: *flagJobSyncs,
 		schedQPS: *flagSchedQPS, schedBurst: *flagSchedBurst,

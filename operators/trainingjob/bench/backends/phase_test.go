@@ -17,23 +17,32 @@ import (
 )
 
 // phase is one run of one backend: jobs submitted at rate per second, or
-// all at once when rate is 0 (saturation).
+// all at once when rate is 0 (saturation), in round (from 1) of
+// -rounds.
 type phase struct {
 	name, backend string
-	jobs          int
+	jobs, round   int
 	rate          float64
 }
 
 func phasesOf(s settings) []phase {
 	var out []phase
-	if s.jobs > 0 {
-		for _, b := range s.backends {
-			out = append(out, phase{name: b + "-paced", backend: b, jobs: s.jobs, rate: s.rate})
+	for round := 1; round <= max(s.rounds, 1); round++ {
+		// A round's namespaces are its own: the name carries the round
+		// when there are several.
+		suffix := ""
+		if s.rounds > 1 {
+			suffix = fmt.Sprintf("-r%d", round)
 		}
-	}
-	if s.saturationJobs > 0 {
-		for _, b := range s.backends {
-			out = append(out, phase{name: b + "-saturation", backend: b, jobs: s.saturationJobs})
+		if s.jobs > 0 {
+			for _, b := range s.backends {
+				out = append(out, phase{name: b + "-paced" + suffix, backend: b, jobs: s.jobs, rate: s.rate, round: round})
+			}
+		}
+		if s.saturationJobs > 0 {
+			for _, b := range s.backends {
+				out = append(out, phase{name: b + "-saturation" + suffix, backend: b, jobs: s.saturationJobs, round: round})
+			}
 		}
 	}
 	return out

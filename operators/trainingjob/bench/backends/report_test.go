@@ -3,6 +3,7 @@ package backends
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -119,17 +120,75 @@ func summarize(b *testing.B, results []*result, ceiling float64) {
 			b.Logf("  %s / %s: %s", r.phase.name, base.phase.name, againstBare(r, base))
 		}
 	}
+	for _, line := range overRounds(results) {
+		b.Logf("  %s", line)
+	}
 }
 
 // sameRunBare is the baseline phase of the same kind (paced or
-// saturation) as r, nil when the run had none.
+// saturation) and round as r, nil when the round had none.
 func sameRunBare(results []*result, r *result) *result {
 	for _, c := range results {
-		if isBare(c.phase.backend) && (c.phase.rate > 0) == (r.phase.rate > 0) {
+		if isBare(c.phase.backend) && (c.phase.rate > 0) == (r.phase.rate > 0) && c.phase.round == r.phase.round {
 			return c
 		}
 	}
 	return nil
+}
+
+// overRounds sums up, when the backends ran in more than one round, each
+// backend's phases against the bare Job's of their own round: the median
+// of each ratio and its range. Two cores make one round's ratios move by
+// a third between runs minutes apart; the median of rounds taken in turn
+// is what a goal is read against.
+func overRounds(results []*result) []string {
+	type key struct {
+		backend string
+		paced   bool
+	}
+	var order []key
+	ratios := map[key]*[4][]float64{}
+	for _, r := range results {
+		base := sameRunBare(results, r)
+		if base == nil || r == base || base.jobsPerSecond() == 0 || base.writesPerJob() == 0 || base.coreSecondsPerJob() == 0 {
+			continue
+		}
+		k := key{r.phase.backend, r.phase.rate > 0}
+		if ratios[k] == nil {
+			ratios[k] = &[4][]float64{}
+			order = append(order, k)
+		}
+		rs := ratios[k]
+		rs[0] = append(rs[0], r.jobsPerSecond()/base.jobsPerSecond())
+		rs[1] = append(rs[1], r.writesPerJob()/base.writesPerJob())
+		rs[2] = append(rs[2], r.coreSecondsPerJob()/base.coreSecondsPerJob())
+		rs[3] = append(rs[3], (r.podsP50 - base.podsP50).Seconds())
+	}
+	var out []string
+	for _, k := range order {
+		rs := ratios[k]
+		if len(rs[0]) < 2 {
+			continue
+		}
+		kind := "saturation"
+		if k.paced {
+			kind = "paced"
+		}
+		out = append(out, fmt.Sprintf("%s-%s / bare-%s over %d rounds, median (range): %s the jobs/s, %s the server-side writes per job, %s the core-seconds per job, all pods created p50 %s s later",
+			k.backend, kind, kind, len(rs[0]), spread(rs[0], "%.2fx"), spread(rs[1], "%.2fx"), spread(rs[2], "%.2fx"), spread(rs[3], "%.2f")))
+	}
+	return out
+}
+
+// spread is the median of values and their range, each in format.
+func spread(values []float64, format string) string {
+	s := slices.Clone(values)
+	slices.Sort(s)
+	median := s[len(s)/2]
+	if len(s)%2 == 0 {
+		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return fmt.Sprintf(format+" ("+format+" to "+format+")", median, s[0], s[len(s)-1])
 }
 
 // againstBare compares a backend's phase with the bare Job's of the same
