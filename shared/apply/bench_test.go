@@ -1,18 +1,12 @@
 package apply
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -21,8 +15,8 @@ import (
 // BenchmarkCreateOnly prices the server-side apply that creates a child
 // the cache does not show (createOnly, the first write of every Apply of a
 // new object) against a typed create of the same object, in the API
-// server's CPU per object (its own process_cpu_seconds_total) and the
-// wall time per request. The object is a TrainingJob's rank NetworkPolicy.
+// server's CPU per object (testenv's APIServerCPU) and the wall time per
+// request. The object is a TrainingJob's rank NetworkPolicy.
 // The apply is kept for what a typed create would lose: the fields stay
 // owned by the operator's apply, so a field a later version stops setting
 // is removed by its next apply (bench/backends README, issue 25).
@@ -33,16 +27,12 @@ func BenchmarkCreateOnly(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		b.Fatal(err)
-	}
 	a := &Applier{Client: c, APIReader: c, FieldOwner: operator}
 	for _, mode := range []string{"apply", "typed-create"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
 			ns := testenv.CreateNamespace(b, c, "bench-create")
-			before, err := apiServerCPU(ctx, cs)
+			before, err := env.APIServerCPU(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -59,7 +49,7 @@ func BenchmarkCreateOnly(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			after, err := apiServerCPU(ctx, cs)
+			after, err := env.APIServerCPU(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -83,22 +73,4 @@ func rankPolicy(ns, job string) *networkingv1.NetworkPolicy {
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		},
 	}
-}
-
-// apiServerCPU is the API server's process_cpu_seconds_total, read from
-// its /metrics.
-func apiServerCPU(ctx context.Context, cs kubernetes.Interface) (time.Duration, error) {
-	data, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
-			s, err := strconv.ParseFloat(v, 64)
-			return time.Duration(s * float64(time.Second)), err
-		}
-	}
-	return 0, fmt.Errorf("no process_cpu_seconds_total in the API server's metrics (%v)", sc.Err())
 }

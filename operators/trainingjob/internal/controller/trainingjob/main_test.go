@@ -74,7 +74,7 @@ const (
 // RBAC) and returns a config that impersonates the chart's ServiceAccount:
 // every integration test thereby proves that the chart grants the operator
 // enough, and the chart test proves it grants no more than listed.
-func operatorConfig(t *testing.T) *rest.Config {
+func operatorConfig(t testing.TB) *rest.Config {
 	t.Helper()
 	chartOnce.Do(func() {
 		_, chartErr = charttest.Install(env.Config, chartDir(), chartRelease, chartNamespace, map[string]any{}, t.Logf)
