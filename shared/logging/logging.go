@@ -1,7 +1,10 @@
 package logging
 
 import (
+	"slices"
+
 	"github.com/go-logr/logr"
+	uzap "go.uber.org/zap"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -18,8 +21,10 @@ import (
 const MaxLevel = 5
 
 // New returns a zap logger built from opts whose V-levels above MaxLevel are
-// never enabled.
+// never enabled, and whose fields are encoded only when it writes
+// (lazyFields).
 func New(opts ...zap.Opts) logr.Logger {
+	opts = append(slices.Clip(opts), zap.RawZapOpts(uzap.WrapCore(lazyFields)))
 	return Cap(zap.New(opts...))
 }
 
