@@ -30,30 +30,15 @@ func BenchmarkCreateOnly(b *testing.B) {
 	a := &Applier{Client: c, APIReader: c, FieldOwner: operator}
 	for _, mode := range []string{"apply", "typed-create"} {
 		b.Run(mode, func(b *testing.B) {
-			ctx := context.Background()
 			ns := testenv.CreateNamespace(b, c, "bench-create")
-			before, err := env.APIServerCPU(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for i := range b.N {
+			env.PriceRequests(b, func(ctx context.Context, i int) error {
 				np := rankPolicy(ns, fmt.Sprintf("job%05d", i))
 				if mode == "apply" {
-					_, err = a.createOnly(ctx, np)
-				} else {
-					err = c.Create(ctx, np, client.FieldOwner(operator))
+					_, err := a.createOnly(ctx, np)
+					return err
 				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			after, err := env.APIServerCPU(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64((after-before).Microseconds())/1000/float64(b.N), "apiserver-cpu-ms/op")
+				return c.Create(ctx, np, client.FieldOwner(operator))
+			})
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -35,4 +36,28 @@ func (e *Env) APIServerCPU(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	return 0, fmt.Errorf("no process_cpu_seconds_total in kube-apiserver's metrics (%v)", sc.Err())
+}
+
+// PriceRequests calls request b.N times back to back, i from 0, and
+// reports the API server's CPU per call (APIServerCPU around the calls)
+// as apiserver-cpu-ms/op.
+func (e *Env) PriceRequests(b *testing.B, request func(ctx context.Context, i int) error) {
+	b.Helper()
+	ctx := context.Background()
+	before, err := e.APIServerCPU(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if err := request(ctx, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	after, err := e.APIServerCPU(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64((after-before).Microseconds())/1000/float64(b.N), "apiserver-cpu-ms/op")
 }

@@ -55,34 +55,15 @@ func BenchmarkTrainingJobWrites(b *testing.B) {
 				condition("Failed", "False", "Succeeded", "Reached expected number of succeeded pods"), condition("Finished", "True", "Succeeded", "Reached expected number of succeeded pods"))
 		},
 	}
-	price := func(b *testing.B, write func(ctx context.Context, i int) error) {
-		ctx := context.Background()
-		before, err := env.APIServerCPU(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for i := range b.N {
-			if err := write(ctx, i); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		after, err := env.APIServerCPU(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64((after-before).Microseconds())/1000/float64(b.N), "apiserver-cpu-ms/op")
-	}
 	b.Run("create", func(b *testing.B) {
 		ns, created = testenv.CreateNamespace(b, c, "bench-writes"), b.N
-		price(b, func(ctx context.Context, i int) error {
+		env.PriceRequests(b, func(ctx context.Context, i int) error {
 			return c.Create(ctx, newTrainingJob(ns, fmt.Sprintf("j%05d", i), 3))
 		})
 	})
 	for _, name := range []string{"status-created", "status-running", "status-succeeded"} {
 		b.Run(name, func(b *testing.B) {
-			price(b, func(ctx context.Context, i int) error {
+			env.PriceRequests(b, func(ctx context.Context, i int) error {
 				tj := newTrainingJob(ns, fmt.Sprintf("j%05d", i%created), 3)
 				return c.Status().Patch(ctx, tj, client.RawPatch(types.MergePatchType, []byte(statuses[name](tj.Name))))
 			})
@@ -92,7 +73,7 @@ func BenchmarkTrainingJobWrites(b *testing.B) {
 	// benchmark once with one iteration before the asked number.
 	jobs := 0
 	b.Run("child-job-create", func(b *testing.B) {
-		price(b, func(ctx context.Context, _ int) error {
+		env.PriceRequests(b, func(ctx context.Context, _ int) error {
 			tj := newTrainingJob(ns, fmt.Sprintf("j%05d", jobs%created), 3)
 			job, err := native.Build(tj, int32(1+jobs/created), nil)
 			if err != nil {
