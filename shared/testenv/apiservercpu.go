@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -35,7 +36,10 @@ func (e *Env) APIServerCPU(ctx context.Context) (time.Duration, error) {
 			return time.Duration(s * float64(time.Second)), err
 		}
 	}
-	return 0, fmt.Errorf("no process_cpu_seconds_total in kube-apiserver's metrics (%v)", sc.Err())
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("reading kube-apiserver's metrics: %w", err)
+	}
+	return 0, errors.New("no process_cpu_seconds_total in kube-apiserver's metrics")
 }
 
 // PriceRequests calls request b.N times back to back, i from 0, and
