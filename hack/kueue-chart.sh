@@ -8,7 +8,9 @@
 # when the copy differs from the module's.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-src=$(cd "$root/tools/kueue" && GOWORK=off go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/charts/kueue
+# `go mod download` fetches the module on a machine that has not built
+# Kueue yet (go list -m leaves Dir empty there) and prints where it is.
+src=$(cd "$root/tools/kueue" && GOWORK=off go mod download -json sigs.k8s.io/kueue | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')/charts/kueue
 dst=$root/charts/ml-platform/charts/kueue
 [[ -f $src/Chart.yaml ]] || { echo "kueue-chart.sh: no chart in $src" >&2; exit 1; }
 rm -rf "$dst"
