@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -71,5 +72,25 @@ func BenchmarkReconcileLogger(b *testing.B) {
 			WithValues("TrainingJob", key, "namespace", key.Namespace, "name", key.Name).
 			WithValues("reconcileID", "6f1c2a4e-7d1b-4f6e-9a63-2b8f0c1d5e77")
 		log.V(1).Info("observed the job")
+	}
+}
+
+// TestOneLoggerWritesFromManyGoroutines: a reconcile's logger is shared by
+// the goroutines it starts; its fields are encoded once, whichever writes
+// first, and every entry carries them (run with -race).
+func TestOneLoggerWritesFromManyGoroutines(t *testing.T) {
+	out := &syncBuffer{}
+	encoded := &atomic.Int32{}
+	logger := logging.New(zapOptions(t, "info", out)...).WithValues("value", countingValue{encoded})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() { logger.Info("entry", "goroutine", i) })
+	}
+	wg.Wait()
+	if n := encoded.Load(); n != 1 {
+		t.Errorf("the fields were encoded %d times for one logger, want once", n)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 8 || strings.Count(out.String(), `"value":"value"`) != 8 {
+		t.Errorf("want 8 entries, each with the logger's field:\n%s", out.String())
 	}
 }

@@ -20,8 +20,11 @@ func TestRoundsAlternateAndCompareWithTheirOwnBareJob(t *testing.T) {
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("phases %q, want %q", got, want)
 	}
-	if got := phasesOf(settings{jobs: 10, rate: 5, rounds: 1, backends: []string{backendBare}})[0].name; got != "bare-paced" {
-		t.Errorf("one round's phase is %q, want the name without a round", got)
+	for _, rounds := range []int{1, 0, -2} {
+		got := phasesOf(settings{jobs: 10, rate: 5, rounds: rounds, backends: []string{backendBare}})
+		if len(got) != 1 || got[0].name != "bare-paced" {
+			t.Errorf("-rounds=%d: phases %+v, want one round, named without it", rounds, got)
+		}
 	}
 
 	// Round r: the bare Job makes 10 jobs/s and 40 writes per job with
