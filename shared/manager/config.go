@@ -308,9 +308,10 @@ func NewRateLimiter[T comparable](maxBackoff time.Duration) workqueue.TypedRateL
 
 // effectiveRenewInterval is RenewInterval when it fits the lease, else 0
 // (every renewal written, client-go's own behaviour). A leader whose last
-// write was at t believes it leads until its first failed write, at
+// write was sent at t believes it leads until its first failed write, at
 // t + RenewInterval + RetryPeriod at the latest, plus RenewDeadline; a
-// standby takes over from t + LeaseDuration on, so the sum must stay below
+// standby, which cannot see the write before it was sent, takes over from
+// t + LeaseDuration on at the earliest, so the sum must stay below
 // LeaseDuration. Timings chosen before the renew interval existed (6 s,
 // 4 s and 1 s, say) leave no room for it; they keep working as they did
 // rather than stop the operator from starting after an upgrade.

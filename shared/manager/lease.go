@@ -108,25 +108,29 @@ func releaseLease(lock *resourcelock.LeaseLock, timeout time.Duration) error {
 // a release, another holder) is written at once.
 //
 // It is safe because a standby measures the lease from when it last saw it
-// change, with its own clock: the leader's last write at t is seen at t or
-// later, so no standby takes over before t + LeaseDuration, and the leader
-// stops by t + interval + RetryPeriod + RenewDeadline (its next real write
-// failing until the deadline), which Config.effectiveRenewInterval keeps
-// below it.
+// change, with its own clock: the leader's last write, sent at t, is
+// committed and seen at t or later, so no standby takes over before
+// t + LeaseDuration, and the leader stops by t + interval + RetryPeriod +
+// RenewDeadline (its next real write failing until the deadline), which
+// Config.effectiveRenewInterval keeps below it. The interval counts from
+// when the write was sent, not from its answer: the answer can come the
+// lease client's whole timeout after the commit, and counted from there the
+// leader would lead that much past when a standby may take over.
 type sparseRenewals struct {
 	*resourcelock.LeaseLock
 	interval time.Duration
 	now      func() time.Time
 
-	mu        sync.Mutex
-	written   *resourcelock.LeaderElectionRecord
-	writtenAt time.Time
+	mu      sync.Mutex
+	written *resourcelock.LeaderElectionRecord
+	sentAt  time.Time
 }
 
 // Create writes the record and remembers it.
 func (l *sparseRenewals) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	sent := l.now()
 	err := l.LeaseLock.Create(ctx, r)
-	l.remember(r, err)
+	l.remember(r, sent, err)
 	return err
 }
 
@@ -136,12 +140,13 @@ func (l *sparseRenewals) Update(ctx context.Context, r resourcelock.LeaderElecti
 	if l.onlyRenews(r) {
 		return nil
 	}
+	sent := l.now()
 	err := l.LeaseLock.Update(ctx, r)
-	l.remember(r, err)
+	l.remember(r, sent, err)
 	return err
 }
 
-func (l *sparseRenewals) remember(r resourcelock.LeaderElectionRecord, err error) {
+func (l *sparseRenewals) remember(r resourcelock.LeaderElectionRecord, sent time.Time, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
@@ -149,14 +154,14 @@ func (l *sparseRenewals) remember(r resourcelock.LeaderElectionRecord, err error
 		l.written = nil
 		return
 	}
-	l.written, l.writtenAt = &r, l.now()
+	l.written, l.sentAt = &r, sent
 }
 
 func (l *sparseRenewals) onlyRenews(r resourcelock.LeaderElectionRecord) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.written
-	return w != nil && l.now().Sub(l.writtenAt) < l.interval &&
+	return w != nil && l.now().Sub(l.sentAt) < l.interval &&
 		r.HolderIdentity != "" && r.HolderIdentity == w.HolderIdentity &&
 		r.LeaseDurationSeconds == w.LeaseDurationSeconds && r.LeaderTransitions == w.LeaderTransitions &&
 		r.AcquireTime.Equal(&w.AcquireTime) && r.Strategy == w.Strategy && r.PreferredHolder == w.PreferredHolder
