@@ -1,6 +1,7 @@
 package phase
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -131,8 +132,8 @@ const maxEventMessage = 1000
 // maxFailingObjects bounds the objects whose errors a Runner tracks: an
 // object deleted while it failed is never reconciled again to end its
 // entry, and a flood of failing objects must not grow the map without end.
-// Beyond it new failures are still returned and logged, but not reported
-// as events.
+// Beyond it the object that failed least recently is forgotten (see
+// failingObjects.failed), so that a new failure is always tracked.
 const maxFailingObjects = 10000
 
 // Run runs every phase in order on the scope s of obj, then writes obj's
@@ -225,15 +226,51 @@ func (r *Runner[T, S]) recordEvents(s S, before, after T) {
 }
 
 // failingObjects tracks, per object, since when its reconciles fail and
-// which error was last reported.
+// which error was last reported, in the order the objects last failed.
 type failingObjects struct {
 	mu      sync.Mutex
-	objects map[string]*failing
+	objects map[string]*list.Element
+	// order holds the *failing entries, the least recently failed first.
+	order list.List
 }
 
 type failing struct {
+	key      string
 	since    time.Time
 	reported string
+}
+
+// failed records a failure of the object key at now and returns its entry,
+// or nil when the object was not failing before. When maxFailingObjects
+// are tracked already it forgets the object that failed least recently:
+// most likely one deleted while it failed, which no reconcile will ever
+// forget, and an object that still fails only starts its clock again. An
+// object that keeps failing is retried at least every few minutes (the
+// workqueue's backoff is bounded), so it is forgotten only in a flood of
+// thousands of newer failures. The caller holds mu.
+func (f *failingObjects) failed(key string, now time.Time) *failing {
+	if e, ok := f.objects[key]; ok {
+		f.order.MoveToBack(e)
+		return e.Value.(*failing)
+	}
+	if len(f.objects) >= maxFailingObjects {
+		oldest := f.order.Front()
+		f.order.Remove(oldest)
+		delete(f.objects, oldest.Value.(*failing).key)
+	}
+	if f.objects == nil {
+		f.objects = map[string]*list.Element{}
+	}
+	f.objects[key] = f.order.PushBack(&failing{key: key, since: now})
+	return nil
+}
+
+// forget ends the object key's entry. The caller holds mu.
+func (f *failingObjects) forget(key string) {
+	if e, ok := f.objects[key]; ok {
+		f.order.Remove(e)
+		delete(f.objects, key)
+	}
 }
 
 // reportLastingError records a Warning event when the phases of obj have
@@ -257,22 +294,15 @@ func (r *Runner[T, S]) reportLastingError(obj T, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err == nil {
-		delete(f.objects, key)
+		f.forget(key)
 		return
 	}
 	if passing(err) {
 		return
 	}
 	now := r.now()
-	entry, ok := f.objects[key]
-	if !ok {
-		if len(f.objects) >= maxFailingObjects {
-			return
-		}
-		if f.objects == nil {
-			f.objects = map[string]*failing{}
-		}
-		f.objects[key] = &failing{since: now}
+	entry := f.failed(key, now)
+	if entry == nil {
 		return
 	}
 	msg := err.Error()

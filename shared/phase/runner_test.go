@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -569,8 +570,40 @@ func TestLastingErrorsTrackABoundedNumberOfObjects(t *testing.T) {
 	if n := len(r.failing.objects); n != maxFailingObjects {
 		t.Errorf("%d failing objects tracked, want at most %d", n, maxFailingObjects)
 	}
-	r.reportLastingError(&samplev1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "0"}}, nil)
+	if n := r.failing.order.Len(); n != maxFailingObjects {
+		t.Errorf("%d failing objects in order, want %d", n, maxFailingObjects)
+	}
+	r.reportLastingError(&samplev1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(maxFailingObjects + 9)}}, nil)
 	if n := len(r.failing.objects); n != maxFailingObjects-1 {
 		t.Errorf("%d failing objects tracked after one succeeded, want %d", n, maxFailingObjects-1)
+	}
+}
+
+// TestLastingErrorsOfNewObjectsAreReportedWhenTheTrackIsFull: objects
+// deleted while they failed are never reconciled again to end their
+// entries; once maxFailingObjects of them have piled up, a new object that
+// keeps failing must still get its Warning event, and so must an object
+// that failed before them and still fails: the entry forgotten is the one
+// that failed least recently.
+func TestLastingErrorsOfNewObjectsAreReportedWhenTheTrackIsFull(t *testing.T) {
+	j := &journal{}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	r := &Runner[W, W]{Recorder: recorder{j}, Clock: clk}
+	widget := func(name string) W {
+		return &samplev1alpha1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
+	}
+	steady, fresh := widget("steady"), widget("new")
+	r.reportLastingError(steady, errors.New("forbidden"))
+	for i := range maxFailingObjects - 1 {
+		r.reportLastingError(widget(fmt.Sprint("deleted-", i)), errors.New("down"))
+	}
+	clk.Step(10 * time.Second)
+	r.reportLastingError(steady, errors.New("forbidden"))
+	r.reportLastingError(fresh, errors.New("forbidden"))
+	clk.Step(DefaultErrorEventAfter)
+	r.reportLastingError(steady, errors.New("forbidden"))
+	r.reportLastingError(fresh, errors.New("forbidden"))
+	if n := j.count("event Warning " + ReasonReconcileError); n != 2 {
+		t.Errorf("%d Warning events for two objects failing for %v or longer beside %d stale entries, want 2", n, DefaultErrorEventAfter, maxFailingObjects-1)
 	}
 }
