@@ -29,7 +29,7 @@ func explainKind(err error, k Kind, verb, name, namespace string) error {
 		return fmt.Errorf("the %s is not installed in this cluster (the API %s is not served)", k.Operator, k.GVK.GroupVersion())
 	case apierrors.IsForbidden(err):
 		return forbidden(err, verb, k.Qualified(), namespace)
-	case apierrors.IsNotFound(err) && name != "":
+	case isNotFoundOf(err, k.GVK.Group, k.Resource, name):
 		return fmt.Errorf("%s %q not found in namespace %q", k.GVK.Kind, name, namespace)
 	case apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("%s %q already exists in namespace %q", k.GVK.Kind, name, namespace)
@@ -49,7 +49,8 @@ func ExplainCore(err error, resource, verb, name, namespace string) error {
 		return nil
 	case apierrors.IsForbidden(err):
 		return wrapUser(err, forbidden(err, verb, resource, namespace))
-	case apierrors.IsNotFound(err) && name != "":
+	case isNotFoundOf(err, "", strings.SplitN(resource, "/", 2)[0], name):
+		// A subresource (pods/log) is missing when its object is.
 		return wrapUser(err, fmt.Errorf("%s %q not found in namespace %q", resource, name, namespace))
 	}
 	return err
@@ -70,6 +71,19 @@ func wrapUser(cause, shown error) error {
 		return cause
 	}
 	return &userError{msg: shown.Error(), cause: cause}
+}
+
+// isNotFoundOf says whether err is the server's 404 for the object name of
+// the resource (its plural and API group, as the server names them in the
+// details). Any other 404, such as that of a namespace that does not
+// exist, is left in the server's own words.
+func isNotFoundOf(err error, group, resource, name string) bool {
+	var status apierrors.APIStatus
+	if name == "" || !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Group == group && d.Kind == resource && d.Name == name
 }
 
 // isMissingResource recognises a 404 for the resource itself (the CRD was

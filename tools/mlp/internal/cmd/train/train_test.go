@@ -110,6 +110,10 @@ func TestTrainErrors(t *testing.T) {
 			args:    []string{"train", "get", "nope"},
 			wantErr: []string{`error: TrainingJob "nope" not found in namespace "` + ns + `"`},
 		},
+		"missing namespace, in the server's words": {
+			args:    []string{"train", "submit", "mnist", "--image", "x", "--no-wait", "-n", ns + "-missing"},
+			wantErr: []string{`error: namespaces "` + ns + `-missing" not found` + "\n"},
+		},
 		"CEL message of the server, one per line": {
 			args: []string{"train", "submit", "boost", "--framework", "xgboost", "--workers", "1", "--image", "x", "--no-wait"},
 			wantErr: []string{
