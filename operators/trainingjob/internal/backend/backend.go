@@ -69,6 +69,11 @@ type RunState struct {
 	// the child itself recorded.
 	Succeeded *Transition
 	Failed    *Transition
+	// DeadlineExceeded is true when the child failed because it was
+	// active longer than runPolicy.activeDeadlineSeconds: its controller
+	// then deletes the running pods itself, which says nothing about the
+	// pods or their nodes.
+	DeadlineExceeded bool
 	// StartTime is when the child started, from its own status.
 	StartTime *metav1.Time
 	// Roles are the pod counts to record in status; nil records none.

@@ -29,7 +29,10 @@ const (
 	CauseConfigError     = "ConfigError"
 	CauseKilled          = "Killed"
 	CauseError           = "Error"
-	CauseUnknown         = "Unknown"
+	// CauseDeadlineExceeded: the run was active longer than the job's
+	// runPolicy.activeDeadlineSeconds.
+	CauseDeadlineExceeded = "DeadlineExceeded"
+	CauseUnknown          = "Unknown"
 )
 
 // DisruptionTarget reasons that k8s.io/api does not export as constants;
@@ -89,6 +92,19 @@ func Classify(pods []corev1.Pod) Result {
 		}
 	}
 	return Result{Class: trainingv1alpha1.FailureClassUnknown, Cause: CauseUnknown, Message: "The pods do not explain the failure"}
+}
+
+// DeadlineExceeded explains a run that its child's controller ended once
+// it had been active longer than runPolicy.activeDeadlineSeconds. The
+// controller deletes the running pods itself, so the pods are not read:
+// they would look deleted, an infrastructure failure. The job used the time
+// its user gave it, which a new run does not give back.
+func DeadlineExceeded(seconds *int64) Result {
+	msg := "The run was active longer than runPolicy.activeDeadlineSeconds"
+	if seconds != nil {
+		msg = fmt.Sprintf("%s (%ds)", msg, *seconds)
+	}
+	return user(CauseDeadlineExceeded, msg)
 }
 
 func oomKilled(pods []corev1.Pod) (Result, bool) {

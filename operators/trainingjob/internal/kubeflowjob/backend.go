@@ -108,6 +108,12 @@ func (b *Backend) Owned() []client.Object {
 	return out
 }
 
+// deadlineMessage is how the training-operator's Failed condition says
+// that the job was active longer than runPolicy.activeDeadlineSeconds
+// (v1.9: "Job <name> has failed because it was active longer than
+// specified deadline"); its reason is the same as for any failure.
+const deadlineMessage = "active longer than specified deadline"
+
 // Observe reads a Kubeflow job's run policy and status.
 func (b *Backend) Observe(child client.Object) backend.RunState {
 	rp, st := partsOf(child)
@@ -117,6 +123,7 @@ func (b *Backend) Observe(child client.Object) backend.RunState {
 	out.Restarting = transition(st, kubeflowv1.JobRestarting)
 	out.Succeeded = transition(st, kubeflowv1.JobSucceeded)
 	out.Failed = transition(st, kubeflowv1.JobFailed)
+	out.DeadlineExceeded = out.Failed != nil && strings.Contains(out.Failed.Message, deadlineMessage)
 	// The completion time Kubeflow records is the terminal time; the
 	// condition's transition time stands in when it is missing.
 	for _, t := range []*backend.Transition{out.Succeeded, out.Failed} {

@@ -374,3 +374,21 @@ func TestMPILauncherReachesEveryWorkerByName(t *testing.T) {
 		t.Errorf("pytorch got companions %v: Kubeflow makes its Services", got)
 	}
 }
+
+// TestObserveTellsTheDeadlineFromOtherFailures: the training-operator
+// fails a job that outlived runPolicy.activeDeadlineSeconds with the
+// reason of any failure, and says why only in the message.
+func TestObserveTellsTheDeadlineFromOtherFailures(t *testing.T) {
+	failedWith := func(msg string) *kubeflowv1.PyTorchJob {
+		return &kubeflowv1.PyTorchJob{Status: kubeflowv1.JobStatus{Conditions: []kubeflowv1.JobCondition{
+			{Type: kubeflowv1.JobFailed, Status: corev1.ConditionTrue, Reason: "PyTorchJobFailed", Message: msg},
+		}}}
+	}
+	b := NewBackend(settings, nil)
+	if st := b.Observe(failedWith("Job j-r1 has failed because it was active longer than specified deadline")); st.Failed == nil || !st.DeadlineExceeded {
+		t.Errorf("deadline: %+v, want a failure past the deadline", st)
+	}
+	if st := b.Observe(failedWith("PyTorchJob j-r1 is failed because 1 Worker replica(s) failed.")); st.Failed == nil || st.DeadlineExceeded {
+		t.Errorf("a replica failed: %+v, want a failure within the deadline", st)
+	}
+}

@@ -166,6 +166,7 @@ func (*Backend) Observe(child client.Object) backend.RunState {
 	// gives that one's time, which then equals completionTime.
 	out.Succeeded = firstOf(condition(job, batchv1.JobSuccessCriteriaMet), condition(job, batchv1.JobComplete))
 	out.Failed = firstOf(condition(job, batchv1.JobFailureTarget), condition(job, batchv1.JobFailed))
+	out.DeadlineExceeded = out.Failed != nil && out.Failed.Reason == batchv1.JobReasonDeadlineExceeded
 	if out.Finished() {
 		out.Roles = []trainingv1alpha1.RoleStatus{{Name: RolePods, Active: job.Status.Active, Succeeded: job.Status.Succeeded, Failed: job.Status.Failed}}
 		return out

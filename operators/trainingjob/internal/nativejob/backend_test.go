@@ -240,6 +240,18 @@ func TestObserve(t *testing.T) {
 			}}),
 			want: backend.RunState{Failed: &backend.Transition{Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", Time: done}, Roles: []trainingv1alpha1.RoleStatus{{Name: RolePods, Active: 1, Failed: 1}}},
 		},
+		// The Job controller deletes the running pods itself at the deadline
+		// (FailureTarget first, then Failed once they are gone).
+		"deadline exceeded": {
+			job: job(2, false, 2, batchv1.JobStatus{Active: 2, Conditions: []batchv1.JobCondition{
+				{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, Message: "Job was active longer than specified deadline", LastTransitionTime: done},
+			}}),
+			want: backend.RunState{
+				Failed:           &backend.Transition{Reason: "DeadlineExceeded", Message: "Job was active longer than specified deadline", Time: done},
+				DeadlineExceeded: true,
+				Roles:            []trainingv1alpha1.RoleStatus{{Name: RolePods, Active: 2}},
+			},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -279,6 +279,66 @@ func TestNativeUserErrorFailsWithoutANewRun(t *testing.T) {
 	}
 }
 
+// TestNativeDeadlineEndsTheJobWithoutANewRun: at runPolicy.activeDeadlineSeconds
+// the Job controller deletes the running ranks itself. Deleted running
+// pods are what an infrastructure failure looks like, but the job used
+// the time it was given, and a checkpointed job must not start another
+// run for it.
+func TestNativeDeadlineEndsTheJobWithoutANewRun(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := native(checkpointed(ns, "deadline", 2, 3, 0))
+	tj.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](60)
+	job := createRun(t, c, tj)
+	pods := runRanks(t, c, job)
+	for _, pod := range pods {
+		// A finalizer keeps each deleted pod, as a kubelet that is still
+		// stopping it does.
+		patchFinalizer(t, c, pod, "mlplatform.dev/test-keep")
+		if err := c.Delete(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	setBatchStatus(t, c, job, func(s *batchv1.JobStatus) {
+		batchCond(s, batchv1.JobFailureTarget, batchv1.JobReasonDeadlineExceeded, "Job was active longer than specified deadline", now)
+	})
+	got := waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
+	})
+	if f := got.Status.Failure; f == nil || f.Class != trainingv1alpha1.FailureClassUser || f.Cause != "DeadlineExceeded" {
+		t.Errorf("failure %+v, want the deadline", got.Status.Failure)
+	}
+	if got.Status.Run != 1 || got.Status.RestartCount != 0 {
+		t.Errorf("run %d restarts %d, want 1 0", got.Status.Run, got.Status.RestartCount)
+	}
+	if msg := conditions.Get(got, commonv1alpha1.ConditionFailed).Message; !strings.Contains(msg, "active longer than specified deadline (runPolicy.activeDeadlineSeconds)") || !strings.Contains(msg, "not restarted") {
+		t.Errorf("Failed message %q does not name the deadline", msg)
+	}
+	for _, pod := range pods {
+		patchFinalizer(t, c, pod, "")
+	}
+	err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "deadline-r2"}, &batchv1.Job{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the deadline started run 2: %v", err)
+	}
+}
+
+// patchFinalizer sets obj's one finalizer, or removes every finalizer when
+// name is empty.
+func patchFinalizer(t *testing.T, c client.Client, obj client.Object, name string) {
+	t.Helper()
+	body := []byte(`{"metadata":{"finalizers":null}}`)
+	if name != "" {
+		body = fmt.Appendf(nil, `{"metadata":{"finalizers":[%q]}}`, name)
+	}
+	if err := c.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, body)); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestNativeDisruptionResumesFromTheCheckpointUntilMaxRestarts(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)

@@ -20,7 +20,6 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
-	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/restart"
 	"github.com/ml-platform/ml-platform/shared/apireject"
 	"github.com/ml-platform/ml-platform/shared/apply"
@@ -351,7 +350,7 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 	start := runStart(s.tj, st)
 	var end *runEnd
 	if failed := st.Failed; failed != nil {
-		f := failure.Classify(s.pods)
+		f := classifyRun(s.tj, st, s.pods)
 		d := restart.Decide(s.tj.Spec.Checkpoint, s.tj.Status.RestartCount, f, s.now)
 		if !d.Restart {
 			s.decision = &d

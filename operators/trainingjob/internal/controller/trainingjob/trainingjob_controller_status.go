@@ -312,7 +312,7 @@ func failed(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 		return false
 	}
 	finish(tj, o, t)
-	tj.Status.Failure = explainFailure(t, o.pods)
+	tj.Status.Failure = explainFailure(tj, *o.job, o.pods)
 	msg := failureMessage(tj.Status.Failure)
 	if o.decision != nil && tj.Spec.Checkpoint != nil {
 		msg += "; not restarted: " + o.decision.Message
@@ -530,11 +530,11 @@ func finish(tj *trainingv1alpha1.TrainingJob, o observation, terminal *backend.T
 	conditions.MarkFalse(tj, commonv1alpha1.ConditionSuspended, ReasonFinished, "The job finished")
 }
 
-// explainFailure combines Kubeflow's reason with what the pods say:
-// the failure's class and cause, and the failed container's termination
-// message (see package failure).
-func explainFailure(failed *backend.Transition, pods []corev1.Pod) *trainingv1alpha1.Failure {
-	r := failure.Classify(pods)
+// explainFailure combines the child's reason with what the run says: the
+// failure's class and cause, and the failed container's termination
+// message (see package failure and classifyRun).
+func explainFailure(tj *trainingv1alpha1.TrainingJob, st backend.RunState, pods []corev1.Pod) *trainingv1alpha1.Failure {
+	r, failed := classifyRun(tj, st, pods), st.Failed
 	return &trainingv1alpha1.Failure{
 		Reason: failed.Reason, Message: failed.Message,
 		Class: r.Class, Cause: r.Cause, MemoryLimit: r.MemoryLimit,
@@ -543,9 +543,21 @@ func explainFailure(failed *backend.Transition, pods []corev1.Pod) *trainingv1al
 	}
 }
 
+// classifyRun explains a failed run: by its deadline when its child's
+// controller says the run outlived runPolicy.activeDeadlineSeconds, else
+// by what its pods say.
+func classifyRun(tj *trainingv1alpha1.TrainingJob, st backend.RunState, pods []corev1.Pod) failure.Result {
+	if st.DeadlineExceeded {
+		return failure.DeadlineExceeded(tj.Spec.RunPolicy.ActiveDeadlineSeconds)
+	}
+	return failure.Classify(pods)
+}
+
 func failureMessage(f *trainingv1alpha1.Failure) string {
 	msg := orDefault(f.Message, "The run's job failed")
 	switch {
+	case f.Cause == failure.CauseDeadlineExceeded:
+		return msg + " (runPolicy.activeDeadlineSeconds)"
 	case f.Cause == failure.CauseOOMKilled && f.MemoryLimit != "":
 		msg = fmt.Sprintf("%s; container %s of pod %s was OOMKilled (memory limit %s)", msg, f.Container, f.Pod, f.MemoryLimit)
 	case f.Cause == failure.CauseOOMKilled:

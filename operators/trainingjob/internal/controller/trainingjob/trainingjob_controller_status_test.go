@@ -340,10 +340,23 @@ func TestExplainFailure(t *testing.T) {
 		}}}}
 	}
 	failed := &backend.Transition{Reason: "PyTorchJobFailed", Message: "1 Worker failed"}
+	deleting := pod("j-worker-0", nil, nil)
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
 	cases := map[string]struct {
-		pods []corev1.Pod
-		want trainingv1alpha1.Failure
+		pods     []corev1.Pod
+		deadline bool
+		want     trainingv1alpha1.Failure
 	}{
+		// The child's controller deleted the running pods at the deadline:
+		// they look deleted, and a new run would only run out of time again.
+		"the run's deadline passed": {
+			pods: []corev1.Pod{deleting}, deadline: true,
+			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Class: "User", Cause: "DeadlineExceeded"},
+		},
+		"pods deleted before the deadline": {
+			pods: []corev1.Pod{deleting},
+			want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Class: "Infrastructure", Cause: "PodDeleted", Pod: "j-worker-0"},
+		},
 		"no pods": {want: trainingv1alpha1.Failure{Reason: "PyTorchJobFailed", Message: "1 Worker failed", Class: "Unknown", Cause: "Unknown"}},
 		"first failed pod by name": {
 			pods: []corev1.Pod{pod("j-worker-0", term(2, "worker boom"), nil), pod("j-master-0", nil, term(1, "master boom"))},
@@ -360,7 +373,9 @@ func TestExplainFailure(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(&tc.want, explainFailure(failed, tc.pods)); diff != "" {
+			tj := &trainingv1alpha1.TrainingJob{Spec: trainingv1alpha1.TrainingJobSpec{RunPolicy: trainingv1alpha1.RunPolicy{ActiveDeadlineSeconds: ptr.To[int64](3600)}}}
+			st := backend.RunState{Failed: failed, DeadlineExceeded: tc.deadline}
+			if diff := cmp.Diff(&tc.want, explainFailure(tj, st, tc.pods)); diff != "" {
 				t.Errorf("failure (-want +got):\n%s", diff)
 			}
 		})
