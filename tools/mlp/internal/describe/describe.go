@@ -34,13 +34,18 @@ func Conditions(out io.Writer, conds []metav1.Condition, now time.Time) {
 	_ = w.Flush()
 }
 
-// Events lists the events of an object, oldest first. Events are
-// optional: a user who may not list them still gets the rest.
-func Events(ctx context.Context, out io.Writer, s *kube.Session, kindName, name string, now time.Time) error {
+// Events lists the events of obj, oldest first. Events are optional: a
+// user who may not list them still gets the rest. They are selected by
+// the object's uid too, as kubectl describe does, so that the events of
+// an earlier object of the same name (deleted and created again) are not
+// shown as this one's.
+func Events(ctx context.Context, out io.Writer, s *kube.Session, kindName string, obj metav1.Object, now time.Time) error {
+	selector := client.MatchingFields{"involvedObject.kind": kindName, "involvedObject.name": obj.GetName()}
+	if uid := obj.GetUID(); uid != "" {
+		selector["involvedObject.uid"] = string(uid)
+	}
 	var events corev1.EventList
-	err := s.C.List(ctx, &events, client.InNamespace(s.Namespace), client.MatchingFields{
-		"involvedObject.kind": kindName, "involvedObject.name": name,
-	})
+	err := s.C.List(ctx, &events, client.InNamespace(s.Namespace), selector)
 	fmt.Fprintln(out, "Events:")
 	if err != nil {
 		fmt.Fprintf(out, "  <not shown: %v>\n", kube.ExplainCore(err, "events", "list", "", s.Namespace))

@@ -74,7 +74,7 @@ func (do *notebookDescribeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	describe.Conditions(do.Streams.Out, nb.Status.Conditions, now)
-	return describe.Events(ctx, do.Streams.Out, s, "Notebook", nb.Name, now)
+	return describe.Events(ctx, do.Streams.Out, s, "Notebook", nb, now)
 }
 
 // phaseText is the Notebook's phase, with its place in the queue while it

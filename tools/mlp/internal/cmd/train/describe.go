@@ -94,7 +94,7 @@ func (do *describeOptions) Run(ctx context.Context) error {
 		}
 		describePods(do.Streams.Out, rankedPods(pods))
 	}
-	return describe.Events(ctx, do.Streams.Out, s, "TrainingJob", name, now)
+	return describe.Events(ctx, do.Streams.Out, s, "TrainingJob", tj, now)
 }
 
 func describeRuns(out io.Writer, runs []trainingv1alpha1.RunRecord) {

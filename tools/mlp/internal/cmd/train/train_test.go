@@ -242,6 +242,30 @@ func TestTrainDescribe(t *testing.T) {
 	}
 }
 
+// TestTrainDescribeShowsOnlyThisJobsEvents: after a job is deleted and
+// submitted again under its name, describe shows the events of the new
+// job, not the old one's, which the API server keeps for an hour.
+func TestTrainDescribeShowsOnlyThisJobsEvents(t *testing.T) {
+	c := clitest.AdminClient(t)
+	ns := clitest.NewNamespace(t)
+	ctx := context.Background()
+	clitest.CreateAll(t, clitest.TrainingJob(ns, "bert", 1))
+	if err := warningEvent(ns, "bert", "OldJobFailed", "the deleted job's warning")(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, clitest.TrainingJob(ns, "bert", 1)); err != nil {
+		t.Fatal(err)
+	}
+	clitest.CreateAll(t, clitest.TrainingJob(ns, "bert", 1))
+	if err := warningEvent(ns, "bert", "NewJobWarned", "the new job's warning")(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	r := clitest.Run(t, ns, "train", "describe", "bert")
+	if r.Code != 0 || !strings.Contains(r.Out, "NewJobWarned") || strings.Contains(r.Out, "OldJobFailed") {
+		t.Errorf("exit %d, stderr %q; want the new job's event only:\n%s", r.Code, r.Err, r.Out)
+	}
+}
+
 // TestTrainCompletionListsNames completes resource names from the cluster.
 func TestTrainCompletionListsNames(t *testing.T) {
 	c := clitest.AdminClient(t)
