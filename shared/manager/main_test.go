@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -11,5 +12,9 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{}, &env)
+	testenv.Main(m, testenv.Options{
+		// The sample kind is one of an operator's own, for the metrics that
+		// count them.
+		CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "shared", "internal", "sample", "crd")},
+	}, &env)
 }

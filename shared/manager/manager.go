@@ -505,10 +505,12 @@ func metricsOptions(cfg Config) metricsserver.Options {
 }
 
 // registerStalledCollector exports mlplatform_objects_stalled for the
-// operator's own kinds, counted from the manager's cache. A process that
-// builds several managers (tests) keeps the newest one's.
+// operator's own kinds, counted from the manager's cache once its replica
+// leads (see metrics.WhenElected). A process that builds several managers
+// (tests) keeps the newest one's.
 func registerStalledCollector(mgr ctrl.Manager) {
-	if err := metrics.Replace(metrics.NewStalledCollector(mgr.GetCache(), mgr.GetScheme())); err != nil {
+	stalled := metrics.NewStalledCollector(mgr.GetCache(), mgr.GetScheme())
+	if err := metrics.Replace(metrics.WhenElected(stalled, mgr.Elected())); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Registering the Stalled objects metric failed")
 	}
 }

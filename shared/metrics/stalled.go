@@ -38,7 +38,8 @@ var _ prometheus.Collector = (*StalledCollector)(nil)
 // NewStalledCollector counts the kinds of the scheme whose API group ends
 // in APIGroupSuffix and whose objects carry conditions. The reader must
 // already watch those kinds (an operator's cache watches the kinds it
-// reconciles); typed lists reuse those informers.
+// reconciles once it leads); typed lists reuse those informers. On a
+// manager's cache, register it through WhenElected.
 func NewStalledCollector(reader client.Reader, scheme *runtime.Scheme) *StalledCollector {
 	c := &StalledCollector{
 		reader: reader,
