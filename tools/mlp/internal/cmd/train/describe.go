@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
@@ -89,10 +90,10 @@ func (do *describeOptions) Run(ctx context.Context) error {
 	describeRuns(do.Streams.Out, tj.Status.Runs)
 	if tj.Status.Run > 0 {
 		pods, err := follow.RunPods(ctx, s, name, tj.Status.Run)
-		if err != nil {
+		if err != nil && !apierrors.IsForbidden(err) {
 			return err
 		}
-		describePods(do.Streams.Out, rankedPods(pods))
+		describePods(do.Streams.Out, rankedPods(pods), err)
 	}
 	return describe.Events(ctx, do.Streams.Out, s, "TrainingJob", tj, now)
 }
@@ -110,8 +111,15 @@ func describeRuns(out io.Writer, runs []trainingv1alpha1.RunRecord) {
 	_ = w.Flush()
 }
 
-func describePods(out io.Writer, pods []corev1.Pod) {
+// describePods lists the run's pods by rank. A user who may read the job
+// but not its pods (forbidden) gets the rest of describe, and the reason
+// in their place, as for events.
+func describePods(out io.Writer, pods []corev1.Pod, forbidden error) {
 	fmt.Fprintln(out, "Pods of the current run:")
+	if forbidden != nil {
+		fmt.Fprintf(out, "  <not shown: %v>\n", forbidden)
+		return
+	}
 	if len(pods) == 0 {
 		fmt.Fprintln(out, "  <none>")
 		return

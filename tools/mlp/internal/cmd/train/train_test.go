@@ -266,6 +266,35 @@ func TestTrainDescribeShowsOnlyThisJobsEvents(t *testing.T) {
 	}
 }
 
+// TestTrainDescribeWithoutPodRights: a user who may read TrainingJobs but
+// not pods (nor events) gets the job described, with a note in place of
+// each part that was refused, in the server's words.
+func TestTrainDescribeWithoutPodRights(t *testing.T) {
+	c := clitest.AdminClient(t)
+	ns := clitest.NewNamespace(t)
+	clitest.CreateAll(t, clitest.TrainingJob(ns, "bert", 1))
+	clitest.SetJobStatus(t, c, ns, "bert", func(st *trainingv1alpha1.TrainingJobStatus) {
+		st.Phase, st.Run = trainingv1alpha1.PhaseRunning, 1
+	})
+	cfg := clitest.UserWithRules(t, ns, "heidi", clitest.Rule("training.mlplatform.dev", "trainingjobs", "get"))
+	r := clitest.CLI(context.Background(), t, cfg, ns, nil, "train", "describe", "bert")
+	if r.Code != 0 || r.Err != "" {
+		t.Fatalf("exit %d, stderr %q", r.Code, r.Err)
+	}
+	if !regexp.MustCompile(`(?m)^Status: +Running$`).MatchString(r.Out) {
+		t.Errorf("describe does not show the job's status:\n%s", r.Out)
+	}
+	for _, want := range []string{
+		"Pods of the current run:\n  <not shown: permission denied: you may not list pods in namespace",
+		`User "heidi" cannot list resource "pods"`,
+		"Events:\n  <not shown: permission denied: you may not list events",
+	} {
+		if !strings.Contains(r.Out, want) {
+			t.Errorf("describe output lacks %q:\n%s", want, r.Out)
+		}
+	}
+}
+
 // TestTrainCompletionListsNames completes resource names from the cluster.
 func TestTrainCompletionListsNames(t *testing.T) {
 	c := clitest.AdminClient(t)
