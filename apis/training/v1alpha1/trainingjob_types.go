@@ -478,7 +478,9 @@ const MaxActiveDeadlineSeconds = 9223372036
 
 // RunPolicy bounds a run and says what happens after it.
 type RunPolicy struct {
-	// ActiveDeadlineSeconds fails the job once it has run this long. At
+	// ActiveDeadlineSeconds fails the job once it has run this long,
+	// counted from when it first ran: a run that follows a restart gets
+	// what is left, and a run its deadline ended is not restarted. At
 	// most 9223372036 (about 292 years): the child's controller counts the
 	// deadline in nanoseconds in an int64, and a larger value overflows
 	// into a deadline already past.

@@ -27,6 +27,9 @@ const (
 	ReasonResumeNever     = "ResumeNever"
 	ReasonNotRetryable    = "NotRetryable"
 	ReasonRestartsExhaust = "RestartsExhausted"
+	// ReasonDeadline: the job's runPolicy.activeDeadlineSeconds ends
+	// before the next run would start.
+	ReasonDeadline = "DeadlineExceeded"
 )
 
 // Delay is the wait before the n-th restart (n >= 1): the base delay,

@@ -326,6 +326,50 @@ func TestNativeDeadlineEndsTheJobWithoutANewRun(t *testing.T) {
 	}
 }
 
+// TestNativeRestartsKeepToTheJobsDeadline: runPolicy.activeDeadlineSeconds
+// bounds the whole job. A run after a restart gets what is left of it
+// (runRanks starts each run a minute ago), and a job whose deadline ends
+// before its next run would start is not restarted.
+func TestNativeRestartsKeepToTheJobsDeadline(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	left := native(checkpointed(ns, "left", 1, 3, 0))
+	left.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](600)
+	over := native(checkpointed(ns, "over", 1, 3, 0))
+	over.Spec.RunPolicy.ActiveDeadlineSeconds = ptr.To[int64](30)
+	for _, tj := range []*trainingv1alpha1.TrainingJob{left, over} {
+		job := createRun(t, c, tj)
+		if got := ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0); got != *tj.Spec.RunPolicy.ActiveDeadlineSeconds {
+			t.Errorf("%s: run 1 deadline %ds, want all of it", tj.Name, got)
+		}
+		pods := runRanks(t, c, job)
+		disrupt(t, c, pods[0], corev1.PodReasonPreemptionByScheduler)
+		failBatchJob(t, c, job)
+	}
+
+	run2 := waitBatchJob(t, c, ns, "left-r2")
+	// 600 s less the minute run 1 ran, less the test's own time.
+	if got := ptr.Deref(run2.Spec.ActiveDeadlineSeconds, 0); got > 540 || got < 400 {
+		t.Errorf("run 2 deadline %ds, want what is left of 600 s after run 1's minute", got)
+	}
+
+	got := waitTJ(t, c, over, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
+	})
+	if msg := conditions.Get(got, commonv1alpha1.ConditionFailed).Message; !strings.Contains(msg, "runPolicy.activeDeadlineSeconds (30s") || !strings.Contains(msg, "ends before run 2 could start") {
+		t.Errorf("Failed message %q does not say the deadline ended the job", msg)
+	}
+	if got.Status.RestartCount != 0 {
+		t.Errorf("restarts %d, want none", got.Status.RestartCount)
+	}
+	err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "over-r2"}, &batchv1.Job{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("a job past its deadline started run 2: %v", err)
+	}
+}
+
 // patchFinalizer sets obj's one finalizer, or removes every finalizer when
 // name is empty.
 func patchFinalizer(t *testing.T, c client.Client, obj client.Object, name string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -188,6 +189,35 @@ func (r *Reconciler) observeJob(ctx context.Context, s *scope) (ctrl.Result, err
 	return ctrl.Result{RequeueAfter: wait}, err
 }
 
+// deadlineEnd is when runPolicy.activeDeadlineSeconds ends the job: that
+// long after it first ran, whatever runs it took.
+func deadlineEnd(tj *trainingv1alpha1.TrainingJob) (time.Time, bool) {
+	d, start := tj.Spec.RunPolicy.ActiveDeadlineSeconds, tj.Status.StartTime
+	if d == nil || start == nil {
+		return time.Time{}, false
+	}
+	return start.Add(time.Duration(*d) * time.Second), true
+}
+
+// withRemainingDeadline is tj with the deadline a new run's child gets:
+// what is left of runPolicy.activeDeadlineSeconds since the job first ran
+// (a first run gets it whole), so restarts never make a job run longer
+// than its user allowed. A run that starts after the end gets one second,
+// which its child's controller ends as a deadline.
+func withRemainingDeadline(tj *trainingv1alpha1.TrainingJob, now time.Time) *trainingv1alpha1.TrainingJob {
+	end, ok := deadlineEnd(tj)
+	if !ok {
+		return tj
+	}
+	left := int64(max(math.Ceil(end.Sub(now).Seconds()), 1))
+	if left >= *tj.Spec.RunPolicy.ActiveDeadlineSeconds {
+		return tj
+	}
+	out := tj.DeepCopy()
+	out.Spec.RunPolicy.ActiveDeadlineSeconds = &left
+	return out
+}
+
 // createJob creates the current run's job when observeJob allowed it, the
 // checkpoint claim is ready and every referenced FeatureStore is Ready.
 func (r *Reconciler) createJob(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -209,7 +239,7 @@ func (r *Reconciler) createJob(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 		stores = res.Ready
 	}
-	desired, err := s.be.Build(s.tj, s.run, stores)
+	desired, err := s.be.Build(withRemainingDeadline(s.tj, s.now), s.run, stores)
 	if invalid := (*backend.InvalidSpecError)(nil); errors.As(err, &invalid) {
 		s.invalid, s.reason = invalid, commonv1alpha1.ReasonInvalidSpec
 		return ctrl.Result{}, nil
@@ -352,6 +382,10 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 	if failed := st.Failed; failed != nil {
 		f := classifyRun(s.tj, st, s.pods)
 		d := restart.Decide(s.tj.Spec.Checkpoint, s.tj.Status.RestartCount, f, s.now)
+		if end, ok := deadlineEnd(s.tj); ok && d.Restart && !d.NextRunTime.Before(end) {
+			d = restart.Decision{Reason: restart.ReasonDeadline, Message: fmt.Sprintf(
+				"runPolicy.activeDeadlineSeconds (%ds, counted from %s) ends before run %d could start", *s.tj.Spec.RunPolicy.ActiveDeadlineSeconds, s.tj.Status.StartTime.UTC().Format(time.RFC3339), s.run+1)}
+		}
 		if !d.Restart {
 			s.decision = &d
 			return ctrl.Result{}, nil

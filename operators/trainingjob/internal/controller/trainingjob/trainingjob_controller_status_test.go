@@ -532,3 +532,36 @@ func TestTTLExpiry(t *testing.T) {
 		})
 	}
 }
+
+func TestWithRemainingDeadline(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	job := func(deadline *int64, started time.Duration) *trainingv1alpha1.TrainingJob {
+		tj := &trainingv1alpha1.TrainingJob{Spec: trainingv1alpha1.TrainingJobSpec{RunPolicy: trainingv1alpha1.RunPolicy{ActiveDeadlineSeconds: deadline}}}
+		if started >= 0 {
+			tj.Status.StartTime = ptr.To(metav1.NewTime(now.Add(-started)))
+		}
+		return tj
+	}
+	cases := map[string]struct {
+		tj   *trainingv1alpha1.TrainingJob
+		want *int64
+	}{
+		"no deadline":                      {tj: job(nil, time.Hour), want: nil},
+		"never ran: all of it":             {tj: job(ptr.To[int64](60), -1), want: ptr.To[int64](60)},
+		"just started: all of it":          {tj: job(ptr.To[int64](60), 0), want: ptr.To[int64](60)},
+		"ran 10.5 s: the rest, rounded up": {tj: job(ptr.To[int64](60), 10500*time.Millisecond), want: ptr.To[int64](50)},
+		"past the end: one second":         {tj: job(ptr.To[int64](60), time.Hour), want: ptr.To[int64](1)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			before := tc.tj.DeepCopy()
+			got := withRemainingDeadline(tc.tj, now)
+			if diff := cmp.Diff(tc.want, got.Spec.RunPolicy.ActiveDeadlineSeconds); diff != "" {
+				t.Errorf("deadline (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.tj); diff != "" {
+				t.Errorf("the job itself changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
