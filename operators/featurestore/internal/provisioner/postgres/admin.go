@@ -29,6 +29,10 @@ func IsAuthenticationFailure(err error) bool {
 // CREATEDB and CREATEROLE. Membership of the roles it creates cannot be
 // checked before there are any; Ensure grants it.
 func CheckAdmin(ctx context.Context, srv Server) error {
+	return bounded(ctx, srv, func(ctx context.Context) error { return checkAdmin(ctx, srv) })
+}
+
+func checkAdmin(ctx context.Context, srv Server) error {
 	conn, err := connectAdmin(ctx, srv)
 	if err != nil {
 		return err

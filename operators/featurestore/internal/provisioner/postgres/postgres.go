@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 )
 
 // Server is a PostgreSQL server and the admin credentials to manage it.
@@ -47,6 +50,56 @@ func IsConflict(err error) bool {
 // fails a reconcile quickly instead of holding a worker.
 var ConnectTimeout = 5 * time.Second
 
+// OperationTimeout bounds each operation as a whole (Ensure, Delete,
+// Verify, Exists, CheckAdmin), so a server that accepts connections but
+// does not finish cannot hold a reconcile, and with it one of the
+// operator's few workers, any longer; the operation fails with a
+// provisioner.TimeoutError and is retried.
+var OperationTimeout = 2 * time.Minute
+
+// LockTimeout and StatementTimeout are the admin sessions' lock_timeout
+// and statement_timeout, so that the server itself gives up a statement
+// instead of waiting on. A tenant can lock its own store's role (ALTER
+// ROLE in a transaction it leaves open), and DROP ROLE would wait for that
+// lock forever; with them it fails with a provisioner.TimeoutError that
+// says a lock was held. They also end, on the server, a statement that
+// OperationTimeout interrupted on the operator's side.
+var (
+	LockTimeout      = 10 * time.Second
+	StatementTimeout = time.Minute
+)
+
+// bounded runs one operation within OperationTimeout and says what the
+// admin session's timeouts mean when the server ended a statement.
+func bounded(ctx context.Context, srv Server, op func(context.Context) error) error {
+	return provisioner.Bounded(ctx, OperationTimeout, fmt.Sprintf("the operation on PostgreSQL %s:%d", srv.Host, srv.Port),
+		func(ctx context.Context) error { return serverTimeout(op(ctx)) })
+}
+
+// serverTimeout turns the errors of lock_timeout and statement_timeout
+// into TimeoutErrors that say what happened and what ends it.
+func serverTimeout(err error) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case !errors.As(err, &pgErr):
+		return err
+	case pgErr.Code == "55P03": // lock_not_available
+		return &provisioner.TimeoutError{Reason: fmt.Sprintf(
+			"another session held a lock the operator needed for longer than %s (lock_timeout), such as a transaction "+
+				"a client left open after changing one of the store's roles; the operation is retried and finishes once that session ends", LockTimeout), Err: err}
+	case pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout"): // query_canceled
+		return &provisioner.TimeoutError{Reason: fmt.Sprintf(
+			"a statement ran longer than %s (statement_timeout); the operation is retried", StatementTimeout), Err: err}
+	}
+	return err
+}
+
+// durationSetting is d as a PostgreSQL time setting in milliseconds; a
+// positive duration never becomes 0, which would turn the timeout off.
+func durationSetting(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
 // connConfig builds a connection configuration without ever putting the
 // password into a connection string, which parse errors could echo.
 func connConfig(srv Server, user, password, database string) (*pgx.ConnConfig, error) {
@@ -82,7 +135,13 @@ func Connect(ctx context.Context, srv Server, user, password, database string) (
 }
 
 func connectAdmin(ctx context.Context, srv Server) (*pgx.Conn, error) {
-	conn, err := Connect(ctx, srv, srv.AdminUser, srv.AdminPassword, srv.AdminDatabase)
+	cfg, err := connConfig(srv, srv.AdminUser, srv.AdminPassword, srv.AdminDatabase)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["lock_timeout"] = durationSetting(LockTimeout)
+	cfg.RuntimeParams["statement_timeout"] = durationSetting(StatementTimeout)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL %s:%d as admin: %w", srv.Host, srv.Port, err)
 	}
@@ -96,6 +155,10 @@ func connectAdmin(ctx context.Context, srv Server) (*pgx.Conn, error) {
 // ConflictError without changing anything when a name is taken by an object
 // without the store's marker.
 func Ensure(ctx context.Context, srv Server, st Store, active Login, previous *Login) error {
+	return bounded(ctx, srv, func(ctx context.Context) error { return ensure(ctx, srv, st, active, previous) })
+}
+
+func ensure(ctx context.Context, srv Server, st Store, active Login, previous *Login) error {
 	conn, err := connectAdmin(ctx, srv)
 	if err != nil {
 		return err
@@ -312,6 +375,10 @@ func ensureDatabase(ctx context.Context, conn *pgx.Conn, st Store) error {
 // Verify connects to the store's database as the given login and runs a
 // query, which proves the credentials and the privileges clients need.
 func Verify(ctx context.Context, srv Server, st Store, login Login) error {
+	return bounded(ctx, srv, func(ctx context.Context) error { return verify(ctx, srv, st, login) })
+}
+
+func verify(ctx context.Context, srv Server, st Store, login Login) error {
 	conn, err := Connect(ctx, srv, st.Logins[login.Slot], login.Password, st.Database)
 	if err != nil {
 		return fmt.Errorf("connecting as %s: %w", st.Logins[login.Slot], err)
@@ -332,6 +399,10 @@ func Verify(ctx context.Context, srv Server, st Store, login Login) error {
 // alone and reported as a ConflictError after everything that is ours is
 // gone.
 func Delete(ctx context.Context, srv Server, st Store) error {
+	return bounded(ctx, srv, func(ctx context.Context) error { return deleteStore(ctx, srv, st) })
+}
+
+func deleteStore(ctx context.Context, srv Server, st Store) error {
 	conn, err := connectAdmin(ctx, srv)
 	if err != nil {
 		return err
@@ -374,21 +445,27 @@ func Delete(ctx context.Context, srv Server, st Store) error {
 // Exists reports which of the store's objects exist, whoever owns them,
 // for tests and diagnostics.
 func Exists(ctx context.Context, srv Server, st Store) (database bool, roles []string, err error) {
-	conn, err := connectAdmin(ctx, srv)
+	err = bounded(ctx, srv, func(ctx context.Context) error {
+		conn, err := connectAdmin(ctx, srv)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", st.Database).Scan(&database); err != nil {
+			return err
+		}
+		rows, err := conn.Query(ctx, "SELECT rolname FROM pg_roles WHERE rolname = ANY($1) ORDER BY rolname",
+			append([]string{st.Database}, st.Logins[:]...))
+		if err != nil {
+			return err
+		}
+		roles, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
 	if err != nil {
 		return false, nil, err
 	}
-	defer func() { _ = conn.Close(ctx) }()
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", st.Database).Scan(&database); err != nil {
-		return false, nil, err
-	}
-	rows, err := conn.Query(ctx, "SELECT rolname FROM pg_roles WHERE rolname = ANY($1) ORDER BY rolname",
-		append([]string{st.Database}, st.Logins[:]...))
-	if err != nil {
-		return false, nil, err
-	}
-	roles, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	return database, roles, err
+	return database, roles, nil
 }
 
 func ident(s string) string { return pgx.Identifier{s}.Sanitize() }

@@ -23,6 +23,10 @@ const probeKey = "featurestore-operator-admin-check"
 // the ACL commands that manage store users and SCAN, TYPE and UNLINK on any
 // key for deleting a store's keys. Nothing is changed on the server.
 func CheckAdmin(ctx context.Context, srv Server) error {
+	return bounded(ctx, srv, func(ctx context.Context) error { return checkAdmin(ctx, srv) })
+}
+
+func checkAdmin(ctx context.Context, srv Server) error {
 	c := admin(srv)
 	defer func() { _ = c.Close() }()
 	if err := c.Ping(ctx).Err(); err != nil {

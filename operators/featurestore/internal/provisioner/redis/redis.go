@@ -13,6 +13,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner"
 )
 
 // Commands are what Feast's Redis online store sends (feast
@@ -74,18 +76,38 @@ func IsConflict(err error) bool {
 	return errors.As(err, &c)
 }
 
-// DialTimeout bounds each connection attempt.
+// DialTimeout bounds each connection attempt, and each command's wait for
+// its reply.
 var DialTimeout = 5 * time.Second
 
+// OperationTimeout bounds each operation as a whole (Ensure, Delete,
+// Verify, UserExists, CheckAdmin), the wait for the server's lock
+// included, so a slow server, or another store's long deletion on the
+// same server, cannot hold a reconcile, and with it one of the operator's
+// few workers, any longer; the operation fails with a
+// provisioner.TimeoutError and is retried.
+var OperationTimeout = 2 * time.Minute
+
+// bounded runs one operation on srv within OperationTimeout.
+func bounded(ctx context.Context, srv Server, op func(context.Context) error) error {
+	return provisioner.Bounded(ctx, OperationTimeout, "the operation on Redis "+srv.Endpoint(), op)
+}
+
 // serverLocks serialise provisioning per server, so two stores whose
-// projects collide cannot both pass the collision check at once.
+// projects collide cannot both pass the collision check at once. Each is
+// a channel of capacity one rather than a mutex, so that waiting for it
+// ends with the operation's context.
 var serverLocks sync.Map
 
-func lockServer(srv Server) func() {
-	m, _ := serverLocks.LoadOrStore(srv.Endpoint(), &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
+func lockServer(ctx context.Context, srv Server) (func(), error) {
+	l, _ := serverLocks.LoadOrStore(srv.Endpoint(), make(chan struct{}, 1))
+	lock := l.(chan struct{})
+	select {
+	case lock <- struct{}{}:
+		return func() { <-lock }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another operation on Redis %s to finish: %w", srv.Endpoint(), ctx.Err())
+	}
 }
 
 func client(srv Server, user, password string) *goredis.Client {
@@ -93,7 +115,9 @@ func client(srv Server, user, password string) *goredis.Client {
 		Addr: srv.Endpoint(), Username: user, Password: password,
 		Protocol: 2, DisableIdentity: true, MaxRetries: -1,
 		DialTimeout: DialTimeout, ReadTimeout: DialTimeout, WriteTimeout: DialTimeout,
-		PoolSize: 1,
+		// Commands end at the operation's deadline too.
+		ContextTimeoutEnabled: true,
+		PoolSize:              1,
 	}
 	if srv.TLS {
 		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: srv.Host}
@@ -199,7 +223,14 @@ func (s Store) matches(u *user, passwords []string) bool {
 // the store's marker or when another store's project on this server ends
 // with this one's or this one's ends with it.
 func Ensure(ctx context.Context, srv Server, st Store, passwords []string) error {
-	unlock := lockServer(srv)
+	return bounded(ctx, srv, func(ctx context.Context) error { return ensure(ctx, srv, st, passwords) })
+}
+
+func ensure(ctx context.Context, srv Server, st Store, passwords []string) error {
+	unlock, err := lockServer(ctx, srv)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	c := admin(srv)
 	defer func() { _ = c.Close() }()
@@ -273,12 +304,14 @@ func parseStoreUser(line string) (uid, project string, ok bool) {
 // Verify logs in as the store's user and reads one of its keys, which
 // proves the password and the key permission clients need.
 func Verify(ctx context.Context, srv Server, st Store, password string) error {
-	c := client(srv, st.User, password)
-	defer func() { _ = c.Close() }()
-	if err := c.HMGet(ctx, "mlplatform-probe:"+st.Project, "_").Err(); err != nil {
-		return fmt.Errorf("reading a key as %s: %w", st.User, err)
-	}
-	return nil
+	return bounded(ctx, srv, func(ctx context.Context) error {
+		c := client(srv, st.User, password)
+		defer func() { _ = c.Close() }()
+		if err := c.HMGet(ctx, "mlplatform-probe:"+st.Project, "_").Err(); err != nil {
+			return fmt.Errorf("reading a key as %s: %w", st.User, err)
+		}
+		return nil
+	})
 }
 
 // Delete removes the store's user and, when deleteKeys, every hash key that
@@ -286,7 +319,14 @@ func Verify(ctx context.Context, srv Server, st Store, password string) error {
 // space: a store refused for a colliding project must not delete the keys
 // of the store it collided with.
 func Delete(ctx context.Context, srv Server, st Store, deleteKeys bool) error {
-	unlock := lockServer(srv)
+	return bounded(ctx, srv, func(ctx context.Context) error { return deleteStore(ctx, srv, st, deleteKeys) })
+}
+
+func deleteStore(ctx context.Context, srv Server, st Store, deleteKeys bool) error {
+	unlock, err := lockServer(ctx, srv)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	c := admin(srv)
 	defer func() { _ = c.Close() }()
@@ -352,9 +392,13 @@ func deleteHashKeys(ctx context.Context, c *goredis.Client, pattern string) erro
 
 // UserExists reports whether the store's user exists, for tests and
 // diagnostics.
-func UserExists(ctx context.Context, srv Server, name string) (bool, error) {
-	c := admin(srv)
-	defer func() { _ = c.Close() }()
-	u, err := getUser(ctx, c, name)
-	return u != nil, err
+func UserExists(ctx context.Context, srv Server, name string) (exists bool, err error) {
+	err = bounded(ctx, srv, func(ctx context.Context) error {
+		c := admin(srv)
+		defer func() { _ = c.Close() }()
+		u, err := getUser(ctx, c, name)
+		exists = u != nil
+		return err
+	})
+	return exists, err
 }
