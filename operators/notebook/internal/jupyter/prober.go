@@ -73,7 +73,15 @@ func NewProber(timeout time.Duration, concurrency int, transport http.RoundTripp
 		transport = t
 	}
 	return &Prober{
-		client:  &http.Client{Transport: transport, Timeout: timeout},
+		client: &http.Client{
+			Transport: transport,
+			Timeout:   timeout,
+			// The server is the tenant's: a redirect it answers could send
+			// the operator to any address the operator's pod reaches, past
+			// the tenant's NetworkPolicies, and a valid answer there would
+			// pass for the notebook's. A redirect is a failed probe.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
 		timeout: timeout,
 		slots:   make(chan struct{}, max(concurrency, 1)),
 	}
@@ -190,7 +198,11 @@ type HTTPError struct {
 }
 
 func (e *HTTPError) Error() string {
-	return fmt.Sprintf("GET %s: HTTP %d", e.Path, e.Code)
+	msg := fmt.Sprintf("GET %s: HTTP %d", e.Path, e.Code)
+	if e.Code >= 300 && e.Code < 400 {
+		msg += " (a redirect, which probes do not follow)"
+	}
+	return msg
 }
 
 func (p *Prober) get(ctx context.Context, t Target, path string, into any) error {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,5 +322,36 @@ func TestProbeTimesOutAndBoundsConcurrency(t *testing.T) {
 	}
 	if m := transport.most.Load(); m > 2 || m < 1 {
 		t.Errorf("%d probes were in flight at once, want 1 or 2", m)
+	}
+}
+
+// TestProbeDoesNotFollowRedirects: the Jupyter server is the tenant's, and
+// a redirect from it would send the operator, from inside the cluster and
+// past the tenant's NetworkPolicies, to any address it names, and take a
+// valid answer there as the notebook's. A redirect is a failed probe.
+func TestProbeDoesNotFollowRedirects(t *testing.T) {
+	var hit atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hit.Add(1)
+		switch r.URL.Path {
+		case "/api/kernels", "/api/terminals":
+			_, _ = w.Write([]byte(`[]`))
+		default:
+			_, _ = w.Write([]byte(`{"connections": 0}`))
+		}
+	}))
+	defer elsewhere.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	defer redirecting.Close()
+
+	obs := NewProber(5*time.Second, 1, nil).Probe(t.Context(), Target{BaseURL: redirecting.URL + "/", Token: "x"})
+	var he *HTTPError
+	if obs.OK() || !errors.As(obs.Err, &he) || he.Code != http.StatusFound || !strings.Contains(obs.Err.Error(), "redirect") {
+		t.Errorf("probe of a server that redirects: %+v, want a failure that says HTTP 302 is a redirect", obs)
+	}
+	if n := hit.Load(); n != 0 {
+		t.Errorf("the redirect's target was requested %d times", n)
 	}
 }
