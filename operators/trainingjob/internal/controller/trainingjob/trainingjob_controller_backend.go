@@ -1,10 +1,13 @@
 package trainingjob
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,6 +17,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 )
 
@@ -68,29 +72,65 @@ func unusable(be backend.Backend, tj *trainingv1alpha1.TrainingJob) (string, err
 	return "", nil
 }
 
+// ReasonCompanionNameTaken is the event of a run whose companion (the
+// native backend's headless Service, which gives the ranks their host
+// names) has a name somebody else's object holds: the run's status stays
+// its child's, so the event is what shows that the ranks cannot find each
+// other by name, or could find somebody else's pods under their names.
+const ReasonCompanionNameTaken = "CompanionNameTaken"
+
 // ensureCompanions creates the objects a backend needs beside the run's
 // child, such as the native backend's headless Service, owned by the child
-// so that they go with it. Existing ones are left alone: they carry nothing
-// that changes during a run.
+// so that they go with it. Existing ones are left alone when they are the
+// run's (they carry nothing that changes during a run); an object of that
+// name that is not is never used or touched, and is reported.
 func (r *Reconciler) ensureCompanions(ctx context.Context, s *scope) error {
 	c, ok := s.be.(backend.Companions)
 	if !ok || s.job == nil {
 		return nil
 	}
+	owner := apply.Owner{
+		Owns: func(o client.Object) bool {
+			return slices.ContainsFunc(o.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == s.job.GetUID() })
+		},
+		Name:   fmt.Sprintf("run %d of this TrainingJob", s.run),
+		Remedy: "give the TrainingJob another name",
+	}
 	for _, obj := range c.Companions(s.tj, s.run) {
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		existing := obj.DeepCopyObject().(client.Object)
 		err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
-		if err == nil || !apierrors.IsNotFound(err) {
+		switch {
+		case err == nil:
+			s.companionTaken = cmp.Or(s.companionTaken, apply.Check(existing, kind, owner))
+			continue
+		case !apierrors.IsNotFound(err):
 			return err
 		}
 		if err := controllerutil.SetOwnerReference(s.job, obj, r.Client.Scheme()); err != nil {
 			return err
 		}
-		if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s of run %d: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), s.run, err)
+		// The cache holds only the operator's own objects: a foreign one
+		// shows as AlreadyExists, and is asked about past the cache.
+		applier := &apply.Applier{Client: r.Client, APIReader: r.APIReader, FieldOwner: r.Settings.OperatorName}
+		err = applier.Create(ctx, obj, owner)
+		switch {
+		case apply.IsForeign(err):
+			s.companionTaken = cmp.Or(s.companionTaken, err)
+		case err != nil && !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("creating %s %s of run %d: %w", kind, obj.GetName(), s.run, err)
 		}
 	}
 	return nil
+}
+
+// companionEvents warns about a run whose companion's name is taken.
+func companionEvents(s *scope) []event {
+	if s.companionTaken == nil {
+		return nil
+	}
+	return []event{ev(corev1.EventTypeWarning, ReasonCompanionNameTaken,
+		"The ranks cannot rely on their host names: "+s.companionTaken.Error())}
 }
 
 // rejected is true when the API server refused the child of the job's

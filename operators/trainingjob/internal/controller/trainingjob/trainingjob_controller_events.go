@@ -100,5 +100,6 @@ func (r *Reconciler) events(s *scope, before, tj *trainingv1alpha1.TrainingJob) 
 		out = append(out, phase.Event{Type: corev1.EventTypeNormal, Reason: "CheckpointClaimCreated", Message: s.claim.message})
 	}
 	out = append(out, networkPolicyEvents(s)...)
+	out = append(out, companionEvents(s)...)
 	return append(out, r.podIssueEvents(tj, s.pods)...)
 }

@@ -93,6 +93,9 @@ type scope struct {
 	// policyTaken says that somebody else's NetworkPolicy holds the name
 	// of the running job's policy.
 	policyTaken error
+	// companionTaken says that somebody else's object holds the name of
+	// one of the run's companions (backend.Companions).
+	companionTaken error
 }
 
 func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
