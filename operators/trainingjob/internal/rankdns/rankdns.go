@@ -39,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -61,6 +62,10 @@ import (
 
 // Name is the controller's name.
 const Name = "rankdns"
+
+// ReasonNotPublished is the warning, on the run's Service and its
+// TrainingJob, that the ranks' host names could not be written.
+const ReasonNotPublished = "RankNamesNotPublished"
 
 // ManagedBy is the value of the slices' endpointslice.kubernetes.io/managed-by
 // label: kube-controller-manager's controllers leave slices of other
@@ -265,12 +270,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// A write from a cache that lags the operator's own last write is
 		// retried, and says nothing.
 		if !apierrors.IsConflict(err) && !errors.Is(err, errCacheLags) {
-			r.Recorder.Eventf(svc, corev1.EventTypeWarning, "RankNamesNotPublished", "The ranks' host names could not be published: %v", err)
+			// On the TrainingJob too: its status stays Running while the
+			// ranks wait for each other's names, and its events are where
+			// a user looks.
+			for _, obj := range []runtime.Object{svc, trainingJobOf(job)} {
+				if obj != nil {
+					r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotPublished, "The ranks' host names could not be published: %v", err)
+				}
+			}
 		}
 		return ctrl.Result{}, err
 	}
 	r.pace.wrote(req.NamespacedName, w.keep+len(w.create)+len(w.update) == 0)
 	return ctrl.Result{}, nil
+}
+
+// trainingJobOf is the TrainingJob that controls a run's Job, as an
+// object an event can name (with its UID, which kubectl describe matches
+// events by); nil when the Job is not in the cache or not a TrainingJob's.
+func trainingJobOf(job *batchv1.Job) runtime.Object {
+	ref := metav1.GetControllerOf(job)
+	if ref == nil || ref.Kind != "TrainingJob" || ref.APIVersion != trainingv1alpha1.GroupVersion.String() {
+		return nil
+	}
+	return &trainingv1alpha1.TrainingJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: ref.Name, UID: ref.UID},
+	}
 }
 
 // complete tells whether want publishes as many ranks as the run's Job

@@ -31,6 +31,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/kubeflowjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -1276,7 +1277,7 @@ func TestNativeRanksArePublishedTogether(t *testing.T) {
 
 // TestNativeRankNamesThatCannotBePublishedAreReported: a slice of the run
 // Service's name that somebody else made is never overwritten; the
-// operator says on the Service why the ranks have no names.
+// operator says on the Service and on the job why the ranks have no names.
 func TestNativeRankNamesThatCannotBePublishedAreReported(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
@@ -1298,9 +1299,12 @@ func TestNativeRankNamesThatCannotBePublishedAreReported(t *testing.T) {
 		})
 	}
 	svc := waitService(t, c, job)
-	ev := testenv.WaitForEvent(t, c, svc, "RankNamesNotPublished")
-	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "EndpointSlice "+ns+"/squat-r1 exists and does not belong to the Service squat-r1") {
-		t.Errorf("event %s %q: want a Warning that names the conflict", ev.Type, ev.Message)
+	// On the Service, and on the job, whose status stays Running.
+	for _, obj := range []client.Object{svc, tj} {
+		ev := testenv.WaitForEvent(t, c, obj, rankdns.ReasonNotPublished)
+		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "EndpointSlice "+ns+"/squat-r1 exists and does not belong to the Service squat-r1") {
+			t.Errorf("event on the %T: %s %q: want a Warning that names the conflict", obj, ev.Type, ev.Message)
+		}
 	}
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(foreign), foreign); err != nil || len(foreign.Endpoints) != 0 || foreign.Labels["owner"] != "someone" {
 		t.Errorf("the foreign slice was changed (err %v): %+v", err, foreign)
