@@ -246,8 +246,11 @@ func (fo *follower) newDisplay() display {
 // errors while waiting (an apiserver restart) are shown and the read is
 // tried again every PollInterval until it succeeds.
 func (fo *follower) follow(ctx context.Context, name string, timeout time.Duration) error {
+	// The watches serve this follow only: they end when it returns, not
+	// when the caller's context does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if timeout > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}

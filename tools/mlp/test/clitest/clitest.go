@@ -11,12 +11,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,6 +272,56 @@ func ReadFileMode(t *testing.T, path string) (string, os.FileMode) {
 		t.Fatal(err)
 	}
 	return string(b), st.Mode().Perm()
+}
+
+// Watches counts the watch streams a command opens and has not closed yet,
+// seen on the wire: a watch that outlives the command that needed it
+// keeps a connection and a goroutine of the API server's busy.
+type Watches struct {
+	opened, open atomic.Int64
+}
+
+// Count is a tweak for CLI that makes the command's session count its
+// watches.
+func (w *Watches) Count(o *util.Options) {
+	o.ConfigFlags.WrapConfigFn = func(c *rest.Config) *rest.Config {
+		c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &watchCounter{next: rt, w: w} })
+		return c
+	}
+}
+
+// Opened is how many watch streams the command opened.
+func (w *Watches) Opened() int64 { return w.opened.Load() }
+
+// Open is how many of them it has not closed.
+func (w *Watches) Open() int64 { return w.open.Load() }
+
+type watchCounter struct {
+	next http.RoundTripper
+	w    *Watches
+}
+
+func (c *watchCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err != nil || req.URL.Query().Get("watch") != "true" {
+		return resp, err
+	}
+	c.w.opened.Add(1)
+	c.w.open.Add(1)
+	resp.Body = &countedBody{ReadCloser: resp.Body, w: c.w}
+	return resp, nil
+}
+
+// countedBody is a watch stream, counted as closed at its first Close.
+type countedBody struct {
+	io.ReadCloser
+	w      *Watches
+	closed sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.closed.Do(func() { b.w.open.Add(-1) })
+	return b.ReadCloser.Close()
 }
 
 // SyncBuffer is an output a test reads while the CLI writes it.

@@ -91,8 +91,11 @@ func phaseText(nb *notebooksv1alpha1.Notebook) string {
 // change until it is Ready (nil), Stalled (exit 1 with its message) or the
 // wait ends first (exit 2). The phase is shown on stderr as it changes.
 func waitForNotebook(ctx context.Context, o *util.Options, s *kube.Session, name string, timeout time.Duration) error {
+	// The watch serves this wait only: it ends when the wait returns, not
+	// when the caller's context does (create --open goes on to open).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if timeout > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}

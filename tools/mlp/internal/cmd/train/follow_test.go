@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -72,4 +73,48 @@ func TestFollowEndsWhenTheJobIsDeleted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFollowClosesItsWatchesWhenItReturns: `train wait` without --timeout
+// closes the watches it opened (of the job, its pods and its warnings) once
+// the job ended, though the context it was given goes on, as a caller's
+// would.
+func TestFollowClosesItsWatchesWhenItReturns(t *testing.T) {
+	ns := clitest.NewNamespace(t)
+	clitest.CreateAll(t, clitest.TrainingJob(ns, "job", 1))
+	var watches clitest.Watches
+	out := &clitest.SyncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testenv.EventuallyTimeout)
+	defer cancel()
+	allOpen := func(ctx context.Context, _ client.Client) error {
+		for watches.Opened() < 3 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("the follow opened %d watches, not 3", watches.Opened())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+	opErr := make(chan error, 1)
+	go func() {
+		opErr <- fakeOperator(ctx, clitest.AdminClient(t), out, []step{
+			{do: noop, expect: "job: -\n"},
+			{do: allOpen},
+			{do: jobStatus(ns, "job", succeeded)},
+		})
+	}()
+	r := clitest.CLI(ctx, t, clitest.Env.Config, ns, func(o *util.Options) {
+		watches.Count(o)
+		o.Streams.ErrOut = io.MultiWriter(out, o.Streams.ErrOut)
+	}, "train", "wait", "job")
+	if err := <-opErr; err != nil {
+		t.Fatal(err)
+	}
+	if r.Code != util.ExitOK {
+		t.Fatalf("exit %d, stderr %q", r.Code, r.Err)
+	}
+	testenv.Eventually(t, "the follow's watches to be closed", func(context.Context) (bool, error) {
+		return watches.Open() == 0, nil
+	})
 }
