@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/phase"
@@ -66,8 +67,9 @@ func podIssues(pods []corev1.Pod) []podIssue {
 // finished job reports nothing: its pods are history and re-reporting them
 // after a restart would be noise and writes.
 func (r *Reconciler) podIssueEvents(tj *trainingv1alpha1.TrainingJob, pods []corev1.Pod) []phase.Event {
+	key := client.ObjectKeyFromObject(tj)
 	if finished(tj) {
-		r.forget(tj.UID)
+		r.forget(key)
 		return nil
 	}
 	issues := podIssues(pods)
@@ -77,20 +79,27 @@ func (r *Reconciler) podIssueEvents(tj *trainingv1alpha1.TrainingJob, pods []cor
 	r.reportedMu.Lock()
 	defer r.reportedMu.Unlock()
 	if r.reported == nil {
-		r.reported = map[types.UID]map[string]bool{}
+		r.reported = map[types.NamespacedName]*reportedIssues{}
 	}
-	seen := r.reported[tj.UID]
-	if seen == nil {
-		seen = map[string]bool{}
-		r.reported[tj.UID] = seen
+	seen := r.reported[key]
+	if seen == nil || seen.uid != tj.UID {
+		// A job of this name created anew has reported nothing.
+		seen = &reportedIssues{uid: tj.UID, keys: map[string]bool{}}
+		r.reported[key] = seen
 	}
 	var out []phase.Event
 	for _, is := range issues {
-		if seen[is.key] {
+		if seen.keys[is.key] {
 			continue
 		}
-		seen[is.key] = true
+		seen.keys[is.key] = true
 		out = append(out, is.event)
 	}
 	return out
+}
+
+// reportedIssues are the pod issues reported for one TrainingJob.
+type reportedIssues struct {
+	uid  types.UID
+	keys map[string]bool
 }

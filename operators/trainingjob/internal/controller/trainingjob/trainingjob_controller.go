@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -147,9 +148,10 @@ type Reconciler struct {
 	// reported remembers the pod issues already re-emitted per
 	// TrainingJob, so a pod that stays unschedulable is reported once. It
 	// is deliberately in memory: after a restart an issue that persists is
-	// worth one more event.
+	// worth one more event. It is keyed by name, so that the reconcile of
+	// a job that is gone, which knows only the name, forgets it.
 	reportedMu sync.Mutex
-	reported   map[types.UID]map[string]bool
+	reported   map[types.NamespacedName]*reportedIssues
 
 	// runPodsIndexed says the manager's cache indexes pods by run
 	// (runPodsField).
@@ -385,10 +387,13 @@ func (r *Reconciler) newRunner() *phase.Runner[*trainingv1alpha1.TrainingJob, *s
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tj := &trainingv1alpha1.TrainingJob{}
 	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, tj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !tj.DeletionTimestamp.IsZero() {
-		r.forget(tj.UID)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	s := newScope(tj, r.Clock.Now())
@@ -415,10 +420,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return requeue.Shortest(result, ttl), nil
 }
 
-func (r *Reconciler) forget(uid types.UID) {
+func (r *Reconciler) forget(job types.NamespacedName) {
 	r.reportedMu.Lock()
 	defer r.reportedMu.Unlock()
-	delete(r.reported, uid)
+	delete(r.reported, job)
 }
 
 // podMatters passes the pod events that change what the operator records

@@ -12,6 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -491,6 +494,37 @@ func TestUnschedulableIsReportedOncePerRun(t *testing.T) {
 	}
 	if n := count(r.podIssueEvents(tj, []corev1.Pod{unschedulable("b-0", "2")})); n != 1 {
 		t.Errorf("an unschedulable rank of run 2 gave %d events, want 1", n)
+	}
+}
+
+// TestPodIssuesOfAJobThatIsGoneAreForgotten: what a job reported is
+// remembered while the job exists, and forgotten by the reconcile that
+// finds it gone (a job cancelled while its pods could not start leaves
+// nothing behind in the operator's memory); a job created anew under the
+// same name reports its issues again.
+func TestPodIssuesOfAJobThatIsGoneAreForgotten(t *testing.T) {
+	pending := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "gone-r1-0", UID: "p", Labels: map[string]string{trainingv1alpha1.LabelRun: "1"}}, Status: corev1.PodStatus{
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes have nvidia.com/gpu"}},
+	}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	r := &Reconciler{Client: c, APIReader: c}
+	tj := &trainingv1alpha1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", UID: "first"}}
+	if n := len(r.podIssueEvents(tj, pending)); n != 1 {
+		t.Fatalf("%d events, want 1", n)
+	}
+	if n := len(r.podIssueEvents(tj, pending)); n != 0 {
+		t.Errorf("the same issue again gave %d events, want none", n)
+	}
+	again := tj.DeepCopy()
+	again.UID = "second"
+	if n := len(r.podIssueEvents(again, pending)); n != 1 {
+		t.Errorf("a new job of the same name gave %d events, want 1", n)
+	}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.reported) != 0 {
+		t.Errorf("the operator still remembers %d jobs that are gone", len(r.reported))
 	}
 }
 
