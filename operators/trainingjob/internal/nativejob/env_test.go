@@ -2,6 +2,7 @@ package nativejob
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -297,5 +298,31 @@ func TestSinglePodJAXCoordinatesOnLocalhost(t *testing.T) {
 	got := expand(obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Env, 0)
 	if got["JAX_COORDINATOR_ADDRESS"] != "localhost:8899" || got["JAX_NUM_PROCESSES"] != "1" {
 		t.Errorf("JAX_COORDINATOR_ADDRESS=%q JAX_NUM_PROCESSES=%q, want localhost:8899 and 1", got["JAX_COORDINATOR_ADDRESS"], got["JAX_NUM_PROCESSES"])
+	}
+}
+
+// TestHostListsThatNoContainerCouldStartWithAreRefused: TF_CONFIG lists
+// every rank's full name, and with long names and many workers it would
+// pass what Linux lets one environment variable hold; the pods would
+// fail with "argument list too long", which looks like the user's crash.
+func TestHostListsThatNoContainerCouldStartWithAreRefused(t *testing.T) {
+	long := func(workers int32) *trainingv1alpha1.TrainingJob {
+		tj := newTJ(trainingv1alpha1.FrameworkTensorFlow, workers)
+		tj.Name, tj.Namespace = strings.Repeat("j", 40), strings.Repeat("n", 40)
+		return tj
+	}
+	obj, err := NewBackend(settings).Build(long(512), 1, nil)
+	if err != nil {
+		t.Fatalf("512 workers: %v", err)
+	}
+	for _, e := range obj.(*batchv1.Job).Spec.Template.Spec.Containers[0].Env {
+		if n := len(e.Name) + len(e.Value) + 2; n > 128*1024 {
+			t.Errorf("%s is %d bytes and was not refused", e.Name, n)
+		}
+	}
+	_, err = NewBackend(settings).Build(long(1024), 1, nil)
+	var invalid *backend.InvalidSpecError
+	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), "TF_CONFIG would be") || !strings.Contains(err.Error(), "more than Linux passes a program in one environment variable (131072)") {
+		t.Errorf("1024 workers with long names: %v, want TF_CONFIG refused as an invalid spec", err)
 	}
 }
