@@ -371,6 +371,36 @@ func TestNativeRestartsKeepToTheJobsDeadline(t *testing.T) {
 	}
 }
 
+// TestNativeNextRunSaysWhichPodsItWaitsFor: a run starts only once every
+// pod of the one before it ended, so that two runs never write the same
+// checkpoint. A pod that stays terminating (its node is gone) holds the
+// next run back for as long, and the job's status names it instead of
+// announcing a start time that has passed.
+func TestNativeNextRunSaysWhichPodsItWaitsFor(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	tj := native(checkpointed(ns, "stuck", 2, 3, 0))
+	job := createRun(t, c, tj)
+	pods := runRanks(t, c, job)
+	patchFinalizer(t, c, pods[1], "mlplatform.dev/test-keep")
+	if err := c.Delete(t.Context(), pods[1]); err != nil {
+		t.Fatal(err)
+	}
+	disrupt(t, c, pods[0], corev1.PodReasonPreemptionByScheduler)
+	failBatchJob(t, c, job)
+	waitTJ(t, c, tj, "run 2 waiting for run 1's pod", func(tj *trainingv1alpha1.TrainingJob) bool {
+		r := conditions.Get(tj, commonv1alpha1.ConditionReconciling)
+		return tj.Status.Run == 2 && r != nil && r.Message == "Run 2 waits for the pods of run 1 to end: "+pods[1].Name
+	})
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "stuck-r2"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("run 2 started while a pod of run 1 still ran: %v", err)
+	}
+	patchFinalizer(t, c, pods[1], "")
+	waitBatchJob(t, c, ns, "stuck-r2")
+}
+
 // patchFinalizer sets obj's one finalizer, or removes every finalizer when
 // name is empty.
 func patchFinalizer(t *testing.T, c client.Client, obj client.Object, name string) {

@@ -96,6 +96,9 @@ type scope struct {
 	// companionTaken says that somebody else's object holds the name of
 	// one of the run's companions (backend.Companions).
 	companionTaken error
+	// previousRunPods are the pods of the previous run that the next run
+	// waits for, once its backoff passed.
+	previousRunPods []string
 }
 
 func newScope(tj *trainingv1alpha1.TrainingJob, now time.Time) *scope {
@@ -124,6 +127,7 @@ func (s *scope) observation() observation {
 		claim:         s.claim,
 		end:           s.end,
 		decision:      s.decision,
+		waitsFor:      s.previousRunPods,
 		backend:       s.backend,
 		queue:         s.queue,
 	}
@@ -298,30 +302,34 @@ func (r *Reconciler) mayCreateRun(ctx context.Context, s *scope) (time.Duration,
 		if err != nil {
 			return 0, false, err
 		}
-		if active > 0 {
+		if len(active) > 0 {
+			// Said in status: a pod on a node that is gone can stay
+			// terminating until somebody deletes the node.
+			s.previousRunPods = active
 			return previousRunPollInterval, false, nil
 		}
 	}
 	return 0, true, nil
 }
 
-// activePods counts the pods of a run that have not finished, from the
+// activePods names the pods of a run that have not finished, from the
 // cache; terminating ones only when asked.
-func (r *Reconciler) activePods(ctx context.Context, s *scope, run int32, terminating bool) (int, error) {
+func (r *Reconciler) activePods(ctx context.Context, s *scope, run int32, terminating bool) ([]string, error) {
 	pods, err := r.runPods(ctx, s.tj, run)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var names []string
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		if terminating || p.DeletionTimestamp.IsZero() {
-			n++
+			names = append(names, p.Name)
 		}
 	}
-	return n, nil
+	slices.Sort(names)
+	return names, nil
 }
 
 // retirePreviousRun stops what is left of the previous run once status
@@ -350,7 +358,7 @@ func (r *Reconciler) retirePreviousRun(ctx context.Context, s *scope) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	active, err := r.activePods(ctx, s, prev, false)
-	if err != nil || active == 0 {
+	if err != nil || len(active) == 0 {
 		return ctrl.Result{}, err
 	}
 	err = r.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(s.tj.Namespace),

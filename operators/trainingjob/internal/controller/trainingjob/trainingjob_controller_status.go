@@ -90,6 +90,8 @@ type observation struct {
 	end *runEnd
 	// decision is why a failed run was not restarted, for the message.
 	decision *restart.Decision
+	// waitsFor are the previous run's pods that the next run waits for.
+	waitsFor []string
 	// runStart is when the current run's Kubeflow job started, if known.
 	runStart *metav1.Time
 	// queue is what Kueue says about the wait, nil when unknown.
@@ -271,7 +273,7 @@ func claimWaiting(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	return o.claim != nil && !o.claim.ready && waiting(tj, false, o.claim.reason, "Waiting for the checkpoint claim before starting: "+o.claim.message)
 }
 
-func backingOff(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
+func backingOff(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	if !conditions.IsTrue(tj, trainingv1alpha1.ConditionRestarting) {
 		return false
 	}
@@ -279,7 +281,22 @@ func backingOff(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
 	// Set again only to stamp this generation.
 	conditions.MarkTrue(tj, trainingv1alpha1.ConditionRestarting, c.Reason, c.Message)
 	tj.Status.Phase = trainingv1alpha1.PhaseRestarting
-	return waiting(tj, false, ReasonRestarting, c.Message)
+	msg := c.Message
+	if len(o.waitsFor) > 0 {
+		// Past its start time, the next run waits for the previous one's
+		// pods, so the two never write the same checkpoint.
+		msg = fmt.Sprintf("Run %d waits for the pods of run %d to end: %s", o.run, o.run-1, podList(o.waitsFor))
+	}
+	return waiting(tj, false, ReasonRestarting, msg)
+}
+
+// podList names the first few pods of a list and counts the rest.
+func podList(names []string) string {
+	const shown = 3
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 }
 
 func storesWaiting(tj *trainingv1alpha1.TrainingJob, o observation) bool {
