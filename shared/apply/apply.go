@@ -38,6 +38,9 @@ type Applier struct {
 	// setting, visible to the field-by-field drift comparison, which alone
 	// could not see a removal.
 	HashAnnotation string
+	// Exact are paths, such as "spec.ingress", where a live object that
+	// holds more than desired sets has drifted (see Drift).
+	Exact []string
 }
 
 // Owner decides which existing objects belong to the caller, and names
@@ -254,7 +257,7 @@ func (a *Applier) drifted(ctx context.Context, desired, live client.Object, gvk 
 	if err := Check(live, gvk.Kind, owner); err != nil {
 		return false, err
 	}
-	field, err := Drift(desired, live)
+	field, err := Drift(desired, live, a.Exact...)
 	if err != nil || field == "" {
 		return false, err
 	}

@@ -25,7 +25,12 @@ import (
 // an entry another actor appended never makes the operator rewrite the
 // object over and over. A nil (JSON null) desired value and an empty
 // desired list set nothing.
-func Drift(desired, live runtime.Object) (string, error) {
+//
+// The exact paths (such as "spec.ingress") are the exceptions: there live
+// must hold what desired sets and nothing more, for lists whose extra
+// elements change what the object means (a NetworkPolicy's rule that
+// admits more) and that server-side apply replaces whole (atomic lists).
+func Drift(desired, live runtime.Object, exact ...string) (string, error) {
 	want, err := content(desired)
 	if err != nil {
 		return "", err
@@ -37,10 +42,16 @@ func Drift(desired, live runtime.Object) (string, error) {
 	// Type information is often absent from objects read from the cache.
 	delete(want, "apiVersion")
 	delete(want, "kind")
-	return find("", want, have), nil
+	return find("", want, have, exact), nil
 }
 
-func find(path string, want, have any) string {
+func find(path string, want, have any, exact []string) string {
+	if path != "" && slices.Contains(exact, path) {
+		if !reflect.DeepEqual(want, have) {
+			return path
+		}
+		return ""
+	}
 	switch w := want.(type) {
 	case nil:
 		return ""
@@ -57,7 +68,7 @@ func find(path string, want, have any) string {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			if p := find(join(path, k), w[k], h[k]); p != "" {
+			if p := find(join(path, k), w[k], h[k], exact); p != "" {
 				return p
 			}
 		}
@@ -71,7 +82,7 @@ func find(path string, want, have any) string {
 			return orRoot(path)
 		}
 		for i, we := range w {
-			if !slices.ContainsFunc(h, func(he any) bool { return find("", we, he) == "" }) {
+			if !slices.ContainsFunc(h, func(he any) bool { return find("", we, he, nil) == "" }) {
 				return fmt.Sprintf("%s[%s]", orRoot(path), label(i, we))
 			}
 		}

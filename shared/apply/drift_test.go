@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -117,6 +118,73 @@ func TestFind(t *testing.T) {
 			}
 			if got != tc.wantPath {
 				t.Errorf("Drift = %q, want %q", got, tc.wantPath)
+			}
+		})
+	}
+}
+
+// TestDriftOnExactPaths: a NetworkPolicy's rules are an atomic list whose
+// extra elements (a rule that admits everyone) or extra fields (a peer
+// widened to every namespace) admit more; on an exact path they are drift,
+// elsewhere what another actor added never is.
+func TestDriftOnExactPaths(t *testing.T) {
+	peer := func() networkingv1.NetworkPolicyPeer {
+		return networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"job": "j"}}}
+	}
+	policy := func() *networkingv1.NetworkPolicy {
+		return &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "j-ranks", Namespace: "team"},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"job": "j"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{peer()}}},
+			},
+		}
+	}
+	exact := []string{"spec.ingress", "spec.policyTypes"}
+	for name, tc := range map[string]struct {
+		live             func(*networkingv1.NetworkPolicy)
+		lenient, onExact string
+	}{
+		"unchanged": {live: func(*networkingv1.NetworkPolicy) {}},
+		"a rule that admits everyone appended": {
+			live:    func(p *networkingv1.NetworkPolicy) { p.Spec.Ingress = append(p.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{}) },
+			onExact: "spec.ingress",
+		},
+		"the peer widened to every namespace": {
+			live: func(p *networkingv1.NetworkPolicy) {
+				p.Spec.Ingress[0].From[0].NamespaceSelector = &metav1.LabelSelector{}
+			},
+			onExact: "spec.ingress",
+		},
+		"egress added to the policy types": {
+			live: func(p *networkingv1.NetworkPolicy) {
+				p.Spec.PolicyTypes = append(p.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+			},
+			onExact: "spec.policyTypes",
+		},
+		"a rule changed": {
+			live:    func(p *networkingv1.NetworkPolicy) { p.Spec.Ingress[0].From[0].PodSelector.MatchLabels["job"] = "other" },
+			lenient: "spec.ingress[0]", onExact: "spec.ingress",
+		},
+		"a label added to the policy": {
+			live: func(p *networkingv1.NetworkPolicy) { p.Labels = map[string]string{"team": "a"} },
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			live := policy()
+			tc.live(live)
+			for _, c := range []struct {
+				exact []string
+				want  string
+			}{{nil, tc.lenient}, {exact, tc.onExact}} {
+				got, err := Drift(policy(), live, c.exact...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != c.want {
+					t.Errorf("Drift(exact %v) = %q, want %q", c.exact, got, c.want)
+				}
 			}
 		})
 	}

@@ -29,8 +29,8 @@ const ReasonNetworkPolicyNameTaken = "NetworkPolicyNameTaken"
 // ranks only the job's own ranks (backend.NetworkPolicy), written with
 // server-side apply and owned by the TrainingJob, before the run's child
 // is created and for as long as the job has not finished: a policy a user
-// deleted or widened is applied again by the next reconcile, which the
-// watch on the policies brings. A policy of that name that is not the
+// deleted, changed or widened (policyExact) is applied again by the next
+// reconcile, which the watch on the policies brings. A policy of that name that is not the
 // job's is never touched: a job without a child stalls with NameTaken and
 // its ranks are not started unguarded; a running job gets a warning event.
 // With the policies off (--rank-network-policy=false) the job's own policy,
@@ -47,7 +47,7 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *scope) (ctrl.Re
 	if err := controllerutil.SetControllerReference(s.tj, desired, r.Client.Scheme()); err != nil {
 		return ctrl.Result{}, err
 	}
-	applier := &apply.Applier{Client: r.Client, APIReader: r.APIReader, FieldOwner: r.Settings.OperatorName}
+	applier := &apply.Applier{Client: r.Client, APIReader: r.APIReader, FieldOwner: r.Settings.OperatorName, Exact: policyExact}
 	_, err := applier.Apply(ctx, desired, apply.ControlledBy(s.tj, "TrainingJob"))
 	switch {
 	case err == nil:
@@ -66,6 +66,15 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *scope) (ctrl.Re
 		return ctrl.Result{}, fmt.Errorf("applying NetworkPolicy %s: %w", desired.Name, err)
 	}
 }
+
+// policyExact are the parts of a rank NetworkPolicy where anything more
+// than the operator's admits more: a rule appended (an empty one admits
+// everyone), a peer widened (a namespaceSelector added), another policy
+// type. Both are atomic lists, which the operator's apply replaces whole.
+// Keys another field manager adds to the policy's own pod selector are
+// beyond an apply's reach and are not looked at; a namespace's users may
+// admit traffic to their pods with policies of their own in any case.
+var policyExact = []string{"spec.ingress", "spec.policyTypes"}
 
 // deleteNetworkPolicy deletes the job's NetworkPolicy when the job
 // controls it; NotFound and somebody else's policy are left as they are.

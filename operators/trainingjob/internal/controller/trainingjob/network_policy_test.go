@@ -169,12 +169,25 @@ func TestRankNetworkPolicyIsOwnedAndConverged(t *testing.T) {
 		t.Errorf("policy labels %v, want the job's and the operator's", np.Labels)
 	}
 
-	widened := np.DeepCopy()
-	widened.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
-	if err := c.Update(t.Context(), widened); err != nil {
-		t.Fatal(err)
+	for what, widen := range map[string]func(*networkingv1.NetworkPolicySpec){
+		"its rule replaced by one that admits everyone": func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
+		},
+		// What the policy had is all still there: only more is admitted.
+		"a rule that admits everyone appended": func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress = append(s.Ingress, networkingv1.NetworkPolicyIngressRule{})
+		},
+		"its peer widened to every namespace": func(s *networkingv1.NetworkPolicySpec) {
+			s.Ingress[0].From[0].NamespaceSelector = &metav1.LabelSelector{}
+		},
+	} {
+		widened := waitPolicy(t, c, tj, "the policy as the operator wants it").DeepCopy()
+		widen(&widened.Spec)
+		if err := c.Update(t.Context(), widened); err != nil {
+			t.Fatal(err)
+		}
+		np = waitPolicy(t, c, tj, "the policy narrowed again after "+what)
 	}
-	waitPolicy(t, c, tj, "the widened policy narrowed again")
 
 	if err := c.Delete(t.Context(), np); err != nil {
 		t.Fatal(err)
