@@ -27,6 +27,7 @@ func main() {
 		AddToScheme:  []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, notebooksv1alpha1.AddToScheme},
 		OwnedObjects: notebook.OwnedObjects(),
 		Transforms:   map[client.Object]toolscache.TransformFunc{&notebooksv1alpha1.Notebook{}: manager.StripLastApplied},
+		Defaults:     defaults,
 		Setup: func(mgr ctrl.Manager, cfg manager.Config) error {
 			// Flags are parsed by now: Setup runs inside manager.Main.
 			c, err := config.Load(*configFile)
@@ -45,4 +46,14 @@ func main() {
 			return r.SetupWithManager(mgr, cfg.ControllerOptions())
 		},
 	})
+}
+
+// defaults gives the operator as many workers as probes may run at once.
+// A reconcile probes the notebook's server and waits for the answer (up
+// to the probe's timeout, and as long again for a free probe): with the
+// shared default of one worker, a few servers that accept connections and
+// never answer, which any tenant can run, held back every other notebook's
+// start, culling and changes.
+func defaults(c *manager.Config) {
+	c.MaxConcurrentReconciles = config.Default().Probe.Concurrency
 }
