@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
 )
@@ -29,7 +30,8 @@ func Conditions(out io.Writer, conds []metav1.Condition, now time.Time) {
 	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(w, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
 	for _, c := range conds {
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, output.Age(c.LastTransitionTime.Time, now), c.Message)
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", escape.Line(c.Type), escape.Line(string(c.Status)), escape.Line(c.Reason),
+			output.Age(c.LastTransitionTime.Time, now), escape.Line(c.Message))
 	}
 	_ = w.Flush()
 }
@@ -48,7 +50,7 @@ func Events(ctx context.Context, out io.Writer, s *kube.Session, kindName string
 	err := s.C.List(ctx, &events, client.InNamespace(s.Namespace), selector)
 	fmt.Fprintln(out, "Events:")
 	if err != nil {
-		fmt.Fprintf(out, "  <not shown: %v>\n", kube.ExplainCore(err, "events", "list", "", s.Namespace))
+		fmt.Fprintf(out, "  <not shown: %s>\n", escape.Line(kube.ExplainCore(err, "events", "list", "", s.Namespace).Error()))
 		return nil
 	}
 	if len(events.Items) == 0 {
@@ -62,7 +64,7 @@ func Events(ctx context.Context, out io.Writer, s *kube.Session, kindName string
 	fmt.Fprintln(w, "  TYPE\tREASON\tAGE\tMESSAGE")
 	for i := range events.Items {
 		e := &events.Items[i]
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", e.Type, e.Reason, output.Age(kube.EventTime(e), now), strings.TrimSpace(e.Message))
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", escape.Line(e.Type), escape.Line(e.Reason), output.Age(kube.EventTime(e), now), escape.Line(strings.TrimSpace(e.Message)))
 	}
 	return w.Flush()
 }

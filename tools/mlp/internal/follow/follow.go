@@ -4,6 +4,7 @@
 package follow
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/watch"
@@ -47,8 +49,9 @@ type jobState struct {
 	Warning string
 }
 
-// line is the one-line summary; it leaves out the ETA, which changes every
-// second, so that the plain mode prints a line only when something happened.
+// line is the one-line summary, the cluster's text in it escaped; it
+// leaves out the ETA, which changes every second, so that the plain mode
+// prints a line only when something happened.
 func (s jobState) line(now time.Time, withETA bool) string {
 	head := s.Name + ": " + output.OrDash(s.Phase)
 	switch {
@@ -81,7 +84,7 @@ func (s jobState) line(now time.Time, withETA bool) string {
 			parts = append(parts, x)
 		}
 	}
-	return strings.Join(parts, ", ")
+	return escape.Line(strings.Join(parts, ", "))
 }
 
 // observe reads the job's state: the TrainingJob and the pods of its
@@ -279,7 +282,7 @@ func (fo *follower) follow(ctx context.Context, name string, timeout time.Durati
 		case err != nil:
 			retry = true
 			if msg := err.Error(); msg != lastErr {
-				d.note("waiting for the API server: " + msg)
+				d.note("waiting for the API server: " + escape.Line(msg))
 				lastErr = msg
 			}
 		default:
@@ -341,14 +344,17 @@ func durationSuffix(d string) string {
 	if d == "" {
 		return ""
 	}
-	return " after " + d
+	return " after " + escape.Line(d)
 }
 
 // failureLogLines is how much of the failing pod's log a failed wait prints.
 const failureLogLines = 20
 
 // printFailure explains a failed job: the operator's reason and message,
-// the failing container, and the last lines of its log.
+// the failing container, and the last lines of its log. All of it is the
+// cluster's text, escaped; the log tail and the termination message keep
+// their lines. (mlp train logs, which the user asks for, passes the log
+// through as it is, as kubectl logs does.)
 func (fo *follower) printFailure(ctx context.Context, tj *trainingv1alpha1.TrainingJob) {
 	s, w := fo.s, fo.Streams.ErrOut
 	f := tj.Status.Failure
@@ -356,35 +362,43 @@ func (fo *follower) printFailure(ctx context.Context, tj *trainingv1alpha1.Train
 		fmt.Fprintf(w, "TrainingJob %q failed\n", tj.Name)
 		return
 	}
-	fmt.Fprintf(w, "TrainingJob %q failed: %s\n", tj.Name, cmp.Or(f.Cause, f.Reason, "Unknown"))
+	fmt.Fprintf(w, "TrainingJob %q failed: %s\n", tj.Name, escape.Line(cmp.Or(f.Cause, f.Reason, "Unknown")))
 	if f.Message != "" {
-		fmt.Fprintf(w, "  message: %s\n", f.Message)
+		fmt.Fprintf(w, "  message: %s\n", escape.Line(f.Message))
 	}
 	if f.Pod == "" {
 		return
 	}
-	fmt.Fprintf(w, "  pod %s, container %s, exit code %d\n", f.Pod, output.OrDash(f.Container), f.ExitCode)
+	fmt.Fprintf(w, "  pod %s, container %s, exit code %d\n", escape.Line(f.Pod), escape.Line(output.OrDash(f.Container)), f.ExitCode)
 	var pod corev1.Pod
 	if err := s.C.Get(ctx, kube.Key(s.Namespace, f.Pod), &pod); err != nil {
 		fo.printTermination(f)
-		fmt.Fprintf(w, "  (no log: pod %s is gone: %v)\n", f.Pod, kube.ExplainCore(err, "pods", "get", f.Pod, s.Namespace))
+		fmt.Fprintf(w, "  (no log: pod %s is gone: %s)\n", escape.Line(f.Pod), escape.Line(kube.ExplainCore(err, "pods", "get", f.Pod, s.Namespace).Error()))
 		return
 	}
 	tail := int64(failureLogLines)
 	r, err := fo.Logs(ctx, s, &pod, &corev1.PodLogOptions{Container: cmp.Or(f.Container, TrainingContainer(&pod)), TailLines: &tail})
 	if err != nil {
 		fo.printTermination(f)
-		fmt.Fprintf(w, "  (no log: %v)\n", err)
+		fmt.Fprintf(w, "  (no log: %s)\n", escape.Line(err.Error()))
 		return
 	}
 	defer func() { _ = r.Close() }()
-	fmt.Fprintf(w, "last %d lines of the log of %s:\n", failureLogLines, f.Pod)
-	_, _ = io.Copy(w, r)
+	fmt.Fprintf(w, "last %d lines of the log of %s:\n", failureLogLines, escape.Line(f.Pod))
+	// Line by line, so that no character is split between two escapes.
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		fmt.Fprint(w, escape.Text(line))
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (fo *follower) printTermination(f *trainingv1alpha1.Failure) {
 	if f.TerminationMessage != "" {
-		fmt.Fprintf(fo.Streams.ErrOut, "termination message of %s:\n%s\n", f.Pod, strings.TrimRight(f.TerminationMessage, "\n"))
+		fmt.Fprintf(fo.Streams.ErrOut, "termination message of %s:\n%s\n", escape.Line(f.Pod), escape.Text(strings.TrimRight(f.TerminationMessage, "\n")))
 	}
 }
 

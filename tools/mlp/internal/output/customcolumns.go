@@ -11,11 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/jsonpath"
+
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 )
 
 // customColumnsPrinter prints `-o custom-columns=HEADER:JSONPATH,...` as
 // kubectl does: one column per HEADER, each cell the JSONPath's values
-// joined by commas, "<none>" when it finds nothing. cli-runtime has no such
+// joined by commas with its control characters escaped, "<none>" when it
+// finds nothing. cli-runtime has no such
 // printer (kubectl keeps its own in k8s.io/kubectl, which this module does
 // not depend on), so this is a small one on client-go's JSONPath.
 type customColumnsPrinter struct {
@@ -96,7 +99,7 @@ func (p *customColumnsPrinter) cell(jp *jsonpath.JSONPath, obj map[string]any) (
 	if len(values) == 0 {
 		return "<none>", nil
 	}
-	return strings.Join(values, ","), nil
+	return escape.Line(strings.Join(values, ",")), nil
 }
 
 // itemsOf is the object, or the items of a list.

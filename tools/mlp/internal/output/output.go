@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 )
 
 // Output formats mlp adds to those of cli-runtime's PrintFlags (json, yaml,
@@ -103,11 +106,45 @@ func (f *Flags) ToPrinter() (printers.ResourcePrinter, error) {
 // tables (metav1.Table), as kubectl get uses it: --no-headers, the
 // priority>0 columns with -o wide, and the NAMESPACE column of
 // --all-namespaces (withNamespace). Across the calls of a watch it prints
-// the header once.
+// the header once. The cells are escaped first (see escapedCells).
 func (f *Flags) ToServerTablePrinter(withNamespace bool) printers.ResourcePrinter {
-	return printers.NewTablePrinter(printers.PrintOptions{
+	return escapedTablePrinter{printers.NewTablePrinter(printers.PrintOptions{
 		NoHeaders: f.noHeaders, Wide: f.format() == outWide, WithNamespace: withNamespace,
-	})
+	})}
+}
+
+// escapedTablePrinter prints tables with escapedCells.
+type escapedTablePrinter struct{ printers.ResourcePrinter }
+
+func (p escapedTablePrinter) PrintObj(obj runtime.Object, w io.Writer) error {
+	if t, ok := obj.(*metav1.Table); ok {
+		obj = escapedCells(t)
+	}
+	return p.ResourcePrinter.PrintObj(obj, w)
+}
+
+// escapedCells is a copy of t whose text cells have every control
+// character escaped: cli-runtime's table printer escapes only ESC and CR.
+// A cell ends at its first line break, with "...", as there.
+func escapedCells(t *metav1.Table) *metav1.Table {
+	out := *t
+	out.Rows = make([]metav1.TableRow, len(t.Rows))
+	for i, row := range t.Rows {
+		row.Cells = slices.Clone(row.Cells)
+		for c, cell := range row.Cells {
+			s, ok := cell.(string)
+			if !ok {
+				continue
+			}
+			if cut := strings.IndexAny(s, "\f\n\r"); cut >= 0 {
+				row.Cells[c] = escape.Line(s[:cut]) + "..."
+			} else {
+				row.Cells[c] = escape.Line(s)
+			}
+		}
+		out.Rows[i] = row
+	}
+	return &out
 }
 
 // PrintOne prints one object in the chosen machine format; the commands

@@ -16,11 +16,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
@@ -272,6 +275,37 @@ func ReadFileMode(t *testing.T, path string) (string, os.FileMode) {
 		t.Fatal(err)
 	}
 	return string(b), st.Mode().Perm()
+}
+
+// Hostile is text that a training image, a webhook or another tenant's
+// tool can put into an object's status or events: an OSC 52 write to the
+// clipboard (ended by BEL), a carriage return after which the next text
+// overwrites the line, an 8-bit CSI that clears the screen, a DEL and a
+// newline.
+const Hostile = "\x1b]52;c;aGk=\x07ok\r\u009b2J\x7f\nnext"
+
+// HostileLine is Hostile as mlp prints it on one line (a table cell, a
+// field, the progress line): every control character as a Go escape.
+const HostileLine = `\x1b]52;c;aGk=\aok\r\u009b2J\x7f\nnext`
+
+// HostileText is Hostile as mlp prints it in text of several lines (a
+// termination message, an error): the same, but the newline kept.
+const HostileText = `\x1b]52;c;aGk=\aok\r\u009b2J\x7f` + "\nnext"
+
+// TerminalControls lists, quoted, what a terminal would act upon in s
+// besides newlines and tabs: control characters and bytes that are not
+// UTF-8.
+func TerminalControls(s string) []string {
+	var found []string
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			found = append(found, fmt.Sprintf("byte %#x", s[i]))
+		case unicode.IsControl(r) && r != '\n' && r != '\t':
+			found = append(found, strconv.QuoteRune(r))
+		}
+	}
+	return found
 }
 
 // Watches counts the watch streams a command opens and has not closed yet,

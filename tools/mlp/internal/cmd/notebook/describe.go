@@ -15,6 +15,7 @@ import (
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/describe"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/watch"
@@ -52,7 +53,8 @@ func (do *notebookDescribeOptions) Run(ctx context.Context) error {
 	}
 	now := do.Now()
 	w := tabwriter.NewWriter(do.Streams.Out, 0, 8, 2, ' ', 0)
-	field := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	// Every value holds the cluster's text, escaped.
+	field := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, escape.Line(v)) }
 	field("Name", nb.Name)
 	field("Namespace", nb.Namespace)
 	field("Status", phaseText(nb))
@@ -131,7 +133,7 @@ func notebookOutcome(o *util.Options, u *unstructured.Unstructured, last *string
 	if err != nil {
 		return true, err
 	}
-	if line := nb.Name + ": " + output.OrDash(string(nb.Status.Phase)); line != *last {
+	if line := nb.Name + ": " + escape.Line(output.OrDash(string(nb.Status.Phase))); line != *last {
 		fmt.Fprintln(o.Streams.ErrOut, line)
 		*last = line
 	}

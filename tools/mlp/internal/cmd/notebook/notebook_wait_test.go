@@ -2,6 +2,7 @@ package notebook
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,4 +53,36 @@ func TestNotebookWaitClosesItsWatchWhenItReturns(t *testing.T) {
 	testenv.Eventually(t, "the wait's watch to be closed", func(context.Context) (bool, error) {
 		return watches.Open() == 0, nil
 	})
+}
+
+// TestNotebookClusterTextIsEscaped: the error that ends a wait on a
+// stalled Notebook quotes its condition with the control characters
+// escaped and the lines kept; describe shows the condition on one line.
+func TestNotebookClusterTextIsEscaped(t *testing.T) {
+	ns := clitest.NewNamespace(t)
+	clitest.CreateAll(t, clitest.Notebook(ns, "nb"))
+	if err := setNotebookCondition(context.Background(), clitest.AdminClient(t), ns, "nb", notebooksv1alpha1.PhaseFailed,
+		metav1.Condition{Type: commonv1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "ImagePullFailed", Message: clitest.Hostile}); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		args     []string
+		wantCode int
+		stderr   bool
+		want     string
+	}{
+		"wait":     {args: []string{"notebook", "wait", "nb"}, wantCode: util.ExitFailed, stderr: true, want: `error: the Notebook "nb" is stalled: ImagePullFailed: ` + clitest.HostileText + "\n"},
+		"describe": {args: []string{"notebook", "describe", "nb"}, want: "ImagePullFailed  400d  " + clitest.HostileLine + "\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := clitest.Run(t, ns, tc.args...)
+			out := r.Out
+			if tc.stderr {
+				out = r.Err
+			}
+			if r.Code != tc.wantCode || !strings.Contains(out, tc.want) || len(clitest.TerminalControls(out)) > 0 {
+				t.Errorf("exit %d, want %d; output %q, want %q escaped", r.Code, tc.wantCode, out, tc.want)
+			}
+		})
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/watch"
 )
@@ -97,7 +98,7 @@ func (oo *openOptions) Run(ctx context.Context) error {
 			return ferr // Reconnecting cannot help.
 		}
 		if ctx.Err() == nil {
-			fmt.Fprintf(oo.Streams.ErrOut, "lost the connection to pod %s (%v); reconnecting\n", pod.Name, ferr)
+			fmt.Fprintf(oo.Streams.ErrOut, "lost the connection to pod %s (%s); reconnecting\n", pod.Name, escape.Line(fmt.Sprint(ferr)))
 			_ = watch.Sleep(ctx, oo.PollInterval)
 		}
 	}

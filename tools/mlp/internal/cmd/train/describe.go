@@ -15,6 +15,7 @@ import (
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/describe"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/follow"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
@@ -53,7 +54,8 @@ func (do *describeOptions) Run(ctx context.Context) error {
 	}
 	now := do.Now()
 	w := tabwriter.NewWriter(do.Streams.Out, 0, 8, 2, ' ', 0)
-	field := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	// Every value holds the cluster's text, escaped.
+	field := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, escape.Line(v)) }
 	field("Name", tj.Name)
 	field("Namespace", tj.Namespace)
 	field("Framework", string(tj.Spec.Framework))
@@ -106,7 +108,7 @@ func describeRuns(out io.Writer, runs []trainingv1alpha1.RunRecord) {
 	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(w, "  RUN\tREASON\tCLASS\tMESSAGE")
 	for _, r := range runs {
-		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\n", r.Run, r.Reason, output.OrDash(string(r.Class)), r.Message)
+		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\n", r.Run, escape.Line(r.Reason), escape.Line(output.OrDash(string(r.Class))), escape.Line(r.Message))
 	}
 	_ = w.Flush()
 }
@@ -117,7 +119,7 @@ func describeRuns(out io.Writer, runs []trainingv1alpha1.RunRecord) {
 func describePods(out io.Writer, pods []corev1.Pod, forbidden error) {
 	fmt.Fprintln(out, "Pods of the current run:")
 	if forbidden != nil {
-		fmt.Fprintf(out, "  <not shown: %v>\n", forbidden)
+		fmt.Fprintf(out, "  <not shown: %s>\n", escape.Line(forbidden.Error()))
 		return
 	}
 	if len(pods) == 0 {
@@ -131,7 +133,7 @@ func describePods(out io.Writer, pods []corev1.Pod, forbidden error) {
 		for _, cs := range pods[i].Status.ContainerStatuses {
 			restarts += cs.RestartCount
 		}
-		fmt.Fprintf(w, "  %d\t%s\t%s\t%t\t%d\n", i, pods[i].Name, output.OrDash(string(pods[i].Status.Phase)), kube.PodReady(&pods[i]), restarts)
+		fmt.Fprintf(w, "  %d\t%s\t%s\t%t\t%d\n", i, escape.Line(pods[i].Name), escape.Line(output.OrDash(string(pods[i].Status.Phase))), kube.PodReady(&pods[i]), restarts)
 	}
 	_ = w.Flush()
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/follow"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/watch"
@@ -209,7 +210,7 @@ func (lo *logsOptions) allRankLogs(ctx context.Context, s *kube.Session, pods []
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			fmt.Fprintf(lo.Streams.ErrOut, "rank %d (pod %s): %v\n", i, pods[i].Name, err)
+			fmt.Fprintf(lo.Streams.ErrOut, "rank %d (pod %s): %s\n", i, pods[i].Name, escape.Line(err.Error()))
 		}
 	}
 	for _, err := range errs {

@@ -9,6 +9,7 @@ import (
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/follow"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
@@ -66,7 +67,7 @@ func (lo *logsOptions) waitForRun(ctx context.Context, s *kube.Session, name str
 			return 0, nil, fmt.Errorf("no pods of run %d of TrainingJob %q exist (cleanPodPolicy may have deleted them, or they are not created yet)", run, name)
 		}
 		if why != said {
-			fmt.Fprintf(lo.Streams.ErrOut, "Waiting%s for %s\n", upTo(lo.podRunningTimeout), why)
+			fmt.Fprintf(lo.Streams.ErrOut, "Waiting%s for %s\n", upTo(lo.podRunningTimeout), escape.Line(why))
 			said = why
 		}
 		select {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 )
 
@@ -121,7 +122,8 @@ func terminalWidth(w io.Writer) int {
 
 // Execute runs one command line of the command tree root and returns its
 // exit code. Errors are printed once, as "error: ..." on stderr, in words a
-// user can act on.
+// user can act on; they often quote the cluster (a condition's message, a
+// webhook's refusal), so they are escaped, keeping their lines.
 func Execute(ctx context.Context, o *Options, root *cobra.Command, args []string) int {
 	cmd := root
 	cmd.SetArgs(args)
@@ -135,11 +137,11 @@ func Execute(ctx context.Context, o *Options, root *cobra.Command, args []string
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintln(o.Streams.ErrOut, "error:", ee.Err)
+			fmt.Fprintln(o.Streams.ErrOut, "error:", escape.Text(ee.Err.Error()))
 		}
 		return ee.Code
 	}
-	fmt.Fprintln(o.Streams.ErrOut, "error:", err)
+	fmt.Fprintln(o.Streams.ErrOut, "error:", escape.Text(err.Error()))
 	return ExitFailed
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/cmd/util"
+	"github.com/ml-platform/ml-platform/tools/mlp/internal/escape"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/kube"
 	"github.com/ml-platform/ml-platform/tools/mlp/internal/output"
 )
@@ -93,7 +94,7 @@ func (vo *versionOptions) printOperators(ctx context.Context, s *kube.Session) e
 		return kube.ExplainCore(err, "deployments", "list", "", "")
 	}
 	if err != nil {
-		fmt.Fprintf(vo.Streams.Out, "Operators: not visible to you (%v)\n", kube.ExplainCore(err, "deployments", "list", "", ""))
+		fmt.Fprintf(vo.Streams.Out, "Operators: not visible to you (%s)\n", escape.Line(kube.ExplainCore(err, "deployments", "list", "", "").Error()))
 		return nil
 	}
 	if len(deps.Items) == 0 {
@@ -113,7 +114,7 @@ func (vo *versionOptions) printOperators(ctx context.Context, s *kube.Session) e
 			want = *d.Spec.Replicas
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\n", cmp.Or(d.Labels[labelName], d.Name), d.Namespace,
-			output.OrDash(d.Labels[labelVersion]), d.Status.ReadyReplicas, want, output.OrDash(image))
+			output.OrDash(d.Labels[labelVersion]), d.Status.ReadyReplicas, want, escape.Line(output.OrDash(image)))
 	}
 	return w.Flush()
 }

@@ -52,3 +52,30 @@ func TestVersionPrintsClientAPIsAndOperators(t *testing.T) {
 		t.Errorf("as a tenant: exit %d, out:\n%s%s", r.Code, r.Out, r.Err)
 	}
 }
+
+// TestVersionEscapesTheImage: an operator Deployment's image, which the
+// API server takes with control characters inside, is printed escaped.
+func TestVersionEscapesTheImage(t *testing.T) {
+	ns := clitest.NewNamespace(t)
+	labels := map[string]string{labelPartOf: "ml-platform", labelName: "hostile-operator"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hostile-operator", Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "x" + clitest.Hostile + "x"}}},
+			},
+		},
+	}
+	c := clitest.AdminClient(t)
+	if err := c.Create(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	// Other tests of the package list every operator Deployment.
+	t.Cleanup(func() { _ = c.Delete(context.Background(), dep) })
+	r := clitest.Run(t, ns, "version")
+	if r.Code != 0 || !strings.Contains(r.Out, "x"+clitest.HostileLine+"x\n") || len(clitest.TerminalControls(r.Out)) > 0 {
+		t.Errorf("exit %d, want the image escaped:\n%q", r.Code, r.Out)
+	}
+}
