@@ -41,7 +41,7 @@ func escape(s string, lines bool) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case lines && r == '\r' && strings.HasPrefix(s[i+1:], "\n"):
 			// The newline that follows ends the line.
-		case lines && (r == '\n' || r == '\t'), !unicode.IsControl(r):
+		case kept(r, lines):
 			b.WriteString(s[i : i+size])
 		default:
 			q := strconv.QuoteRune(r)
@@ -52,10 +52,16 @@ func escape(s string, lines bool) string {
 	return b.String()
 }
 
+// kept says whether the character r is printed as it is.
+func kept(r rune, lines bool) bool {
+	return !unicode.IsControl(r) || (lines && (r == '\n' || r == '\t'))
+}
+
 // safe says whether s has nothing to escape, which is almost always so.
+// (A replacement character there may stand for a byte that is not UTF-8.)
 func safe(s string, lines bool) bool {
 	for _, r := range s {
-		if r == utf8.RuneError || (unicode.IsControl(r) && !(lines && (r == '\n' || r == '\t'))) {
+		if r == utf8.RuneError || !kept(r, lines) {
 			return false
 		}
 	}

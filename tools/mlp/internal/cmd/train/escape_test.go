@@ -146,12 +146,12 @@ func TestWaitEscapesTheFailedLogTail(t *testing.T) {
 func TestListEscapesClusterText(t *testing.T) {
 	ns := clitest.NewNamespace(t)
 	hostileJob(t, ns, "job")
-	cut := clitest.HostileLine[:strings.Index(clitest.HostileLine, `\r`)] + "..."
+	cut, _, _ := strings.Cut(clitest.HostileLine, `\r`)
 	for name, tc := range map[string]struct {
 		args []string
 		want string
 	}{
-		"table":          {args: []string{"train", "list", "-o", "wide"}, want: cut},
+		"table":          {args: []string{"train", "list", "-o", "wide"}, want: cut + "..."},
 		"custom columns": {args: []string{"train", "list", "-o", "custom-columns=NAME:.metadata.name,MESSAGE:.status.failure.message"}, want: " " + clitest.HostileLine + "\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
