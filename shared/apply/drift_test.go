@@ -148,7 +148,9 @@ func TestDriftOnExactPaths(t *testing.T) {
 	}{
 		"unchanged": {live: func(*networkingv1.NetworkPolicy) {}},
 		"a rule that admits everyone appended": {
-			live:    func(p *networkingv1.NetworkPolicy) { p.Spec.Ingress = append(p.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{}) },
+			live: func(p *networkingv1.NetworkPolicy) {
+				p.Spec.Ingress = append(p.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
+			},
 			onExact: "spec.ingress",
 		},
 		"the peer widened to every namespace": {
@@ -164,7 +166,9 @@ func TestDriftOnExactPaths(t *testing.T) {
 			onExact: "spec.policyTypes",
 		},
 		"a rule changed": {
-			live:    func(p *networkingv1.NetworkPolicy) { p.Spec.Ingress[0].From[0].PodSelector.MatchLabels["job"] = "other" },
+			live: func(p *networkingv1.NetworkPolicy) {
+				p.Spec.Ingress[0].From[0].PodSelector.MatchLabels["job"] = "other"
+			},
 			lenient: "spec.ingress[0]", onExact: "spec.ingress",
 		},
 		"a label added to the policy": {
