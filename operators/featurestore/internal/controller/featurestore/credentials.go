@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,23 +67,43 @@ func childLabels(fs *featuresv1alpha1.FeatureStore) map[string]string {
 	return l
 }
 
+// Generated passwords are passwordLength characters of passwordAlphabet.
+const (
+	passwordAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	passwordLength   = 32
+)
+
 // newPassword returns 32 random alphanumeric characters (about 190 bits):
 // no character needs quoting in a URL, a connection string or YAML.
 func newPassword() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	const n = 32
-	out := make([]byte, 0, n)
+	out := make([]byte, 0, passwordLength)
 	buf := make([]byte, 64)
-	for len(out) < n {
+	for len(out) < passwordLength {
 		_, _ = rand.Read(buf)
 		for _, b := range buf {
 			// Rejection sampling keeps every character equally likely.
-			if int(b) < 256-256%len(alphabet) && len(out) < n {
-				out = append(out, alphabet[int(b)%len(alphabet)])
+			if int(b) < 256-256%len(passwordAlphabet) && len(out) < passwordLength {
+				out = append(out, passwordAlphabet[int(b)%len(passwordAlphabet)])
 			}
 		}
 	}
 	return string(out)
+}
+
+// issued reports whether p is a password newPassword could have made. A
+// stored password that is not (missing, emptied or changed by hand in the
+// tenant's namespace) is never given to a server: an empty one would be
+// a real, empty password there.
+func issued(p []byte) bool {
+	if len(p) != passwordLength {
+		return false
+	}
+	for _, c := range p {
+		if !strings.ContainsRune(passwordAlphabet, rune(c)) {
+			return false
+		}
+	}
+	return true
 }
 
 // ensureCredentials loads the credentials Secret, creating it on first
@@ -107,8 +128,13 @@ func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Resu
 		s.credentialsFailure = &res
 		return ctrl.Result{}, retryErr
 	}
+	if secret, err = r.repairCredentials(ctx, s, secret); err != nil {
+		return ctrl.Result{}, err
+	}
 	s.creds = parseCredentials(secret)
 
+	// Annotations removed by hand count as changed: not knowing what the
+	// credentials were issued for is a reason to rotate.
 	rotate := secret.Annotations[annotationRotatedFor] != rotateFor || secret.Annotations[annotationAdminFingerprint] != fingerprint
 	switch {
 	case rotate && s.creds.inGrace():
@@ -117,6 +143,9 @@ func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Resu
 		s.rotationDeferred = true
 	case rotate:
 		updated := secret.DeepCopy()
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
 		next := 1 - s.creds.slot
 		for _, k := range storeKeys {
 			updated.Data[previousPrefix+k] = secret.Data[k]
@@ -168,6 +197,53 @@ func (r *Reconciler) loadCredentials(ctx context.Context, s *scope, rotateFor, f
 	}
 	return secret, nil
 }
+
+// repairCredentials replaces what no server may be given: an active
+// password that is missing, empty or not one the operator issued gets a
+// new one, and such a previous password is dropped, without a grace
+// period (it may be empty). The stores' servers learn the new passwords in
+// this reconcile; clients using the old ones need the new client
+// configuration, which a Warning event says.
+func (r *Reconciler) repairCredentials(ctx context.Context, s *scope, secret *corev1.Secret) (*corev1.Secret, error) {
+	var damaged []string
+	updated := secret.DeepCopy()
+	if updated.Data == nil {
+		updated.Data = map[string][]byte{}
+	}
+	for _, k := range storeKeys {
+		activeDamaged := !issued(secret.Data[k])
+		previous, inGrace := secret.Data[previousPrefix+k]
+		previousDamaged := inGrace && !issued(previous)
+		if activeDamaged {
+			updated.Data[k] = []byte(newPassword())
+		}
+		if previousDamaged {
+			delete(updated.Data, previousPrefix+k)
+		}
+		if activeDamaged || previousDamaged {
+			damaged = append(damaged, storeNames[k])
+		}
+	}
+	if len(damaged) == 0 {
+		return secret, nil
+	}
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return nil, fmt.Errorf("repairing the credentials Secret: %w", err)
+	}
+	s.events = append(s.events, event{Type: corev1.EventTypeWarning, Reason: EventCredentialsRepaired, Message: fmt.Sprintf(
+		"Secret %s was repaired: the passwords of the %s were missing, empty or not issued by the operator. New ones replace them "+
+			"(damaged previous ones are dropped) without a grace period; clients must use the updated client configuration",
+		secret.Name, strings.Join(damaged, ", "))})
+	return updated, nil
+}
+
+// storeNames name the stores of the credentials Secret's keys in
+// messages.
+var storeNames = map[string]string{storeOnline: "online store", storeOffline: "offline store", storeRegistry: "registry"}
+
+// EventCredentialsRepaired says the credentials Secret held passwords the
+// operator did not issue, and new ones replaced them.
+const EventCredentialsRepaired = "CredentialsRepaired"
 
 func parseCredentials(secret *corev1.Secret) *credentials {
 	c := &credentials{active: map[string]string{}, previous: map[string]string{}}
