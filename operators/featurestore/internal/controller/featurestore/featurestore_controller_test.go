@@ -232,13 +232,23 @@ func TestCreateProvisionsWorkingIsolatedStores(t *testing.T) {
 		t.Errorf("marketing reading sales' key: %v, want NOPERM", err)
 	}
 
-	// A project that ends with another's on the same Redis is refused.
+	// A project that ends with another's on the same Redis is refused,
+	// naming its own project and nothing of the other store, which could
+	// be another tenant's.
 	presales := createStore(t, c, newStore(ns, "presales", "presales").obj())
 	got := waitCondition(t, c, presales, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, featuresv1alpha1.ReasonConflict)
-	if cond := conditions.Get(got, featuresv1alpha1.ConditionOnlineStoreReady); cond.Reason != featuresv1alpha1.ReasonConflict || !strings.Contains(cond.Message, `"sales"`) {
-		t.Errorf("OnlineStoreReady of presales: %+v", cond)
+	cond := conditions.Get(got, featuresv1alpha1.ConditionOnlineStoreReady)
+	ev := testenv.WaitForEvent(t, c, presales, featuresv1alpha1.ReasonConflict)
+	for _, msg := range []string{cond.Message, ev.Message} {
+		if cond.Reason != featuresv1alpha1.ReasonConflict || !strings.Contains(msg, `"presales"`) {
+			t.Errorf("OnlineStoreReady of presales: %+v", cond)
+		}
+		for _, leak := range []string{`"sales"`, string(sales.UID), cleanup.PlanFor(sales).RedisStore().User} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("the Conflict names %s of the other store: %q", leak, msg)
+			}
+		}
 	}
-	testenv.WaitForEvent(t, c, presales, featuresv1alpha1.ReasonConflict)
 
 	// A restarted operator reconciles every store from a cold cache;
 	// settled stores, Ready or Stalled, cost no writes.

@@ -21,8 +21,10 @@ import (
 
 // checkRedisClaim refuses the online store when an older FeatureStore (or
 // the handed-off cleanup of a deleted one) holds a colliding project on
-// the same backend. The message does not name the other store: it belongs
-// to another tenant.
+// the same backend. The message names nothing of the other store (its
+// project, namespace, name, UID or the record that holds its claim, whose
+// name carries the UID): it may belong to another tenant. The operator's
+// log names the record for the administrator who releases it.
 func (r *Reconciler) checkRedisClaim(ctx context.Context, fs *featuresv1alpha1.FeatureStore) error {
 	backend := fs.Spec.OnlineStore.Backend
 	held, err := claims.RedisClaims(ctx, r.Client, r.APIReader, r.Namespace, backend)
@@ -39,12 +41,15 @@ func (r *Reconciler) checkRedisClaim(ctx context.Context, fs *featuresv1alpha1.F
 		what = "the unfinished cleanup of a deleted FeatureStore"
 	case other.Retained:
 		what = "the keys a deleted FeatureStore kept (deletionPolicy Retain)"
-		remedy = fmt.Sprintf("; or have an administrator remove or hand over those keys and release them by deleting ConfigMap %s", other.Record)
+		remedy = fmt.Sprintf("; or have an administrator remove or hand over those keys and release them by deleting the ConfigMap "+
+			"labelled %s=true in namespace %s that holds them (the operator's log names it)", claims.LabelRetainedClaim, r.Namespace)
+		ctrl.LoggerFrom(ctx).Info("The online store's project collides with keys a deleted FeatureStore retained; deleting the record releases them",
+			"record", other.Record, "project", fs.Spec.Project, "backend", backend)
 	}
 	return &redis.ConflictError{Reason: fmt.Sprintf(
-		"project %q collides with project %q of %s on Redis backend %s: Feast appends the project to every key, so both would share keys. "+
+		"project %q collides with the project of %s on Redis backend %s, one being a suffix of the other: Feast appends the project to every key, so both would share keys. "+
 			"Choose a project that is not a suffix of, and does not end with, another project on this backend%s",
-		fs.Spec.Project, other.Project, what, backend, remedy)}
+		fs.Spec.Project, what, backend, remedy)}
 }
 
 var deletedOnly = predicate.Funcs{

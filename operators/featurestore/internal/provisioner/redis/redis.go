@@ -242,7 +242,7 @@ func ensure(ctx context.Context, srv Server, st Store, passwords []string) error
 	if u != nil && !st.ownedBy(u) {
 		return &ConflictError{Reason: fmt.Sprintf("Redis user %s exists without this FeatureStore's ownership marker; it is left untouched", st.User)}
 	}
-	if err := checkProjects(ctx, c, st); err != nil {
+	if err := checkProjects(ctx, c, srv, st); err != nil {
 		return err
 	}
 	if u != nil && st.matches(u, passwords) {
@@ -267,8 +267,10 @@ func save(ctx context.Context, c *goredis.Client, srv Server) error {
 // checkProjects compares st's project with every other FeatureStore user
 // on the server. Feast keys are <entity key bytes><project>, so a pattern
 // *p matches keys of project q whenever p is a suffix of q; with no project
-// a suffix of another, no pattern can match another store's key.
-func checkProjects(ctx context.Context, c *goredis.Client, st Store) error {
+// a suffix of another, no pattern can match another store's key. The
+// conflict names neither the other project nor its user (which carries
+// its FeatureStore's UID): they may be another tenant's.
+func checkProjects(ctx context.Context, c *goredis.Client, srv Server, st Store) error {
 	lines, err := c.Do(ctx, "ACL", "LIST").StringSlice()
 	if err != nil {
 		return fmt.Errorf("ACL LIST: %w", err)
@@ -280,8 +282,8 @@ func checkProjects(ctx context.Context, c *goredis.Client, st Store) error {
 		}
 		if strings.HasSuffix(project, st.Project) || strings.HasSuffix(st.Project, project) {
 			return &ConflictError{Reason: fmt.Sprintf(
-				"project %q collides with project %q of another FeatureStore on Redis %s: Feast appends the project to every key, so one would match the other's keys; choose a project that is not a suffix of, and does not end with, another project on this server",
-				st.Project, project, strings.TrimSpace(strings.Split(line, " ")[1]))}
+				"project %q collides with the project of another FeatureStore's user on Redis %s, one being a suffix of the other: Feast appends the project to every key, so one would match the other's keys; choose a project that is not a suffix of, and does not end with, another project on this server",
+				st.Project, srv.Endpoint())}
 		}
 	}
 	return nil
@@ -349,7 +351,7 @@ func deleteStore(ctx context.Context, srv Server, st Store, deleteKeys bool) err
 	if !deleteKeys {
 		return nil
 	}
-	if err := checkProjects(ctx, c, st); err != nil {
+	if err := checkProjects(ctx, c, srv, st); err != nil {
 		return fmt.Errorf("not deleting keys: %w", err)
 	}
 	return deleteHashKeys(ctx, c, st.KeyPattern())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -138,17 +139,30 @@ func TestSuffixProjectsConflict(t *testing.T) {
 			if err := admin.HSet(ctx, key, "f", "v").Err(); err != nil {
 				t.Fatal(err)
 			}
-			err := Ensure(ctx, server(), second, []string{"secondPassword123"})
-			if !IsConflict(err) || !strings.Contains(err.Error(), tc.first) {
-				t.Fatalf("Ensure of %q next to %q: %v, want a conflict naming it", tc.second, tc.first, err)
+			// The messages reach the second store's tenant: they name its
+			// own project, and nothing of the first store, which may be
+			// another tenant's.
+			leaks := []string{first.User, first.UID}
+			if tc.first != tc.second {
+				leaks = append(leaks, strconv.Quote(tc.first))
 			}
+			requireConflict := func(what string, err error) {
+				t.Helper()
+				if !IsConflict(err) || !strings.Contains(err.Error(), strconv.Quote(tc.second)) {
+					t.Fatalf("%s: %v, want a conflict naming project %q", what, err, tc.second)
+				}
+				for _, leak := range leaks {
+					if strings.Contains(err.Error(), leak) {
+						t.Errorf("%s: the conflict names %s of the other store: %v", what, leak, err)
+					}
+				}
+			}
+			requireConflict("Ensure of "+tc.second+" next to "+tc.first, Ensure(ctx, server(), second, []string{"secondPassword123"}))
 			if ok, _ := UserExists(ctx, server(), second.User); ok {
 				t.Fatal("the conflicting store's user was created")
 			}
 			// The refused store's deletion must not take the first store's keys.
-			if err := Delete(ctx, server(), second, true); !IsConflict(err) {
-				t.Fatalf("deleting the refused store: %v, want a conflict", err)
-			}
+			requireConflict("deleting the refused store", Delete(ctx, server(), second, true))
 			if n, _ := admin.Exists(ctx, key).Result(); n != 1 {
 				t.Fatal("deleting the refused store removed the first store's key")
 			}
