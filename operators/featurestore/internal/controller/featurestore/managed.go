@@ -131,7 +131,7 @@ func (r *Reconciler) ensureManagedServer(ctx context.Context, s *scope, m manage
 	verify func(ctx context.Context, host, password string) error, fill func(host, password string, res *storeResult)) (storeResult, error) {
 	fs := s.fs
 	what := "managed server " + m.name
-	password, err := r.ensureServerSecret(ctx, fs, m)
+	password, err := r.ensureServerSecret(ctx, s, m)
 	if err != nil {
 		return failed(err, what)
 	}
@@ -171,11 +171,17 @@ func (r *Reconciler) ensureManagedServer(ctx context.Context, s *scope, m manage
 }
 
 // ensureServerSecret creates the managed server's Secret once; its
-// password is the server's and is not rotated.
-func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha1.FeatureStore, m managedServer) (string, error) {
+// password is the server's and is not rotated. A Secret that an earlier
+// FeatureStore of this name kept under deletionPolicy Retain is adopted:
+// its password is the one the kept data knows.
+func (r *Reconciler) ensureServerSecret(ctx context.Context, s *scope, m managedServer) (string, error) {
+	fs := s.fs
 	secret := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: fs.Namespace, Name: m.name}, secret)
 	if err == nil {
+		if keptFor(fs, secret) && issued(secret.Data["server-password"]) {
+			return r.adoptServerSecret(ctx, s, m, secret)
+		}
 		// A Secret of that name that is not ours would set the server's
 		// password: never read it.
 		if err := checkControlled(fs, secret, "Secret"); err != nil {
@@ -202,6 +208,41 @@ func (r *Reconciler) ensureServerSecret(ctx context.Context, fs *featuresv1alpha
 	}
 	return password, nil
 }
+
+// keptFor reports whether obj is what retainManagedVolumes leaves of a
+// deleted FeatureStore of fs's name: without a controller, labelled as the
+// operator's and as that FeatureStore's, and not being deleted. Anything
+// else of a child's name is somebody else's and is never adopted.
+func keptFor(fs *featuresv1alpha1.FeatureStore, obj client.Object) bool {
+	labels := obj.GetLabels()
+	return metav1.GetControllerOf(obj) == nil && obj.GetDeletionTimestamp().IsZero() &&
+		labels[commonv1alpha1.LabelManagedBy] == OperatorName && labels[LabelFeatureStore] == fs.Name
+}
+
+// adoptServerSecret makes a kept server Secret fs's. Only its password is
+// taken over: the server's files are written again from it, as
+// ensureServerSecret writes them for a new server.
+func (r *Reconciler) adoptServerSecret(ctx context.Context, s *scope, m managedServer, kept *corev1.Secret) (string, error) {
+	password := string(kept.Data["server-password"])
+	adopted := kept.DeepCopy()
+	adopted.Labels = childLabels(s.fs)
+	adopted.Data = m.files(password)
+	adopted.Data["server-password"] = []byte(password)
+	if err := controllerutil.SetControllerReference(s.fs, adopted, r.Client.Scheme()); err != nil {
+		return "", err
+	}
+	if err := r.Client.Patch(ctx, adopted, client.MergeFromWithOptions(kept, client.MergeFromWithOptimisticLock{})); err != nil {
+		return "", fmt.Errorf("adopting Secret %s: %w", m.name, err)
+	}
+	s.events = append(s.events, event{Type: corev1.EventTypeNormal, Reason: EventRetainedDataAdopted, Message: fmt.Sprintf(
+		"Secret %s, kept with the data of server %s when a FeatureStore of this name was deleted with deletionPolicy Retain, is used again; the server gets the kept volume",
+		m.name, m.name)})
+	return password, nil
+}
+
+// EventRetainedDataAdopted says a new FeatureStore took over what a
+// deleted one of its name kept.
+const EventRetainedDataAdopted = "RetainedDataAdopted"
 
 func serverLabels(fs *featuresv1alpha1.FeatureStore, m managedServer) map[string]string {
 	l := childLabels(fs)

@@ -81,7 +81,9 @@ func (r *Reconciler) deleteManagedVolumes(ctx context.Context, fs *featuresv1alp
 // policy is Delete) and off the server's Secret, which holds the password
 // of the data, so the garbage collector removes neither with the
 // FeatureStore. A FeatureStore of the same name created later finds both
-// again. It returns what it kept, for the event.
+// again: it adopts the Secret (keptFor), and the StatefulSet controller
+// gives its server the claims, which it finds by name. It returns what it
+// kept, for the event.
 func (r *Reconciler) retainManagedVolumes(ctx context.Context, fs *featuresv1alpha1.FeatureStore) ([]string, error) {
 	var kept []string
 	for _, server := range managedServerNames(fs) {

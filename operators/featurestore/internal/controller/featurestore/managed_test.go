@@ -16,6 +16,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
 	"github.com/ml-platform/ml-platform/shared/testenv"
@@ -269,5 +270,85 @@ func TestManagedServerDriftIsCorrected(t *testing.T) {
 	}
 	if n := writes.Count("patch", "statefulsets") - before; n != 0 {
 		t.Errorf("a corrected StatefulSet was written %d more times: %s", n, writes)
+	}
+}
+
+// TestRetainedServerDataIsUsedAgain deletes a FeatureStore with managed
+// servers under deletionPolicy Retain and creates one of the same name:
+// the new store adopts the kept Secrets, whose passwords the kept data
+// knows, and its servers get the kept volumes (the StatefulSet controller
+// finds them by name). An ownerless Secret of a server's name that does
+// not carry the operator's labels for this FeatureStore is never adopted.
+func TestRetainedServerDataIsUsedAgain(t *testing.T) {
+	c := adminClient()
+	ns := testenv.CreateNamespace(t, c, "fs")
+	startOperator(t, nil)
+	ctx := t.Context()
+	servers := []string{"kept-postgres", "kept-redis"}
+
+	first := fullyManagedStore(ns, "kept")
+	first.Spec.DeletionPolicy = commonv1alpha1.DeletionPolicyRetain
+	first = createStore(t, c, first)
+	waitServers(t, c, first)
+	passwords := map[string]string{}
+	volumes := map[string]*corev1.PersistentVolumeClaim{}
+	for _, server := range servers {
+		volumes[server] = actOutVolumeClaim(t, c, ns, server)
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: server}, secret); err != nil {
+			t.Fatal(err)
+		}
+		passwords[server] = string(secret.Data["server-password"])
+	}
+	deleteAndWait(t, c, first)
+	testenv.WaitForEvent(t, c, first, "Retained")
+	for _, server := range servers {
+		testenv.Eventually(t, "the garbage collector removed StatefulSet "+server, func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: server}, &appsv1.StatefulSet{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	}
+
+	again := createStore(t, c, fullyManagedStore(ns, "kept"))
+	waitServers(t, c, again)
+	got := waitCondition(t, c, again, commonv1alpha1.ConditionReconciling, metav1.ConditionTrue, featuresv1alpha1.ReasonWaitingForServer)
+	if conditions.IsTrue(got, commonv1alpha1.ConditionStalled) {
+		t.Fatalf("the re-created store is stalled: %+v", conditions.Get(got, commonv1alpha1.ConditionStalled))
+	}
+	for _, server := range servers {
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: server}, secret); err != nil {
+			t.Fatal(err)
+		}
+		if !metav1.IsControlledBy(secret, got) {
+			t.Errorf("Secret %s was not adopted: %v", server, secret.OwnerReferences)
+		}
+		if string(secret.Data["server-password"]) != passwords[server] {
+			t.Errorf("Secret %s holds another password than the kept data's", server)
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(volumes[server]), pvc); err != nil || !pvc.DeletionTimestamp.IsZero() {
+			t.Errorf("the kept volume of %s is gone (%v)", server, err)
+		}
+	}
+	testenv.WaitForEvent(t, c, got, "RetainedDataAdopted")
+	deleteAndWait(t, c, got)
+
+	for name, labels := range map[string]map[string]string{
+		"without the operator's labels":     nil,
+		"labelled for another FeatureStore": {"app.kubernetes.io/managed-by": featurestore.OperatorName, featurestore.LabelFeatureStore: "other"},
+	} {
+		t.Run("ownerless Secret "+name, func(t *testing.T) {
+			ns := testenv.CreateNamespace(t, c, "fs")
+			planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planted-redis", Labels: labels},
+				StringData: map[string]string{"server-password": "chosenByTheTenant0123456789abcde", "users.acl": "user default on nopass ~* +@all\n"}}
+			if err := c.Create(ctx, planted); err != nil {
+				t.Fatal(err)
+			}
+			fs := createStore(t, c, managedStore(ns, "planted"))
+			waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, commonv1alpha1.ReasonNameTaken)
+			requireUntouched(t, c, planted)
+			deleteAndWait(t, c, fs)
+		})
 	}
 }
