@@ -191,6 +191,10 @@ func (r *Reconciler) ensureOfflineStore(ctx context.Context, s *scope) (ctrl.Res
 func (r *Reconciler) ensureRegistry(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var err error
 	s.registry, err = r.ensurePostgresStore(ctx, s, s.fs.Spec.Registry, registryRecord, cleanup.KindRegistry, storeRegistry, "registry")
+	if registrySettingsIgnored(s.fs) {
+		s.registry.message += "; spec.registry.managed differs from spec.offlineStore.managed and is ignored: " +
+			"the registry shares the offline store's managed PostgreSQL, which the offline store's settings size"
+	}
 	return ctrl.Result{RequeueAfter: s.registry.retryAfter}, err
 }
 

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,8 +53,25 @@ func (r *Reconciler) ensureManagedPostgres(ctx context.Context, s *scope) (store
 	if s.managedPostgres != nil {
 		return *s.managedPostgres, nil
 	}
-	res, err := r.ensureManagedServer(ctx, s, managedServer{
-		name:  managedPostgresName(s.fs.Name),
+	res, err := r.ensureManagedServer(ctx, s, r.managedPostgres(s.fs), func(ctx context.Context, host, password string) error {
+		srv := postgres.Server{Host: host, Port: 5432, SSLMode: "disable"}
+		conn, err := postgres.Connect(ctx, srv, managedUser, password, managedUser)
+		if err != nil {
+			return err
+		}
+		return conn.Close(ctx)
+	}, func(host, password string, res *storeResult) {
+		res.postgres = feastconfig.Postgres{Host: host, Port: 5432, Database: managedUser, User: managedUser, Password: password, SSLMode: "disable"}
+		res.provisioned.Database = managedUser
+	})
+	s.managedPostgres = &res
+	return res, err
+}
+
+// managedPostgres describes the FeatureStore's managed PostgreSQL.
+func (r *Reconciler) managedPostgres(fs *featuresv1alpha1.FeatureStore) managedServer {
+	return managedServer{
+		name:  managedPostgresName(fs.Name),
 		image: r.Images.Postgres,
 		port:  managedPostgresPort,
 		files: func(password string) map[string][]byte { return map[string][]byte{"password": []byte(password)} },
@@ -72,20 +90,28 @@ func (r *Reconciler) ensureManagedPostgres(ctx context.Context, s *scope) (store
 		},
 		dataPath: "/var/lib/postgresql/data",
 		scratch:  []string{"/var/run/postgresql", "/tmp"},
-		source:   s.fs.Spec.OfflineStore.Managed,
-	}, func(ctx context.Context, host, password string) error {
-		srv := postgres.Server{Host: host, Port: 5432, SSLMode: "disable"}
-		conn, err := postgres.Connect(ctx, srv, managedUser, password, managedUser)
-		if err != nil {
-			return err
-		}
-		return conn.Close(ctx)
-	}, func(host, password string, res *storeResult) {
-		res.postgres = feastconfig.Postgres{Host: host, Port: 5432, Database: managedUser, User: managedUser, Password: password, SSLMode: "disable"}
-		res.provisioned.Database = managedUser
-	})
-	s.managedPostgres = &res
-	return res, err
+		source:   managedPostgresSource(fs),
+	}
+}
+
+// managedPostgresSource sizes the one PostgreSQL the offline store and the
+// registry share: the managed settings of whichever is managed, and when
+// both are, the offline store's. Those of the registry then count only if
+// they are the same (registrySettingsIgnored says when not): choosing the
+// offline store's keeps the servers of existing FeatureStores as they
+// were, whose volume claims cannot change.
+func managedPostgresSource(fs *featuresv1alpha1.FeatureStore) *featuresv1alpha1.ManagedServer {
+	if fs.Spec.OfflineStore.Managed != nil {
+		return fs.Spec.OfflineStore.Managed
+	}
+	return fs.Spec.Registry.Managed
+}
+
+// registrySettingsIgnored reports whether both PostgreSQL stores are
+// managed with different settings, of which the registry's are ignored.
+func registrySettingsIgnored(fs *featuresv1alpha1.FeatureStore) bool {
+	offline, registry := fs.Spec.OfflineStore.Managed, fs.Spec.Registry.Managed
+	return offline != nil && registry != nil && !equality.Semantic.DeepEqual(offline, registry)
 }
 
 func (r *Reconciler) ensureManagedRedis(ctx context.Context, s *scope) (storeResult, error) {
@@ -139,15 +165,22 @@ func (r *Reconciler) ensureManagedServer(ctx context.Context, s *scope, m manage
 		return failed(err, what)
 	}
 	sts := serverStatefulSet(fs, m)
+	live := &appsv1.StatefulSet{}
+	var note string
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(sts), live); {
+	case err == nil && metav1.IsControlledBy(live, fs):
+		note = keepVolumes(sts, live)
+	case err != nil && !apierrors.IsNotFound(err):
+		return failed(err, what)
+	}
 	if err := r.applyChild(ctx, fs, sts); err != nil {
 		return failed(err, what)
 	}
-	live := &appsv1.StatefulSet{}
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(sts), live); err != nil {
 		return storeResult{outcome: outcomeWaiting, message: what + ": " + err.Error()}, client.IgnoreNotFound(err)
 	}
 	if live.Status.ReadyReplicas < 1 {
-		return storeResult{outcome: outcomeWaiting, message: fmt.Sprintf("Waiting for StatefulSet %s to become ready", m.name)}, nil
+		return storeResult{outcome: outcomeWaiting, message: fmt.Sprintf("Waiting for StatefulSet %s to become ready%s", m.name, note)}, nil
 	}
 	host := fmt.Sprintf("%s.%s.svc", m.name, fs.Namespace)
 	if err := verify(ctx, host, password); err != nil {
@@ -163,11 +196,34 @@ func (r *Reconciler) ensureManagedServer(ctx context.Context, s *scope, m manage
 	}
 	res := storeResult{
 		outcome:     outcomeReady,
-		message:     fmt.Sprintf("Connected to the managed server %s:%d as %s", host, m.port, managedUser),
+		message:     fmt.Sprintf("Connected to the managed server %s:%d as %s%s", host, m.port, managedUser, note),
 		provisioned: &featuresv1alpha1.ProvisionedStore{Endpoint: fmt.Sprintf("%s:%d", host, m.port), User: managedUser},
 	}
 	fill(host, password, &res)
 	return res, nil
+}
+
+// keepVolumes keeps the data volume's claim template of an existing
+// server in desired when the spec asks for another size or storage class:
+// the API server refuses any change of a StatefulSet's
+// volumeClaimTemplates, and the claims made from them would not follow
+// anyway. Applying the change would stall a working store instead. It
+// returns a note for the store's condition saying what the volume keeps.
+func keepVolumes(desired, live *appsv1.StatefulSet) string {
+	if len(live.Spec.VolumeClaimTemplates) != 1 || len(desired.Spec.VolumeClaimTemplates) != 1 {
+		return ""
+	}
+	want, have := desired.Spec.VolumeClaimTemplates[0].Spec, live.Spec.VolumeClaimTemplates[0].Spec
+	if want.Resources.Requests.Storage().Equal(*have.Resources.Requests.Storage()) && ptr.Equal(want.StorageClassName, have.StorageClassName) {
+		return ""
+	}
+	desired.Spec.VolumeClaimTemplates = live.Spec.VolumeClaimTemplates
+	class := "the cluster's default storage class"
+	if have.StorageClassName != nil {
+		class = "storage class " + *have.StorageClassName
+	}
+	return fmt.Sprintf("; its data volume keeps the %s on %s it was created with, since the volumes of an existing server cannot change",
+		have.Resources.Requests.Storage(), class)
 }
 
 // ensureServerSecret creates the managed server's Secret once; its

@@ -9,8 +9,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -351,4 +353,64 @@ func TestRetainedServerDataIsUsedAgain(t *testing.T) {
 			deleteAndWait(t, c, fs)
 		})
 	}
+}
+
+// TestManagedRegistrySizesItsServer: a managed registry next to an
+// offline store on a shared backend gets its server sized by its own
+// settings. A later change of size cannot reach the existing server's
+// volume (the API refuses any change of a StatefulSet's volume claim
+// templates): the store keeps working, and its condition says what the
+// volume kept.
+func TestManagedRegistrySizesItsServer(t *testing.T) {
+	c := adminClient()
+	ns := testenv.CreateNamespace(t, c, "fs")
+	startOperator(t, nil)
+	ctx := t.Context()
+	fs := newStore(ns, "sized", "sized").obj()
+	fs.Spec.Registry = featuresv1alpha1.StoreSource{Managed: &featuresv1alpha1.ManagedServer{
+		Storage: ptrTo(resource.MustParse("50Gi")), StorageClassName: ptrTo("fast"),
+	}}
+	fs = createStore(t, c, fs)
+	key := client.ObjectKey{Namespace: ns, Name: "sized-postgres"}
+	sts := &appsv1.StatefulSet{}
+	testenv.Eventually(t, "StatefulSet "+key.Name, func(ctx context.Context) (bool, error) {
+		return c.Get(ctx, key, sts) == nil, nil
+	})
+	recordPasswords(t, c, ns)
+	claim := sts.Spec.VolumeClaimTemplates[0].Spec
+	if got := claim.Resources.Requests.Storage(); got.Cmp(resource.MustParse("50Gi")) != 0 || ptr.Deref(claim.StorageClassName, "") != "fast" {
+		t.Fatalf("the registry's server requests %v of storage class %v, want 50Gi of fast", got, ptr.Deref(claim.StorageClassName, "the default"))
+	}
+	waitCondition(t, c, fs, featuresv1alpha1.ConditionRegistryReady, metav1.ConditionFalse, featuresv1alpha1.ReasonWaitingForServer)
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := getStore(ctx, c, fs)
+		if err != nil {
+			return err
+		}
+		latest.Spec.Registry.Managed.Storage = ptrTo(resource.MustParse("80Gi"))
+		return c.Update(ctx, latest)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *featuresv1alpha1.FeatureStore
+	testenv.Eventually(t, "the registry's condition says what the volume keeps", func(ctx context.Context) (bool, error) {
+		var err error
+		if got, err = getStore(ctx, c, fs); err != nil {
+			return false, err
+		}
+		return got.Status.ObservedGeneration == got.Generation &&
+			strings.Contains(condMessage(got, featuresv1alpha1.ConditionRegistryReady), "keeps the 50Gi on storage class fast"), nil
+	})
+	if conditions.IsTrue(got, commonv1alpha1.ConditionStalled) {
+		t.Errorf("a size the existing server cannot take stalled the store: %+v", conditions.Get(got, commonv1alpha1.ConditionStalled))
+	}
+	if err := c.Get(ctx, key, sts); err != nil {
+		t.Fatal(err)
+	}
+	if got := sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage(); got.Cmp(resource.MustParse("50Gi")) != 0 {
+		t.Errorf("the server's volume claim template asks %v", got)
+	}
+	deleteAndWait(t, c, fs)
 }
