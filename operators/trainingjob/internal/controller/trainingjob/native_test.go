@@ -53,6 +53,15 @@ func waitBatchJob(t *testing.T, c client.Client, ns, name string) *batchv1.Job {
 	return job
 }
 
+// noBatchJob fails the test when the Job name exists; what says what its
+// existence would mean.
+func noBatchJob(t *testing.T, c client.Client, ns, name, what string) {
+	t.Helper()
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
 // setBatchStatus acts out the Job controller writing the Job's status.
 func setBatchStatus(t *testing.T, c client.Client, job *batchv1.Job, mutate func(*batchv1.JobStatus)) {
 	t.Helper()
@@ -270,10 +279,7 @@ func TestNativeUserErrorFailsWithoutANewRun(t *testing.T) {
 	if got.Status.Run != 1 || got.Status.RestartCount != 0 {
 		t.Errorf("run %d restarts %d, want 1 0", got.Status.Run, got.Status.RestartCount)
 	}
-	err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crash-r2"}, &batchv1.Job{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("a user error started run 2: %v", err)
-	}
+	noBatchJob(t, c, ns, "crash-r2", "a user error started run 2")
 	ev := testenv.WaitForEvent(t, c, tj, "Failed")
 	if ev.Type != corev1.EventTypeWarning {
 		t.Errorf("Failed event type %s", ev.Type)
@@ -321,10 +327,7 @@ func TestNativeDeadlineEndsTheJobWithoutANewRun(t *testing.T) {
 	for _, pod := range pods {
 		patchFinalizer(t, c, pod, "")
 	}
-	err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "deadline-r2"}, &batchv1.Job{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("the deadline started run 2: %v", err)
-	}
+	noBatchJob(t, c, ns, "deadline-r2", "the deadline started run 2")
 }
 
 // TestNativeRestartsKeepToTheJobsDeadline: runPolicy.activeDeadlineSeconds
@@ -365,10 +368,7 @@ func TestNativeRestartsKeepToTheJobsDeadline(t *testing.T) {
 	if got.Status.RestartCount != 0 {
 		t.Errorf("restarts %d, want none", got.Status.RestartCount)
 	}
-	err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "over-r2"}, &batchv1.Job{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("a job past its deadline started run 2: %v", err)
-	}
+	noBatchJob(t, c, ns, "over-r2", "a job past its deadline started run 2")
 }
 
 // TestNativeNextRunSaysWhichPodsItWaitsFor: a run starts only once every
@@ -394,9 +394,7 @@ func TestNativeNextRunSaysWhichPodsItWaitsFor(t *testing.T) {
 		r := conditions.Get(tj, commonv1alpha1.ConditionReconciling)
 		return tj.Status.Run == 2 && r != nil && r.Message == "Run 2 waits for the pods of run 1 to end: "+pods[1].Name
 	})
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "stuck-r2"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("run 2 started while a pod of run 1 still ran: %v", err)
-	}
+	noBatchJob(t, c, ns, "stuck-r2", "run 2 started while a pod of run 1 still ran")
 	patchFinalizer(t, c, pods[1], "")
 	waitBatchJob(t, c, ns, "stuck-r2")
 }
