@@ -480,7 +480,8 @@ const MaxActiveDeadlineSeconds = 9223372036
 type RunPolicy struct {
 	// ActiveDeadlineSeconds fails the job once it has run this long,
 	// counted from when it first ran: a run that follows a restart gets
-	// what is left, and a run its deadline ended is not restarted. At
+	// what is left, and a run its deadline ended is not restarted. As for
+	// a Kubernetes Job, resuming a suspended job starts it anew. At
 	// most 9223372036 (about 292 years): the child's controller counts the
 	// deadline in nanoseconds in an int64, and a larger value overflows
 	// into a deadline already past.

@@ -197,22 +197,41 @@ func (r *Reconciler) observeJob(ctx context.Context, s *scope) (ctrl.Result, err
 }
 
 // deadlineEnd is when runPolicy.activeDeadlineSeconds ends the job: that
-// long after it first ran, whatever runs it took.
-func deadlineEnd(tj *trainingv1alpha1.TrainingJob) (time.Time, bool) {
-	d, start := tj.Spec.RunPolicy.ActiveDeadlineSeconds, tj.Status.StartTime
+// long after deadlineStart, whatever runs it took. current is when the
+// run that is ending started, which its record does not hold yet.
+func deadlineEnd(tj *trainingv1alpha1.TrainingJob, current *metav1.Time) (time.Time, bool) {
+	d, start := tj.Spec.RunPolicy.ActiveDeadlineSeconds, deadlineStart(tj, current)
 	if d == nil || start == nil {
 		return time.Time{}, false
 	}
 	return start.Add(time.Duration(*d) * time.Second), true
 }
 
+// deadlineStart is when the job's deadline began: when it first ran, or,
+// once the user suspended a queued job, when the first run after that
+// started. A resume starts the deadline anew, as it does a Kubernetes
+// Job's. Nil when no run counts yet: the next run gets the whole deadline.
+func deadlineStart(tj *trainingv1alpha1.TrainingJob, current *metav1.Time) *metav1.Time {
+	start, runs := tj.Status.StartTime, tj.Status.Runs
+	for i := range runs {
+		if runs[i].Reason != ReasonSuspended {
+			continue
+		}
+		start = current
+		if i+1 < len(runs) {
+			start = runs[i+1].StartTime
+		}
+	}
+	return start
+}
+
 // withRemainingDeadline is tj with the deadline a new run's child gets:
-// what is left of runPolicy.activeDeadlineSeconds since the job first ran
-// (a first run gets it whole), so restarts never make a job run longer
-// than its user allowed. A run that starts after the end gets one second,
+// what is left of runPolicy.activeDeadlineSeconds since deadlineStart (a
+// first run, and the first after a resume, gets it whole), so restarts
+// never make a job run longer than its user allowed. A run that starts after the end gets one second,
 // which its child's controller ends as a deadline.
 func withRemainingDeadline(tj *trainingv1alpha1.TrainingJob, now time.Time) *trainingv1alpha1.TrainingJob {
-	end, ok := deadlineEnd(tj)
+	end, ok := deadlineEnd(tj, nil)
 	if !ok {
 		return tj
 	}
@@ -393,9 +412,9 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 	if failed := st.Failed; failed != nil {
 		f := classifyRun(s.tj, st, s.pods)
 		d := restart.Decide(s.tj.Spec.Checkpoint, s.tj.Status.RestartCount, f, s.now)
-		if end, ok := deadlineEnd(s.tj); ok && d.Restart && !d.NextRunTime.Before(end) {
+		if end, ok := deadlineEnd(s.tj, start); ok && d.Restart && !d.NextRunTime.Before(end) {
 			d = restart.Decision{Reason: restart.ReasonDeadline, Message: fmt.Sprintf(
-				"runPolicy.activeDeadlineSeconds (%ds, counted from %s) ends before run %d could start", *s.tj.Spec.RunPolicy.ActiveDeadlineSeconds, s.tj.Status.StartTime.UTC().Format(time.RFC3339), s.run+1)}
+				"runPolicy.activeDeadlineSeconds (%ds, counted from %s) ends before run %d could start", *s.tj.Spec.RunPolicy.ActiveDeadlineSeconds, deadlineStart(s.tj, start).UTC().Format(time.RFC3339), s.run+1)}
 		}
 		if !d.Restart {
 			s.decision = &d

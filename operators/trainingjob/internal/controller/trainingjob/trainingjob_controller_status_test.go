@@ -576,10 +576,21 @@ func TestWithRemainingDeadline(t *testing.T) {
 		}
 		return tj
 	}
+	resumed := func(after ...trainingv1alpha1.RunRecord) *trainingv1alpha1.TrainingJob {
+		tj := job(ptr.To[int64](60), time.Hour)
+		tj.Status.Runs = append([]trainingv1alpha1.RunRecord{{Run: 1, Reason: ReasonSuspended, StartTime: tj.Status.StartTime}}, after...)
+		return tj
+	}
 	cases := map[string]struct {
 		tj   *trainingv1alpha1.TrainingJob
 		want *int64
 	}{
+		// A resume starts the deadline anew, as for a Kubernetes Job.
+		"the first run after a resume: all of it": {tj: resumed(), want: ptr.To[int64](60)},
+		"a restart after a resume: the rest since that run started": {
+			tj:   resumed(trainingv1alpha1.RunRecord{Run: 2, Reason: "Preempted", StartTime: ptr.To(metav1.NewTime(now.Add(-20 * time.Second)))}),
+			want: ptr.To[int64](40),
+		},
 		"no deadline":                      {tj: job(nil, time.Hour), want: nil},
 		"never ran: all of it":             {tj: job(ptr.To[int64](60), -1), want: ptr.To[int64](60)},
 		"just started: all of it":          {tj: job(ptr.To[int64](60), 0), want: ptr.To[int64](60)},
