@@ -228,8 +228,9 @@ func deadlineStart(tj *trainingv1alpha1.TrainingJob, current *metav1.Time) *meta
 // withRemainingDeadline is tj with the deadline a new run's child gets:
 // what is left of runPolicy.activeDeadlineSeconds since deadlineStart (a
 // first run, and the first after a resume, gets it whole), so restarts
-// never make a job run longer than its user allowed. A run that starts after the end gets one second,
-// which its child's controller ends as a deadline.
+// never make a job run longer than its user allowed. A run that starts
+// after the end gets one second, which its child's controller ends as a
+// deadline.
 func withRemainingDeadline(tj *trainingv1alpha1.TrainingJob, now time.Time) *trainingv1alpha1.TrainingJob {
 	end, ok := deadlineEnd(tj, nil)
 	if !ok {
@@ -412,7 +413,7 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 	if failed := st.Failed; failed != nil {
 		f := classifyRun(s.tj, st, s.pods)
 		d := restart.Decide(s.tj.Spec.Checkpoint, s.tj.Status.RestartCount, f, s.now)
-		if end, ok := deadlineEnd(s.tj, start); ok && d.Restart && !d.NextRunTime.Before(end) {
+		if deadline, ok := deadlineEnd(s.tj, start); ok && d.Restart && !d.NextRunTime.Before(deadline) {
 			d = restart.Decision{Reason: restart.ReasonDeadline, Message: fmt.Sprintf(
 				"runPolicy.activeDeadlineSeconds (%ds, counted from %s) ends before run %d could start", *s.tj.Spec.RunPolicy.ActiveDeadlineSeconds, deadlineStart(s.tj, start).UTC().Format(time.RFC3339), s.run+1)}
 		}
