@@ -66,8 +66,7 @@ func (r *Reconciler) createMPIKeys(ctx context.Context, s *scope, owner apply.Ow
 	if err := controllerutil.SetControllerReference(s.tj, secret, r.Client.Scheme()); err != nil {
 		return err
 	}
-	applier := &apply.Applier{Client: r.Client, APIReader: r.APIReader, FieldOwner: r.Settings.OperatorName}
-	err = applier.Create(ctx, secret, owner)
+	err = r.applier().Create(ctx, secret, owner)
 	switch {
 	case err == nil, apierrors.IsAlreadyExists(err):
 		// AlreadyExists is a concurrent reconcile's Secret, ours as well.

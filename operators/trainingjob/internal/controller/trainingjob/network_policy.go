@@ -47,7 +47,8 @@ func (r *Reconciler) ensureNetworkPolicy(ctx context.Context, s *scope) (ctrl.Re
 	if err := controllerutil.SetControllerReference(s.tj, desired, r.Client.Scheme()); err != nil {
 		return ctrl.Result{}, err
 	}
-	applier := &apply.Applier{Client: r.Client, APIReader: r.APIReader, FieldOwner: r.Settings.OperatorName, Exact: policyExact}
+	applier := r.applier()
+	applier.Exact = policyExact
 	_, err := applier.Apply(ctx, desired, apply.ControlledBy(s.tj, "TrainingJob"))
 	switch {
 	case err == nil:

@@ -112,8 +112,7 @@ func (r *Reconciler) ensureCompanions(ctx context.Context, s *scope) error {
 		}
 		// The cache holds only the operator's own objects: a foreign one
 		// shows as AlreadyExists, and is asked about past the cache.
-		applier := &apply.Applier{Client: r.Client, APIReader: r.APIReader, FieldOwner: r.Settings.OperatorName}
-		err = applier.Create(ctx, obj, owner)
+		err = r.applier().Create(ctx, obj, owner)
 		switch {
 		case apply.IsForeign(err):
 			s.companionTaken = cmp.Or(s.companionTaken, err)
@@ -122,6 +121,11 @@ func (r *Reconciler) ensureCompanions(ctx context.Context, s *scope) error {
 		}
 	}
 	return nil
+}
+
+// applier writes the operator's children as its field manager.
+func (r *Reconciler) applier() *apply.Applier {
+	return &apply.Applier{Client: r.Client, APIReader: r.APIReader, FieldOwner: r.Settings.OperatorName}
 }
 
 // companionEvents warns about a run whose companion's name is taken.
