@@ -41,8 +41,9 @@ func (h history) add(s sample) history {
 // Derive turns the newest report, received at `at`, and the job's recent
 // samples into status.progress: percent of totalSteps done, rounded down,
 // and the time totalSteps will be reached at the pace of the samples. ETA
-// stays unset until two samples show the steps advancing; a finished
-// training's ETA is its last report.
+// stays unset until two samples show the steps advancing, and when that
+// pace puts it beyond etaHorizon; a finished training's ETA is its last
+// report.
 func Derive(rep Report, at time.Time, h history) *trainingv1alpha1.TrainingProgress {
 	p := &trainingv1alpha1.TrainingProgress{
 		Step:           rep.Step,
@@ -68,10 +69,20 @@ func Derive(rep Report, at time.Time, h history) *trainingv1alpha1.TrainingProgr
 		return p
 	}
 	perStep := float64(elapsed) / float64(steps)
-	remaining := time.Duration(perStep * float64(rep.TotalSteps-rep.Step))
-	p.EstimatedCompletionTime = ptr.To(metav1.NewTime(at.Add(remaining).Truncate(time.Second)))
+	remaining := perStep * float64(rep.TotalSteps-rep.Step)
+	if remaining > float64(etaHorizon) {
+		return p
+	}
+	p.EstimatedCompletionTime = ptr.To(metav1.NewTime(at.Add(time.Duration(remaining)).Truncate(time.Second)))
 	return p
 }
+
+// etaHorizon is the farthest ETA Derive gives. No training runs that long:
+// a later estimate says only that the job will not finish at this pace,
+// which no ETA says as well. It also keeps the float of the remaining
+// nanoseconds within a time.Duration, whose conversion would otherwise
+// wrap into a date in the past.
+const etaHorizon = 10 * 365 * 24 * time.Hour
 
 // formatMetrics renders the values as the shortest decimal strings that
 // read back as the same numbers.

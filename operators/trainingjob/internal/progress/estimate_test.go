@@ -46,6 +46,13 @@ func TestDerivePercentAndETA(t *testing.T) {
 			rep:     Report{Step: 20, TotalSteps: 20},
 			want:    &trainingv1alpha1.TrainingProgress{Step: 20, TotalSteps: 20, Percent: ptr.To[int32](100), EstimatedCompletionTime: ts(30), LastReportTime: metav1.NewTime(at(30))},
 		},
+		"a pace that would end centuries from now: no ETA": {
+			// One step an hour, 2^40 steps: the remaining time overflows
+			// a time.Duration, and used to wrap into a date in the past.
+			samples: []sample{{1, at(0)}, {2, at(3600)}},
+			rep:     Report{Step: 2, TotalSteps: 1 << 40},
+			want:    &trainingv1alpha1.TrainingProgress{Step: 2, TotalSteps: 1 << 40, Percent: ptr.To[int32](0), LastReportTime: metav1.NewTime(at(3600))},
+		},
 		"no advance: no ETA": {
 			samples: []sample{{7, at(0)}, {7, at(30)}},
 			rep:     Report{Step: 7, TotalSteps: 10},
