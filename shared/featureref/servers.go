@@ -7,6 +7,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -45,8 +46,16 @@ func ServerSelector(store string) map[string]string {
 // servers are not managed (a shared FeatureStoreBackend's, outside the
 // cluster or another namespace) has no such pods: whoever writes the policy
 // names those servers in rules of their own.
+//
+// A name that is not a valid label value is left out: the API server would
+// refuse the whole policy for it, and no FeatureStore can have such a name
+// (FeatureStore names are at most 63 characters), so Resolve reports the
+// reference as not found. The API refuses such references since it caps
+// them at 63 characters; objects stored before may still hold one.
 func ServerEgress(refs []commonv1alpha1.FeatureStoreReference) *networkingv1.NetworkPolicyEgressRule {
-	names := IndexValues(refs)
+	names := slices.DeleteFunc(IndexValues(refs), func(name string) bool {
+		return len(validation.IsValidLabelValue(name)) > 0
+	})
 	if len(names) == 0 {
 		return nil
 	}

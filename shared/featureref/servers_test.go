@@ -1,6 +1,7 @@
 package featureref
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,6 +42,11 @@ func TestServerEgress(t *testing.T) {
 			refs: []commonv1alpha1.FeatureStoreReference{ref("web"), ref("sales"), ref("web")},
 			want: &networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{peer("sales"), peer("web")}, Ports: ports},
 		},
+		"a name no FeatureStore can have, which no label may hold, left out": {
+			refs: []commonv1alpha1.FeatureStoreReference{ref(strings.Repeat("s", 64)), ref("sales")},
+			want: &networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{peer("sales")}, Ports: ports},
+		},
+		"only such names: no rule": {refs: []commonv1alpha1.FeatureStoreReference{ref(strings.Repeat("s", 64))}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, ServerEgress(tc.refs)); diff != "" {

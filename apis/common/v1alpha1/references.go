@@ -14,6 +14,10 @@ type LocalObjectReference struct {
 // FeatureStoreReference names a FeatureStore (features.mlplatform.dev) in the
 // referrer's namespace. The referrer mounts the store's Feast client
 // configuration once the store is Ready; see FeatureStoreClientContract.
+// Its name is at most 63 characters, as a FeatureStore's is: the name is
+// also a label value selecting the store's servers, and a longer one could
+// name no store anyway.
+// +kubebuilder:validation:XValidation:rule="size(self.name) <= 63",message="a FeatureStore name is at most 63 characters: name an existing FeatureStore"
 type FeatureStoreReference struct {
 	LocalObjectReference `json:",inline"`
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -268,5 +269,45 @@ func TestNetworkPolicyEgress(t *testing.T) {
 	cfg.NetworkPolicy.Enabled = false
 	if np := NetworkPolicy(Input{Notebook: nb, Config: cfg}); np != nil {
 		t.Errorf("both off rendered %+v", np)
+	}
+}
+
+// A reference no FeatureStore can answer (stored before the API capped its
+// length) must not make the whole policy invalid: every label value the
+// policy selects on is one the API server accepts.
+func TestNetworkPolicyLabelValuesAreValidForAnyReference(t *testing.T) {
+	nb := full()
+	nb.Spec.FeatureStores = []commonv1alpha1.FeatureStoreReference{
+		{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: strings.Repeat("s", 70)}},
+		{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: "sales"}},
+	}
+	cfg := testConfig()
+	cfg.NetworkPolicy.Egress.Enabled = true
+	np := NetworkPolicy(Input{Notebook: nb, Config: cfg})
+	var selectors []*metav1.LabelSelector
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.To {
+			selectors = append(selectors, p.PodSelector, p.NamespaceSelector)
+		}
+	}
+	for _, r := range np.Spec.Ingress {
+		for _, p := range r.From {
+			selectors = append(selectors, p.PodSelector, p.NamespaceSelector)
+		}
+	}
+	sales := false
+	for _, sel := range selectors {
+		if sel == nil {
+			continue
+		}
+		for k, v := range sel.MatchLabels {
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				t.Errorf("matchLabels %s=%q: %v", k, v, errs)
+			}
+			sales = sales || (k == featureref.LabelStore && v == "sales")
+		}
+	}
+	if !sales {
+		t.Errorf("the valid reference lost its peer: %+v", np.Spec.Egress)
 	}
 }

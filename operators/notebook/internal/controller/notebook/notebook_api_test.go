@@ -130,6 +130,13 @@ func TestAPIValidation(t *testing.T) {
 			},
 			wantErr: "resources.limits of cpu, memory and ephemeral-storage may not be negative",
 		},
+		"a FeatureStore reference as long as a FeatureStore name": {
+			mutate: func(nb *notebooksv1alpha1.Notebook) { nb.Spec.FeatureStores = storeRefs(strings.Repeat("s", 63)) },
+		},
+		"a FeatureStore reference longer than any FeatureStore name": {
+			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.FeatureStores = storeRefs(strings.Repeat("s", 64)) },
+			wantErr: "a FeatureStore name is at most 63 characters",
+		},
 		"a name too long for its children": {
 			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Name = strings.Repeat("n", 53) },
 			wantErr: "Notebook names are at most 52 characters",
@@ -153,6 +160,14 @@ func TestAPIValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+func storeRefs(names ...string) []commonv1alpha1.FeatureStoreReference {
+	refs := make([]commonv1alpha1.FeatureStoreReference, 0, len(names))
+	for _, n := range names {
+		refs = append(refs, commonv1alpha1.FeatureStoreReference{LocalObjectReference: commonv1alpha1.LocalObjectReference{Name: n}})
+	}
+	return refs
 }
 
 func TestAPITransitions(t *testing.T) {
