@@ -41,6 +41,12 @@ const (
 	// ...) and message; False with reason Admitted once Kueue admitted it.
 	// It is absent for a Notebook without a queue or while it is stopped.
 	ConditionQueued = "Queued"
+	// ConditionWorkspaceResizePending is True while spec.workspace.size is
+	// larger than the workspace claim asks for, with reason
+	// WorkspaceNotBound or WorkspaceResizeRefused; it is absent otherwise.
+	// It never holds up the rest of the Notebook: the server runs, stops
+	// and is culled on the workspace it has.
+	ConditionWorkspaceResizePending = "WorkspaceResizePending"
 )
 
 // Condition and event reasons of a Notebook.
@@ -59,6 +65,16 @@ const (
 	ReasonInvalidAccelerator = "InvalidAccelerator"
 	ReasonAdmitted           = "Admitted"
 	ReasonQueued             = "Queued"
+	// ReasonWorkspaceNotBound: the workspace claim is not bound to a
+	// volume yet (a storage class that binds when the pod first starts,
+	// while the Notebook is queued or suspended). A claim's size can only
+	// change once it is bound; the operator grows it then.
+	ReasonWorkspaceNotBound = "WorkspaceNotBound"
+	// ReasonWorkspaceResizeRefused: the API server refused to grow the
+	// bound claim, typically because its StorageClass does not allow
+	// volume expansion; the message is the API server's. The operator
+	// tries again at each reconcile.
+	ReasonWorkspaceResizeRefused = "WorkspaceResizeRefused"
 )
 
 // Phase is a one-word summary of a Notebook for people and printer columns.
@@ -204,11 +220,16 @@ type PodTemplate struct {
 // Workspace is the persistent home folder.
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName)",message="workspace.storageClassName cannot be added or removed after creation"
 type Workspace struct {
-	// Size of the volume. It may grow (when the storage class allows
-	// expansion) but never shrink.
+	// Size of the volume. It may grow, when the storage class allows
+	// volume expansion: the operator grows the claim once it is bound to a
+	// volume, and until then, or when the API server refuses (a class
+	// without allowVolumeExpansion), reports it in the
+	// WorkspaceResizePending condition while the Notebook keeps running on
+	// the workspace it has. It never shrinks below the claim's size
+	// (status.workspace.size), so a growth that cannot happen can be taken
+	// back to it.
 	// +kubebuilder:default="10Gi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0",message="workspace.size must be at least 1Mi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",message="workspace.size cannot shrink"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 
@@ -298,7 +319,8 @@ type NotebookStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Ready (the pod is ready and Jupyter answers), Suspended,
-	// Culled, UpdatePending, FeatureStoresReady, Reconciling, Stalled.
+	// Culled, UpdatePending, FeatureStoresReady, WorkspaceResizePending,
+	// Reconciling, Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -349,6 +371,22 @@ type NotebookStatus struct {
 	// it; absent otherwise.
 	// +optional
 	Queue *commonv1alpha1.QueueStatus `json:"queue,omitempty"`
+
+	// Workspace is the workspace claim's size as the operator last saw it.
+	// +optional
+	Workspace *WorkspaceStatus `json:"workspace,omitempty"`
+}
+
+// WorkspaceStatus compares what the workspace claim asks for with the
+// volume it has; both can lag spec.workspace.size (see its doc).
+type WorkspaceStatus struct {
+	// Size the workspace claim asks for.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+	// Capacity of the volume bound to the claim; unset until it is bound.
+	// It is below size while the volume is being expanded.
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
 }
 
 // Notebook is a Jupyter server with a persistent workspace.
@@ -364,6 +402,7 @@ type NotebookStatus struct {
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,priority=1,description="In-cluster URL of the server"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="Notebook names are at most 52 characters, so the names of the StatefulSet's pods and the workspace claim fit"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="Notebook names are DNS-1035 labels (lower-case letters, digits and '-', starting with a letter, no dots): the Notebook's Service and StatefulSet take its name"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.workspace) || !has(self.spec.workspace.size) || !has(oldSelf.spec) || !has(oldSelf.spec.workspace) || !has(oldSelf.spec.workspace.size) || quantity(string(self.spec.workspace.size)).compareTo(quantity(string(oldSelf.spec.workspace.size))) >= 0 || (has(self.status) && has(self.status.workspace) && has(self.status.workspace.size) && quantity(string(self.spec.workspace.size)).compareTo(quantity(string(self.status.workspace.size))) >= 0)",message="spec.workspace.size cannot shrink below the workspace claim's size (status.workspace.size): a volume never shrinks"
 type Notebook struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -330,18 +330,24 @@ func TokenSecret(nb *notebooksv1alpha1.Notebook, token string) *corev1.Secret {
 	}
 }
 
-// WorkspaceClaim is the workspace volume claim. With deletionPolicy Delete
-// the Notebook owns it and the garbage collector deletes it with the
-// Notebook; with Retain it has no owner and outlives the Notebook, and a
-// Notebook of the same name created later mounts it again.
-func WorkspaceClaim(in Input) *corev1.PersistentVolumeClaim {
+// WorkspaceSize is the size the Notebook asks for its workspace.
+func WorkspaceSize(nb *notebooksv1alpha1.Notebook) resource.Quantity {
+	if nb.Spec.Workspace.Size != nil {
+		return *nb.Spec.Workspace.Size
+	}
+	return resource.MustParse("10Gi")
+}
+
+// WorkspaceClaim is the workspace volume claim, asking for size: the
+// caller decides it, because a claim's size can change only when the
+// cluster can grow its volume. With deletionPolicy Delete the Notebook owns
+// it and the garbage collector deletes it with the Notebook; with Retain it
+// has no owner and outlives the Notebook, and a Notebook of the same name
+// created later mounts it again.
+func WorkspaceClaim(in Input, size resource.Quantity) *corev1.PersistentVolumeClaim {
 	nb := in.Notebook
 	ws := nb.Spec.Workspace
 	owned := ws.DeletionPolicy == commonv1alpha1.DeletionPolicyDelete
-	size := resource.MustParse("10Gi")
-	if ws.Size != nil {
-		size = *ws.Size
-	}
 	pvc := &corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: objectMeta(nb, WorkspaceClaimName(nb), owned),

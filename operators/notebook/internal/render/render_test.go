@@ -94,7 +94,7 @@ func renderAll(in Input) []any {
 		StatefulSet(in, StatefulSetState{Replicas: 1, Annotations: map[string]string{AnnotationStartedAt: "2026-01-02T09:00:00Z"}}),
 		Service(in),
 		TokenSecret(in.Notebook, "not-a-real-token"),
-		WorkspaceClaim(in),
+		WorkspaceClaim(in, WorkspaceSize(in.Notebook)),
 	}
 	if np := NetworkPolicy(in); np != nil {
 		objs = append(objs, np)
@@ -189,7 +189,7 @@ func TestWorkspaceOwnershipFollowsDeletionPolicy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			nb := minimal()
 			nb.Spec.Workspace.DeletionPolicy = tc.policy
-			pvc := WorkspaceClaim(Input{Notebook: nb, Config: testConfig()})
+			pvc := WorkspaceClaim(Input{Notebook: nb, Config: testConfig()}, WorkspaceSize(nb))
 			if got := len(pvc.OwnerReferences) == 1; got != tc.wantOwned {
 				t.Errorf("owner references %v, want owned=%v", pvc.OwnerReferences, tc.wantOwned)
 			}

@@ -186,7 +186,7 @@ func TestAPITransitions(t *testing.T) {
 		"growing the workspace": {mutate: func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.Size = ptr.To(resource.MustParse("30Gi")) }},
 		"shrinking the workspace": {
 			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.Size = ptr.To(resource.MustParse("5Gi")) },
-			wantErr: "workspace.size cannot shrink",
+			wantErr: "spec.workspace.size cannot shrink below the workspace claim's size",
 		},
 		"changing the storage class": {
 			mutate:  func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.StorageClassName = ptr.To("slow") },
@@ -212,5 +212,37 @@ func TestAPITransitions(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// A growth the cluster cannot do can be taken back to the claim's size the
+// status records, never below it.
+func TestAPIWorkspaceShrinksBackToTheClaimOnly(t *testing.T) {
+	c := env.AdminClient(t, scheme)
+	ns := testenv.CreateNamespace(t, c, "nb")
+	nb := newNotebook(ns, "shrink-back")
+	if err := c.Create(t.Context(), nb); err != nil {
+		t.Fatal(err)
+	}
+	nb.Status.Workspace = &notebooksv1alpha1.WorkspaceStatus{Size: ptr.To(resource.MustParse("10Gi"))}
+	if err := c.Status().Update(t.Context(), nb); err != nil {
+		t.Fatal(err)
+	}
+	nb = updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Workspace.Size = ptr.To(resource.MustParse("30Gi")) })
+	for size, wantErr := range map[string]string{
+		"10Gi":    "",
+		"20Gi":    "",
+		"10240Mi": "",
+		"9Gi":     "spec.workspace.size cannot shrink below the workspace claim's size",
+	} {
+		got := nb.DeepCopy()
+		got.Spec.Workspace.Size = ptr.To(resource.MustParse(size))
+		err := c.Update(t.Context(), got, client.DryRunAll)
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("%s refused: %v", size, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%s: got %v, want an error containing %q", size, err, wantErr)
+		}
 	}
 }

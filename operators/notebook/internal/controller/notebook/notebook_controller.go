@@ -288,7 +288,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // one reconcile's scope, in order, ending with the status they add up to,
 // then one status write, the events and the metrics. The Notebook's steps
 // build on each other: after one failed or stalled the Notebook, the later
-// ones are skipped and only the status is computed. Its events (culls,
+// ones are skipped and only the status is computed. resizeWorkspace comes
+// last, after the phases that start and stop the server, because the
+// cluster may be unable to grow the workspace for as long as the Notebook
+// lives. Its events (culls,
 // warnings, restarts, refused pods) say more than condition transitions.
 func (r *Reconciler) newRunner() *phase.Runner[*notebooksv1alpha1.Notebook, *scope] {
 	return &phase.Runner[*notebooksv1alpha1.Notebook, *scope]{
@@ -309,6 +312,7 @@ func (r *Reconciler) newRunner() *phase.Runner[*notebooksv1alpha1.Notebook, *sco
 			phase.Step("observeQueue", r.observeQueue),
 			phase.Step("decideLifecycle", r.decideLifecycle),
 			phase.Step("ensureStatefulSet", r.ensureStatefulSet),
+			phase.Step("resizeWorkspace", r.resizeWorkspace),
 			{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (phase.Result, error) {
 				computeStatus(s)
 				return phase.Result{}, nil

@@ -53,6 +53,12 @@ func events(s *scope) []phase.Event {
 			add(corev1.EventTypeWarning, now.Reason, now.Message)
 		}
 	}
+	if now := conditions.Get(nb, notebooksv1alpha1.ConditionWorkspaceResizePending); now != nil && now.Reason == notebooksv1alpha1.ReasonWorkspaceResizeRefused {
+		old := conditions.Get(before, notebooksv1alpha1.ConditionWorkspaceResizePending)
+		if old == nil || old.Reason != now.Reason || old.Message != now.Message {
+			add(corev1.EventTypeWarning, now.Reason, now.Message)
+		}
+	}
 	if s.stalled != "" {
 		old := conditions.Get(before, commonv1alpha1.ConditionStalled)
 		if old == nil || old.Message != s.stalledMsg {

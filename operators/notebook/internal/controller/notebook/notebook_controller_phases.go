@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,6 +45,12 @@ type scope struct {
 	stalled, stalledMsg string
 	// waiting says what the operator waits for, when it is not the pod.
 	waiting string
+
+	// claim is the workspace claim as observed, or as this reconcile
+	// created it; nil when ensureWorkspace did not get to it.
+	claim *corev1.PersistentVolumeClaim
+	// workspace is what resizeWorkspace found; nil when it did not run.
+	workspace *workspaceObservation
 
 	token string
 	sts   *appsv1.StatefulSet // as observed, nil when absent
@@ -250,9 +257,13 @@ func getOwned[T client.Object](ctx context.Context, c client.Client, key client.
 	return obj, nil
 }
 
+// ensureWorkspace creates the workspace claim at spec.workspace.size and
+// keeps an existing claim at the size it asks for: growing it is
+// resizeWorkspace's, which the cluster may refuse without that holding up
+// the Notebook's other children.
 func (r *Reconciler) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, error) {
-	desired := render.WorkspaceClaim(s.input)
-	live, err := getOwned(ctx, r.Client, client.ObjectKeyFromObject(desired), &corev1.PersistentVolumeClaim{})
+	key := client.ObjectKey{Namespace: s.nb.Namespace, Name: render.WorkspaceClaimName(s.nb)}
+	live, err := getOwned(ctx, r.Client, key, &corev1.PersistentVolumeClaim{})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -262,8 +273,80 @@ func (r *Reconciler) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result
 		s.waiting = "Waiting for the previous workspace claim " + live.Name + " to be deleted"
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
+	size := render.WorkspaceSize(s.nb)
+	if requested, ok := claimSize(live); ok {
+		size = requested
+	}
+	desired := render.WorkspaceClaim(s.input, size)
 	if _, err := r.applyChild(ctx, desired); err != nil {
 		return handleApplyErr(s, err)
+	}
+	s.claim = live
+	if live == nil {
+		s.claim = desired
+	}
+	return ctrl.Result{}, nil
+}
+
+// claimSize is the storage a claim asks for; false for no claim.
+func claimSize(claim *corev1.PersistentVolumeClaim) (resource.Quantity, bool) {
+	if claim == nil {
+		return resource.Quantity{}, false
+	}
+	size, ok := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	return size, ok
+}
+
+// workspaceObservation is the workspace claim's size and the resize that
+// waits, if any.
+type workspaceObservation struct {
+	size     resource.Quantity
+	capacity *resource.Quantity
+	// pending is the reason spec.workspace.size is not applied yet, empty
+	// when it is; pendingMsg says why.
+	pending, pendingMsg string
+}
+
+// resizeWorkspace grows the workspace claim to spec.workspace.size. The
+// API server lets a claim grow only once it is bound to a volume, and only
+// when its StorageClass allows volume expansion; until then the claim
+// keeps its size, the Notebook runs on it, and WorkspaceResizePending says
+// why. It runs after the phases that manage the server, and a refusal is
+// reported rather than returned, so a resize the cluster cannot do never
+// holds up a suspend, a cull or a change of the StatefulSet. Every
+// reconcile tries again: a class that allows expansion later takes effect
+// without a change of the Notebook.
+func (r *Reconciler) resizeWorkspace(ctx context.Context, s *scope) (ctrl.Result, error) {
+	have, ok := claimSize(s.claim)
+	if !ok {
+		return ctrl.Result{}, nil
+	}
+	ws := &workspaceObservation{size: have}
+	if capacity, ok := s.claim.Status.Capacity[corev1.ResourceStorage]; ok {
+		ws.capacity = &capacity
+	}
+	s.workspace = ws
+	want := render.WorkspaceSize(s.nb)
+	if want.Cmp(have) <= 0 {
+		return ctrl.Result{}, nil
+	}
+	name := s.claim.Name
+	if s.claim.Status.Phase != corev1.ClaimBound {
+		ws.pending = notebooksv1alpha1.ReasonWorkspaceNotBound
+		ws.pendingMsg = fmt.Sprintf("The workspace claim %s asks for %s and is not bound to a volume yet (its StorageClass may bind one only when the Jupyter server starts); it is grown to %s once it is bound",
+			name, have.String(), want.String())
+		return ctrl.Result{}, nil
+	}
+	_, err := r.applier().Apply(ctx, render.WorkspaceClaim(s.input, want), ours)
+	switch {
+	case err == nil:
+		ws.size = want
+	case apireject.Is(err) || apierrors.IsForbidden(err):
+		ws.pending = notebooksv1alpha1.ReasonWorkspaceResizeRefused
+		ws.pendingMsg = fmt.Sprintf("The API server refused to grow the workspace claim %s from %s to %s; the Notebook keeps running on %s. Set spec.workspace.size back to %s, or have the StorageClass allow volume expansion: %s",
+			name, have.String(), want.String(), have.String(), have.String(), apireject.Message(err))
+	default:
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
@@ -32,6 +33,7 @@ func computeStatus(s *scope) {
 	}
 	st.Culling = cullingStatus(s)
 	reportActivity(s, cfg.ReportInterval.Duration)
+	markWorkspace(s)
 
 	if s.stalled != "" {
 		conditions.Remove(nb, notebooksv1alpha1.ConditionQueued)
@@ -90,6 +92,23 @@ func markDecisions(s *scope) {
 	} else {
 		conditions.Remove(nb, notebooksv1alpha1.ConditionUpdatePending)
 	}
+}
+
+// markWorkspace records the workspace claim's size and sets
+// WorkspaceResizePending while spec.workspace.size waits. When
+// resizeWorkspace did not run (an earlier phase halted), both stay as the
+// last reconcile that saw the claim left them.
+func markWorkspace(s *scope) {
+	ws := s.workspace
+	if ws == nil {
+		return
+	}
+	s.nb.Status.Workspace = &notebooksv1alpha1.WorkspaceStatus{Size: ptr.To(ws.size), Capacity: ws.capacity}
+	if ws.pending == "" {
+		conditions.Remove(s.nb, notebooksv1alpha1.ConditionWorkspaceResizePending)
+		return
+	}
+	conditions.MarkTrue(s.nb, notebooksv1alpha1.ConditionWorkspaceResizePending, ws.pending, ws.pendingMsg)
 }
 
 // markStores sets FeatureStoresReady when the Notebook names stores.
