@@ -343,8 +343,8 @@ func (r *Reconciler) resizeWorkspace(ctx context.Context, s *scope) (ctrl.Result
 		ws.size = want
 	case apireject.Is(err) || apierrors.IsForbidden(err):
 		ws.pending = notebooksv1alpha1.ReasonWorkspaceResizeRefused
-		ws.pendingMsg = fmt.Sprintf("The API server refused to grow the workspace claim %s from %s to %s; the Notebook keeps running on %s. Set spec.workspace.size back to %s, or have the StorageClass allow volume expansion: %s",
-			name, have.String(), want.String(), have.String(), have.String(), apireject.Message(err))
+		ws.pendingMsg = fmt.Sprintf("The API server refused to grow the workspace claim %[1]s from %[2]s to %[3]s, so it stays at %[2]s. Set spec.workspace.size back to %[2]s, or have the StorageClass allow volume expansion: %[4]s",
+			name, have.String(), want.String(), apireject.Message(err))
 	default:
 		return ctrl.Result{}, err
 	}
