@@ -31,7 +31,10 @@ func deniedByOwnedObjectsPolicy(err error) bool {
 // Secret, ConfigMap, Service and StatefulSet and delete every claim in the
 // cluster: the chart's ValidatingAdmissionPolicy refuses it every write to
 // an object without its managed-by label, in kube-system, in a tenant's
-// namespace and in its own. Its own work is covered by
+// namespace and in its own; and, labelled or not, what would lend it the
+// cluster's credentials: a token Secret of a ServiceAccount, anything in
+// kube-system, a Service with external IPs, a StatefulSet whose pods run
+// as another ServiceAccount or with a token. Its own work is covered by
 // TestChartInstallsAndItsServiceAccountRunsTheOperator under the same
 // policy.
 func TestChartPolicyConfinesTheServiceAccountToItsObjects(t *testing.T) {
@@ -76,6 +79,31 @@ func TestChartPolicyConfinesTheServiceAccountToItsObjects(t *testing.T) {
 		"create an unlabelled ConfigMap": func(ctx context.Context) error {
 			return op.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planted"}}, client.DryRunAll)
 		},
+		"create a labelled token Secret for a kube-system ServiceAccount": func(ctx context.Context) error {
+			return op.Create(ctx, tokenSecret("kube-system", "clusterrole-aggregation-controller"), client.DryRunAll)
+		},
+		"create a labelled token Secret for a tenant's ServiceAccount": func(ctx context.Context) error {
+			return op.Create(ctx, tokenSecret(ns, "default"), client.DryRunAll)
+		},
+		"create a labelled Opaque Secret in kube-system": func(ctx context.Context) error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: labelled("kube-system", "planted")}, client.DryRunAll)
+		},
+		"create a labelled Service with external IPs": func(ctx context.Context) error {
+			return op.Create(ctx, &corev1.Service{ObjectMeta: labelled(ns, "planted"), Spec: corev1.ServiceSpec{
+				Ports: []corev1.ServicePort{{Port: 443}}, ExternalIPs: []string{"203.0.113.7"},
+			}}, client.DryRunAll)
+		},
+		"create a labelled StatefulSet running as a tenant's ServiceAccount": func(ctx context.Context) error {
+			s := sts.DeepCopy()
+			s.ObjectMeta = labelled(ns, "planted")
+			s.Spec.Template.Spec.ServiceAccountName = "tenant-deployer"
+			return op.Create(ctx, s, client.DryRunAll)
+		},
+		"create a labelled StatefulSet with a ServiceAccount token": func(ctx context.Context) error {
+			s := sts.DeepCopy()
+			s.ObjectMeta = labelled(ns, "planted")
+			return op.Create(ctx, s, client.DryRunAll)
+		},
 		"delete a tenant's claim":       func(ctx context.Context) error { return op.Delete(ctx, pvc.DeepCopy()) },
 		"delete a tenant's StatefulSet": func(ctx context.Context) error { return op.Delete(ctx, sts.DeepCopy()) },
 		"scale a tenant's StatefulSet": func(ctx context.Context) error {
@@ -96,6 +124,30 @@ func TestChartPolicyConfinesTheServiceAccountToItsObjects(t *testing.T) {
 	if err := admin.Delete(t.Context(), systemSecret); err != nil {
 		t.Errorf("the policy binds users other than the operator: %v", err)
 	}
+	// What the operator makes is admitted: an Opaque Secret and a
+	// StatefulSet whose pods run as the namespace's default account
+	// without its token.
+	own := sts.DeepCopy()
+	own.ObjectMeta = labelled(ns, "own")
+	own.Spec.Template.Spec.AutomountServiceAccountToken = ptr.To(false)
+	for _, o := range []client.Object{&corev1.Secret{ObjectMeta: labelled(ns, "own"), Type: corev1.SecretTypeOpaque}, own} {
+		if err := op.Create(t.Context(), o, client.DryRunAll); err != nil {
+			t.Errorf("the operator creating its own %T: %v", o, err)
+		}
+	}
+}
+
+// labelled is the metadata of an object the operator labelled as its own.
+func labelled(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": "featurestore-operator"}}
+}
+
+// tokenSecret is a Secret, labelled as the operator's, that the token
+// controller would fill with a token of the ServiceAccount it names.
+func tokenSecret(namespace, serviceAccount string) *corev1.Secret {
+	meta := labelled(namespace, "planted-token")
+	meta.Annotations = map[string]string{corev1.ServiceAccountNameKey: serviceAccount}
+	return &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeServiceAccountToken}
 }
 
 // TestChartNamespaceScopedInstall installs the chart for one tenant

@@ -46,8 +46,10 @@ func tenantObjects(ns string) (*appsv1.StatefulSet, *corev1.Service, *corev1.Per
 // refusesForeignWrites checks the chart's ValidatingAdmissionPolicy: the
 // operator's ServiceAccount cannot change, adopt or delete objects it did
 // not create, even of kinds RBAC lets it write, nor create unlabelled ones,
-// in a tenant's namespace or in kube-system; it can still create its own,
-// and other users are not affected.
+// in a tenant's namespace or in kube-system, nor, labelled or not, what
+// would lend it the cluster's credentials (a ServiceAccount's token
+// Secret, a StatefulSet in kube-system, a Service with external IPs); it
+// can still create its own, and other users are not affected.
 func refusesForeignWrites(t *testing.T, admin, op client.Client) {
 	ns := testenv.CreateNamespace(t, admin, "tenant")
 	sts, svc, pvc, np := tenantObjects(ns)
@@ -74,6 +76,24 @@ func refusesForeignWrites(t *testing.T, admin, op client.Client) {
 		"create an unlabelled Secret in kube-system": func(ctx context.Context) error {
 			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "planted"}}, client.DryRunAll)
 		},
+		"create a labelled token Secret for a kube-system ServiceAccount": func(ctx context.Context) error {
+			return op.Create(ctx, tokenSecret("kube-system", "clusterrole-aggregation-controller"), client.DryRunAll)
+		},
+		"create a labelled token Secret for a tenant's ServiceAccount": func(ctx context.Context) error {
+			return op.Create(ctx, tokenSecret(ns, "default"), client.DryRunAll)
+		},
+		"create a labelled StatefulSet in kube-system": func(ctx context.Context) error {
+			s := sts.DeepCopy()
+			s.ObjectMeta = ownMeta("kube-system", "planted")
+			s.Spec.Template.Spec.ServiceAccountName = "clusterrole-aggregation-controller"
+			return op.Create(ctx, s, client.DryRunAll)
+		},
+		"create a labelled Service with external IPs": func(ctx context.Context) error {
+			s := unlabelled(svc, "planted")
+			s.Labels = ownMeta(ns, "").Labels
+			s.Spec.ExternalIPs = []string{"203.0.113.7"}
+			return op.Create(ctx, s, client.DryRunAll)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := write(t.Context()); !deniedByPolicy(err) {
@@ -88,9 +108,12 @@ func refusesForeignWrites(t *testing.T, admin, op client.Client) {
 	}
 
 	own := unlabelled(svc, "own")
-	own.Labels = map[string]string{"app.kubernetes.io/managed-by": render.OperatorName}
+	own.Labels = ownMeta(ns, "").Labels
 	if err := op.Create(t.Context(), own); err != nil {
 		t.Fatalf("the operator creating its own Service: %v", err)
+	}
+	if err := op.Create(t.Context(), &corev1.Secret{ObjectMeta: ownMeta(ns, "own"), Type: corev1.SecretTypeOpaque}, client.DryRunAll); err != nil {
+		t.Errorf("the operator creating its own Opaque Secret: %v", err)
 	}
 	strip := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":null}}}`))
 	if err := op.Patch(t.Context(), own.DeepCopy(), strip); !deniedByPolicy(err) {
@@ -99,6 +122,19 @@ func refusesForeignWrites(t *testing.T, admin, op client.Client) {
 	if err := admin.Patch(t.Context(), sts.DeepCopy(), adopt, client.DryRunAll); err != nil {
 		t.Errorf("the policy binds users other than the operator: %v", err)
 	}
+}
+
+// ownMeta is the metadata of an object the operator labelled as its own.
+func ownMeta(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app.kubernetes.io/managed-by": render.OperatorName}}
+}
+
+// tokenSecret is a Secret, labelled as the operator's, that the token
+// controller would fill with a token of the ServiceAccount it names.
+func tokenSecret(namespace, serviceAccount string) *corev1.Secret {
+	meta := ownMeta(namespace, "planted-token")
+	meta.Annotations = map[string]string{corev1.ServiceAccountNameKey: serviceAccount}
+	return &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeServiceAccountToken}
 }
 
 func unlabelled(svc *corev1.Service, name string) *corev1.Service {

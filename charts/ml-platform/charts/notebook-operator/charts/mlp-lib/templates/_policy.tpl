@@ -10,9 +10,25 @@ anything in kube-system, even where RBAC lets it write that kind. The
 garbage collector, which deletes the children with their owner, is another
 user and is not affected.
 
+A label is only a claim, so what a labelled object could do with the
+cluster's own credentials is refused too, whatever the label:
+- no object in a kube-* namespace: a pod template there could run as one
+  of the control plane's ServiceAccounts;
+- a Secret must be Opaque, the only type the operators write: the token
+  controller fills a kubernetes.io/service-account-token Secret with a
+  token of the ServiceAccount it names, and a bootstrap token Secret is a
+  credential to join the cluster;
+- a Service must be a ClusterIP Service without externalIPs, as the
+  operators' are: externalIPs capture the cluster's traffic to those
+  addresses (CVE-2020-8554), and other types open node ports or balancers.
+A chart adds what only it can say about its own children (validations).
+Events, Leases and the custom resources' status are not matched: the
+operator writes them for objects that are not its children.
+
 It takes a dict: root (the chart's context), operator (the label's value),
-group (the API group that names the policy) and rules (the resourceRules:
-apiGroups and resources of the kinds the operator writes).
+group (the API group that names the policy), rules (the resourceRules:
+apiGroups and resources of the kinds the operator writes) and, optionally,
+validations (more entries of spec.validations, as YAML at column 0).
 */ -}}
 {{- define "mlp.ownedObjectsPolicy" -}}
 {{- $ := .root }}
@@ -60,6 +76,26 @@ spec:
         'the {{ $short }} operator may not change or delete ' + request.resource.resource + ' ' +
         request.namespace + '/' + request.name + ': it is not labelled app.kubernetes.io/managed-by={{ .operator }}'
       reason: Forbidden
+    - expression: "!request.namespace.startsWith('kube-')"
+      messageExpression: >-
+        'the {{ $short }} operator may not write ' + request.resource.resource + ' in namespace ' + request.namespace
+      reason: Forbidden
+    - expression: >-
+        request.operation == 'DELETE' || request.resource.resource != 'secrets' ||
+        (has(object.type) && object.type == 'Opaque')
+      messageExpression: >-
+        'the {{ $short }} operator may only write Secrets of type Opaque, not ' +
+        (has(object.type) ? object.type : 'without a type')
+      reason: Forbidden
+    - expression: >-
+        request.operation == 'DELETE' || request.resource.resource != 'services' ||
+        ((!has(object.spec.type) || object.spec.type == 'ClusterIP') &&
+        (!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0))
+      message: the {{ $short }} operator may only write Services of type ClusterIP without externalIPs
+      reason: Forbidden
+    {{- with .validations }}
+    {{- . | nindent 4 }}
+    {{- end }}
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
