@@ -214,6 +214,14 @@ func TestChartsEscapeHatches(t *testing.T) {
 					}
 				},
 			},
+			"PodDisruptionBudget that blocks every voluntary eviction": {
+				values: map[string]any{"podDisruptionBudget": map[string]any{"enabled": true, "maxUnavailable": 0}},
+				check: func(t *testing.T, objs []*unstructured.Unstructured) {
+					if got := field(t, find(t, objs, "PodDisruptionBudget", chart), "spec", "maxUnavailable"); fmt.Sprint(got) != "0" {
+						t.Errorf("maxUnavailable %v, want the 0 it was given", got)
+					}
+				},
+			},
 			"topology spread selects the operator's pods": {
 				values: map[string]any{"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}}},
 				check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -438,6 +446,42 @@ func TestChartsValidateResources(t *testing.T) {
 	}
 	if _, err := charttest.Render(chartDir("trainingjob-operator"), release, ns, map[string]any{"kubeflow": map[string]any{"resources": map[string]any{"limit": map[string]any{"cpu": "1"}}}}); err == nil {
 		t.Error("kubeflow.resources.limit passed the schema")
+	}
+}
+
+// TestChartsRefuseUnsafeOperatorSettings checks that every operator chart
+// fails to render, saying what to set, rather than install an operator that
+// runs unsafely: replicas that would all reconcile at once (no leader
+// election), or the operator's cluster-wide roles bound to the namespace's
+// default ServiceAccount, which every pod there runs as.
+func TestChartsRefuseUnsafeOperatorSettings(t *testing.T) {
+	for _, chart := range operatorCharts {
+		for name, tc := range map[string]struct {
+			values map[string]any
+			want   string
+		}{
+			"replicas without leader election": {
+				map[string]any{"replicas": 2, "leaderElection": map[string]any{"enabled": false}},
+				"replicas: 2 needs leaderElection.enabled",
+			},
+			"a ServiceAccount it does not create and does not name": {
+				map[string]any{"serviceAccount": map[string]any{"create": false}},
+				"serviceAccount.name is required when serviceAccount.create is false",
+			},
+		} {
+			t.Run(chart+"/"+name, func(t *testing.T) {
+				_, err := charttest.Render(chartDir(chart), release, ns, tc.values)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("values %v: error %v, want one saying %q", tc.values, err, tc.want)
+				}
+			})
+		}
+		t.Run(chart+"/one replica without leader election", func(t *testing.T) {
+			objs := objects(t, chartDir(chart), map[string]any{"leaderElection": map[string]any{"enabled": false}})
+			if args := strs(manager(t, objs, chart)["args"]); !contains(args, "--leader-elect=false") {
+				t.Errorf("args %v, want --leader-elect=false", args)
+			}
+		})
 	}
 }
 

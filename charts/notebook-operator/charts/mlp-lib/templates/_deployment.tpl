@@ -18,6 +18,12 @@ own, each part as YAML at column 0 (as include renders it; empty for none):
 {{- define "mlp.deployment" -}}
 {{- $in := . -}}
 {{- with .root -}}
+{{- /* Without leader election every replica reconciles: they undo each
+other's writes, and what an operator serialises in its process (such as
+the featurestore's Redis collision check) is no longer serialised. */}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
+{{- fail (printf "replicas: %v needs leaderElection.enabled: true; without it every replica reconciles at once (set replicas: 1 or enable leader election)" .Values.replicas) }}
+{{- end }}
 apiVersion: apps/v1
 kind: Deployment
 metadata:

@@ -24,15 +24,17 @@ does not repeat itself; else release-name.
 
 {{/*
 The ServiceAccount the operator runs as: serviceAccount.name, else the
-operator's name when the chart creates it, else the namespace's default
-(a platform team that brings its own account names it).
+operator's name when the chart creates it. A platform team that brings its
+own account must name it: the chart binds the operator's cluster-wide roles
+to it, and the namespace's default account, which every pod there runs as
+unless it names another, must never get them.
 */}}
 {{- define "mlp.serviceAccountName" -}}
 {{- $sa := .Values.serviceAccount | default dict -}}
 {{- if ne (toString $sa.create) "false" -}}
 {{- $sa.name | default (include "mlp.fullname" .) -}}
 {{- else -}}
-{{- $sa.name | default "default" -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false: name the ServiceAccount the operator runs as (the chart would bind the operator's cluster-wide roles to the namespace's default account otherwise)" $sa.name -}}
 {{- end -}}
 {{- end -}}
 

@@ -155,10 +155,13 @@ spec:
   selector:
     matchLabels:
       {{- include "mlp.selectorLabels" $ | nindent 6 }}
+  {{- /* hasKey, not default: default would take a 0 for unset. */}}
   {{- if hasKey . "minAvailable" }}
   minAvailable: {{ .minAvailable }}
+  {{- else if hasKey . "maxUnavailable" }}
+  maxUnavailable: {{ .maxUnavailable }}
   {{- else }}
-  maxUnavailable: {{ .maxUnavailable | default 1 }}
+  maxUnavailable: 1
   {{- end }}
 {{- end }}
 {{- end }}
