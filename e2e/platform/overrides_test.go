@@ -132,19 +132,21 @@ func toYAML(t *testing.T, o *unstructured.Unstructured) string {
 	return string(b)
 }
 
-// TestTrainingJobChartPullsNoPublicImage: the init container the chart
-// gives the Kubeflow training-operator is the busybox the project builds,
-// not an image of a public registry (alpine:3.10 was, and is end of life),
-// under a registry-neutral name that global.imageRegistry prefixes, as it
-// does the operator images (the kind node's name was the default before).
+// TestTrainingJobChartPullsNoPublicImage: the init containers the chart
+// gives the Kubeflow training-operator are images the project builds, the
+// busybox and the MPI image at its tag, not images of a public registry
+// (alpine:3.10 was, and is end of life; kubeflow/kubectl-delivery:latest
+// was, a moving tag), under registry-neutral names that
+// global.imageRegistry prefixes, as it does the operator images (the kind
+// node's name was the default before).
 func TestTrainingJobChartPullsNoPublicImage(t *testing.T) {
 	for name, tc := range map[string]struct {
-		global map[string]any
-		want   string
+		global    map[string]any
+		want, mpi string
 	}{
-		"default":                 {want: "ml-platform/busybox:1.35.0-4-deb12u1-b1"},
-		"global.imageRegistry":    {global: map[string]any{"imageRegistry": "registry.example/"}, want: "registry.example/ml-platform/busybox:1.35.0-4-deb12u1-b1"},
-		"no global.imageRegistry": {global: map[string]any{"imageRegistry": ""}, want: "ml-platform/busybox:1.35.0-4-deb12u1-b1"},
+		"default":                 {want: "ml-platform/busybox:1.35.0-4-deb12u1-b1", mpi: "ml-platform/mpi:4.1"},
+		"global.imageRegistry":    {global: map[string]any{"imageRegistry": "registry.example/"}, want: "registry.example/ml-platform/busybox:1.35.0-4-deb12u1-b1", mpi: "registry.example/ml-platform/mpi:4.1"},
+		"no global.imageRegistry": {global: map[string]any{"imageRegistry": ""}, want: "ml-platform/busybox:1.35.0-4-deb12u1-b1", mpi: "ml-platform/mpi:4.1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			values := map[string]any{"kubeflow": map[string]any{"enabled": true}}
@@ -155,6 +157,9 @@ func TestTrainingJobChartPullsNoPublicImage(t *testing.T) {
 			args := strs(find(t, objs, "Deployment", "-kubeflow").Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"])
 			if !contains(args, "--pytorch-init-container-image="+tc.want) {
 				t.Errorf("args %v lack --pytorch-init-container-image=%s", args, tc.want)
+			}
+			if !contains(args, "--mpi-kubectl-delivery-image="+tc.mpi) {
+				t.Errorf("args %v lack --mpi-kubectl-delivery-image=%s", args, tc.mpi)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -102,6 +103,31 @@ func TestChartInstallsTheKubeflowTrainingOperator(t *testing.T) {
 	get(role, "", kubeflowName)
 	if !grants(role, "kubeflow.org", "pytorchjobs", "update") || !grants(role, "", "pods", "create") {
 		t.Errorf("training-operator ClusterRole lacks what it needs: %+v", role.Rules)
+	}
+
+	// Its certificate rotator may update its own webhook configuration and
+	// no other: with update on every one, it could turn any validating
+	// webhook of the cluster off or point it at itself.
+	operator, err := client.New(charttest.ImpersonateServiceAccount(env.Config, namespace, kubeflowName), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its own first: once that is allowed, RBAC has seen the binding, and a
+	// refusal of the other is the binding's answer.
+	for _, tc := range []struct {
+		webhook string
+		want    bool
+	}{{"validator.training-operator.kubeflow.org", true}, {"validator.kueue.x-k8s.io", false}} {
+		webhook, want := tc.webhook, tc.want
+		testenv.Eventually(t, "RBAC answers whether the training-operator may update "+webhook, func(ctx context.Context) (bool, error) {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Verb: "update", Name: webhook,
+			}}}
+			if err := operator.Create(ctx, review); err != nil {
+				return false, err
+			}
+			return review.Status.Allowed == want, nil
+		})
 	}
 
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}

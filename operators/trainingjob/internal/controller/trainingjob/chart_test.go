@@ -137,7 +137,7 @@ func TestChartInstallsKubeflowAlongsideWhenAsked(t *testing.T) {
 	}
 	for _, want := range []string{
 		"name: pytorchjobs.kubeflow.org", "name: tfjobs.kubeflow.org", "name: xgboostjobs.kubeflow.org", "name: paddlejobs.kubeflow.org",
-		"name: mpijobs.kubeflow.org", "--enable-scheme=mpijob", "--mpi-kubectl-delivery-image=kubeflow/kubectl-delivery:latest",
+		"name: mpijobs.kubeflow.org", "--enable-scheme=mpijob", "--mpi-kubectl-delivery-image=ml-platform/mpi:4.1",
 		"name: validator.training-operator.kubeflow.org", "name: validator.pytorchjob.training-operator.kubeflow.org",
 		"--enable-scheme=pytorchjob", "--webhook-secret-name=r-trainingjob-operator-kubeflow-webhook-cert",
 		"kind: ValidatingWebhookConfiguration", `resources: ["validatingwebhookconfigurations"]`,
