@@ -52,7 +52,7 @@ func TestChartPolicyConfinesTheServiceAccountToItsObjects(t *testing.T) {
 		t.Cleanup(func() { _ = admin.Delete(context.Background(), o, client.GracePeriodSeconds(0)) })
 	}
 	hijack := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes-planted", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "kubernetes-planted", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"203.0.113.7"}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To[int32](443)}},
