@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	featurestesting "github.com/ml-platform/ml-platform/apis/features/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/cleanup"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
+	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestorebackend"
 	"github.com/ml-platform/ml-platform/shared/charttest"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -255,4 +259,116 @@ func TestChartNamespaceScopedInstall(t *testing.T) {
 			t.Errorf("the namespace-scoped operator was refused: %.400s", line)
 		}
 	}
+}
+
+// deniedByAbandonPolicy reports whether err is the chart's abandon-cleanup
+// policy refusing the removal of a cleanup finalizer.
+func deniedByAbandonPolicy(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "removing the finalizer")
+}
+
+// TestChartPolicyGuardsTheCleanupFinalizers removes the operator's
+// finalizers by hand. A tenant with the edit role who deleted a store may
+// not drop its cleanup finalizer (the operator would never remove the
+// databases, roles and Redis user), nor a backend administrator a
+// backend's in-use finalizer; a user allowed the abandon-cleanup verb and
+// the operator's ServiceAccount may, and so may anybody remove a finalizer
+// of another API group.
+func TestChartPolicyGuardsTheCleanupFinalizers(t *testing.T) {
+	admin := adminClient()
+	installChart(t)
+	ns := testenv.CreateNamespace(t, admin, "fs")
+	tenant := tenantClient(t, admin, ns, "tenant")
+	abandoner := userClient(t, admin, "finalizer-abandoner", &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "abandoner"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fs-featurestore-operator-abandon-cleanup"},
+	}, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "abandoner-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+	})
+	backendAdmin := userClient(t, admin, "finalizer-backend-admin", &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "finalizer-backend-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fs-featurestore-operator-backend-admin"},
+	})
+	op, err := client.New(charttest.ImpersonateServiceAccount(env.Config, operatorNamespace, "fs-featurestore-operator"), client.Options{Scheme: admin.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const foreign = "example.com/keep"
+	fs := newStore(ns, "guarded", "guardedproject").obj()
+	fs.Finalizers = []string{featurestore.FinalizerName, foreign}
+	createStore(t, admin, fs)
+	t.Cleanup(func() { _ = admin.Patch(context.Background(), fs.DeepCopy(), dropFinalizers) })
+	if err := tenant.Delete(t.Context(), fs.DeepCopy()); err != nil {
+		t.Fatalf("the tenant deleting its store: %v", err)
+	}
+	testenv.Eventually(t, "the policy guards the cleanup finalizer", func(ctx context.Context) (bool, error) {
+		return deniedByAbandonPolicy(tenant.Patch(ctx, fs.DeepCopy(), dropFinalizers, client.DryRunAll)), nil
+	})
+	err = tenant.Patch(t.Context(), fs.DeepCopy(), dropFinalizers)
+	if !deniedByAbandonPolicy(err) || !strings.Contains(err.Error(), featurestore.FinalizerName) ||
+		!strings.Contains(err.Error(), "needs the verb abandon-cleanup on featurestores.features.mlplatform.dev") {
+		t.Fatalf("the tenant removing %s: %v, want Forbidden naming the finalizer and the verb", featurestore.FinalizerName, err)
+	}
+	keepOurs := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+featurestore.FinalizerName+`"]}}`))
+	if err := tenant.Patch(t.Context(), fs.DeepCopy(), keepOurs, client.DryRunAll); err != nil {
+		t.Errorf("the tenant removing the finalizer of another group: %v", err)
+	}
+	if err := abandoner.Patch(t.Context(), fs.DeepCopy(), dropFinalizers, client.DryRunAll); err != nil {
+		t.Errorf("a user allowed abandon-cleanup removing the finalizer: %v", err)
+	}
+	if err := op.Patch(t.Context(), fs.DeepCopy(), dropFinalizers); err != nil {
+		t.Fatalf("the operator's ServiceAccount removing the finalizer: %v", err)
+	}
+	testenv.WaitGone(t, admin, fs)
+
+	backend := featurestesting.MakeBackend("guarded-backend").Redis("redis.example.com", 6379, "redis-admin").Obj()
+	backend.Finalizers = []string{featurestorebackend.FinalizerName}
+	if err := admin.Create(t.Context(), backend); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Patch(context.Background(), backend.DeepCopy(), dropFinalizers) })
+	if err := backendAdmin.Delete(t.Context(), backend.DeepCopy()); err != nil {
+		t.Fatalf("the backend administrator deleting the backend: %v", err)
+	}
+	if err := backendAdmin.Patch(t.Context(), backend.DeepCopy(), dropFinalizers); !deniedByAbandonPolicy(err) ||
+		!strings.Contains(err.Error(), featurestorebackend.FinalizerName) {
+		t.Errorf("the backend administrator removing %s: %v, want Forbidden naming the finalizer", featurestorebackend.FinalizerName, err)
+	}
+	if err := op.Patch(t.Context(), backend.DeepCopy(), dropFinalizers); err != nil {
+		t.Fatalf("the operator's ServiceAccount removing the in-use finalizer: %v", err)
+	}
+	testenv.WaitGone(t, admin, backend)
+}
+
+// dropFinalizers removes every finalizer, as `kubectl patch --type=merge
+// -p '{"metadata":{"finalizers":null}}'` does.
+var dropFinalizers = client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+
+// userClient acts as the user name, bound by the given bindings (their
+// subjects are filled in).
+func userClient(t *testing.T, admin client.Client, name string, bindings ...client.Object) client.Client {
+	t.Helper()
+	cfg, err := env.AddUser(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}
+	for _, b := range bindings {
+		switch b := b.(type) {
+		case *rbacv1.RoleBinding:
+			b.Subjects = subjects
+		case *rbacv1.ClusterRoleBinding:
+			b.Subjects = subjects
+		}
+		if err := admin.Create(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

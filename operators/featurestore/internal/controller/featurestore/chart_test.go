@@ -180,8 +180,10 @@ func TestChartShipsTheAbandonPolicyForItsGroup(t *testing.T) {
 	}
 	// The deny message names the chart's ClusterRole instead of the
 	// repository-wide one; everything else is the same CEL.
-	ours.Spec.Validations[0].MessageExpression = strings.ReplaceAll(ours.Spec.Validations[0].MessageExpression,
-		"fs-featurestore-operator-abandon-cleanup", "mlplatform-abandon-cleanup")
+	for i := range ours.Spec.Validations {
+		ours.Spec.Validations[i].MessageExpression = strings.ReplaceAll(ours.Spec.Validations[i].MessageExpression,
+			"fs-featurestore-operator-abandon-cleanup", "mlplatform-abandon-cleanup")
+	}
 	if diff := cmp.Diff(theirs.Spec.Validations, ours.Spec.Validations); diff != "" {
 		t.Errorf("validations differ from deploy/admission (-theirs +ours):\n%s", diff)
 	}

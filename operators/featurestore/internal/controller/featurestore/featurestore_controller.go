@@ -102,6 +102,10 @@ type Options struct {
 }
 
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch;update;patch
+// The admission policy abandon-cleanup.features.mlplatform.dev lets only
+// holders of the abandon-cleanup verb remove FinalizerName: the operator
+// removes it when the cleanup is done.
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=abandon-cleanup
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets;services;configmaps,verbs=get;list;watch;create;update;patch;delete

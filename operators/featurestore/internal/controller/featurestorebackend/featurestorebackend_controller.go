@@ -64,6 +64,10 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends,verbs=get;list;watch;update;patch
+// The admission policy abandon-cleanup.features.mlplatform.dev lets only
+// holders of the abandon-cleanup verb remove FinalizerName: the operator
+// removes it when no FeatureStore uses the backend.
+// +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends,verbs=abandon-cleanup
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestorebackends/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=features.mlplatform.dev,resources=featurestores,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch
