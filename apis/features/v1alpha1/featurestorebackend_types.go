@@ -59,13 +59,16 @@ type FeatureStoreBackendSpec struct {
 // the operator needs no more than these privileges, and a tenant's
 // credentials are never derived from the admin's.
 type PostgreSQLBackend struct {
-	// Host name or IP address of the server, as stores reach it. Only
-	// letters, digits and . : [ ] - are accepted: the host goes into
+	// Host name or IPv4 address of the server, as stores reach it. Only
+	// letters, digits, dots and dashes are accepted: the host goes into
 	// connection strings, where a comma, a space or an equals sign would
-	// add options.
+	// add options. An IPv6 address is refused: Feast's Redis connection
+	// string splits host and port at ':', so no form of it reaches the
+	// server; give the server a DNS name instead.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.:\[\]-]+$`
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.-]+$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains(':') && !self.contains('[')",message="an IPv6 address is not supported (Feast cannot connect to one): use a DNS name that resolves to it"
 	Host string `json:"host"`
 
 	// Port of the server.
@@ -98,13 +101,16 @@ type PostgreSQLBackend struct {
 // The admin user needs the ACL commands (ACL SETUSER, DELUSER, GETUSER,
 // LIST, SAVE), SCAN, TYPE and UNLINK on every key: in practice +@all ~*.
 type RedisBackend struct {
-	// Host name or IP address of the server, as stores reach it. Only
-	// letters, digits and . : [ ] - are accepted: the host goes into
+	// Host name or IPv4 address of the server, as stores reach it. Only
+	// letters, digits, dots and dashes are accepted: the host goes into
 	// connection strings, where a comma, a space or an equals sign would
-	// add options.
+	// add options. An IPv6 address is refused: Feast's Redis connection
+	// string splits host and port at ':', so no form of it reaches the
+	// server; give the server a DNS name instead.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.:\[\]-]+$`
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9.-]+$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains(':') && !self.contains('[')",message="an IPv6 address is not supported (Feast cannot connect to one): use a DNS name that resolves to it"
 	Host string `json:"host"`
 
 	// Port of the server.

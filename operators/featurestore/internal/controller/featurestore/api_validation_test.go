@@ -117,6 +117,16 @@ func TestFeatureStoreBackendValidation(t *testing.T) {
 		"neither":  {spec: featuresv1alpha1.FeatureStoreBackendSpec{}, wantErr: "set exactly one of spec.postgresql"},
 		"bad sslmode": {spec: featuresv1alpha1.FeatureStoreBackendSpec{PostgreSQL: &featuresv1alpha1.PostgreSQLBackend{
 			Host: "db", SSLMode: "allow", AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "a"}}}, wantErr: "spec.postgresql.sslMode"},
+		"postgres on an ipv4 address": {spec: featuresv1alpha1.FeatureStoreBackendSpec{PostgreSQL: &featuresv1alpha1.PostgreSQLBackend{
+			Host: "10.0.0.5", AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "a"}}}},
+		// Feast splits a Redis host from its port at ':', and the operator
+		// dials host:port: no IPv6 form works, so none is accepted.
+		"postgres on an ipv6 address": {spec: featuresv1alpha1.FeatureStoreBackendSpec{PostgreSQL: &featuresv1alpha1.PostgreSQLBackend{
+			Host: "fd00::1", AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "a"}}}, wantErr: "spec.postgresql.host: Invalid value: \"string\": an IPv6 address is not supported"},
+		"redis on an ipv6 address": {spec: featuresv1alpha1.FeatureStoreBackendSpec{Redis: &featuresv1alpha1.RedisBackend{
+			Host: "fd00::1", AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "a"}}}, wantErr: "spec.redis.host: Invalid value: \"string\": an IPv6 address is not supported"},
+		"redis on a bracketed ipv6 address": {spec: featuresv1alpha1.FeatureStoreBackendSpec{Redis: &featuresv1alpha1.RedisBackend{
+			Host: "[fd00::1]", AdminSecret: featuresv1alpha1.AdminSecretReference{Name: "a"}}}, wantErr: "use a DNS name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := &featuresv1alpha1.FeatureStoreBackend{ObjectMeta: metav1.ObjectMeta{Name: "validation-" + strings.ReplaceAll(name, " ", "-")}, Spec: tc.spec}
