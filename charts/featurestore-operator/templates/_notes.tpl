@@ -50,7 +50,26 @@ is installed, or anybody who may edit FeatureStores can do it) should allow only
   kubectl -n team-a create rolebinding alice-abandon-featurestores \
     --clusterrole={{ include "mlp.fullname" . }}-abandon-cleanup --user=alice
 An event (ResourcesLeftBehind) lists what is left on the servers to remove by hand.
-The CRDs {{ if .Values.crds.keep }}stay installed when this release is uninstalled (crds.keep=true).{{ else }}are deleted with this release, and with them every FeatureStore.{{ end }}
+
+Before uninstalling this release, delete every FeatureStore and wait until
+they are gone, then the backends: only the running operator cleans up and
+releases their finalizers.
+  kubectl delete featurestores.features.mlplatform.dev --all --all-namespaces --wait
+  kubectl delete featurestorebackends.features.mlplatform.dev --all --wait
+{{- if .Values.crds.keep }}
+The CRDs stay installed when this release is uninstalled (crds.keep=true), and
+so do FeatureStores left then, with finalizers nobody releases: deleting one,
+or its namespace, hangs (the namespace stays Terminating).
+{{- else }}
+The CRDs are deleted with this release (crds.keep=false), but FeatureStores
+left then keep finalizers nobody releases: the CRDs, and the namespaces of
+those stores, hang in deletion (Terminating).
+{{- end }}
+To recover, reinstall the chart: the operator finishes the cleanups (or
+abandons them on the annotation above). As a last resort an administrator
+removes the finalizers by hand, e.g.
+  kubectl -n team-a patch featurestores.features.mlplatform.dev/sales --type=merge -p '{"metadata":{"finalizers":null}}'
+which leaves its PostgreSQL databases and roles and its Redis user and keys on the servers, for removal by hand.
 
 Another API may also be called featurestores (the Feast operator, featurestores.feast.dev), and
 then a bare `featurestores` in a kubectl command may reach it: name ours with its group,

@@ -264,3 +264,41 @@ func TestChartOperatorNetworkPolicyAdmitsOnlyTheScraper(t *testing.T) {
 		t.Errorf("networkPolicy.enabled=false renders %d NetworkPolicies, want none", n)
 	}
 }
+
+// TestChartNotesSayToDeleteStoresBeforeUninstalling renders the NOTES with
+// the CRDs kept and deleted: uninstalling removes the operator, after which
+// nothing releases a FeatureStore's finalizer, so the NOTES say to delete
+// the stores first and how to recover from uninstalling before, and never
+// that uninstalling deletes the stores.
+func TestChartNotesSayToDeleteStoresBeforeUninstalling(t *testing.T) {
+	for name, tc := range map[string]struct {
+		keep  bool
+		stuck string
+	}{
+		"CRDs kept":    {keep: true, stuck: "the namespace stays Terminating"},
+		"CRDs deleted": {keep: false, stuck: "the CRDs, and the namespaces of\nthose stores, hang in deletion"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			notes, err := charttest.Notes(chartDir, "fs", operatorNamespace, map[string]any{"crds": map[string]any{"keep": tc.keep}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{
+				"Before uninstalling this release, delete every FeatureStore",
+				"kubectl delete featurestores.features.mlplatform.dev --all --all-namespaces --wait",
+				"kubectl delete featurestorebackends.features.mlplatform.dev --all --wait",
+				"reinstall the chart",
+				`kubectl -n team-a patch featurestores.features.mlplatform.dev/sales --type=merge -p '{"metadata":{"finalizers":null}}'`,
+				"leaves its PostgreSQL databases and roles and its Redis user and keys on the servers",
+				tc.stuck,
+			} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("the NOTES lack %q:\n%s", want, notes)
+				}
+			}
+			if strings.Contains(notes, "with them every FeatureStore") {
+				t.Errorf("the NOTES claim that uninstalling deletes the FeatureStores:\n%s", notes)
+			}
+		})
+	}
+}
