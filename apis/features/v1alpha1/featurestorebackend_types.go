@@ -29,6 +29,11 @@ const (
 	// ReasonInUse: FeatureStores or handed-off cleanups still use the
 	// backend.
 	ReasonInUse = "InUse"
+	// ReasonUnverifiableTLS: the PostgreSQL backend's sslMode (verify-ca,
+	// verify-full) has clients verify the server's certificate, but no CA
+	// certificate can be given to the stores' Feast clients, which would
+	// fail to connect. Also the reason of a FeatureStore on such a backend.
+	ReasonUnverifiableTLS = "UnverifiableTLS"
 )
 
 // FeatureStoreBackendSpec names one shared database server. Exactly one of
@@ -86,6 +91,11 @@ type PostgreSQLBackend struct {
 	AdminDatabase string `json:"adminDatabase,omitempty"`
 
 	// SSLMode for every connection, the operator's and the stores'.
+	// verify-ca and verify-full are not usable yet: the stores' Feast
+	// clients would need a CA certificate to verify the server against,
+	// which the operator cannot give them, so such a backend is not Ready
+	// (reason UnverifiableTLS) and no store is provisioned on it. require
+	// encrypts without verifying the server.
 	// +kubebuilder:default=require
 	// +kubebuilder:validation:Enum=disable;require;verify-ca;verify-full
 	// +optional

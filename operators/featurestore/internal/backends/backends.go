@@ -122,11 +122,57 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// Postgres resolves a PostgreSQL backend.
+// UnverifiableTLSError says a PostgreSQL backend's sslMode has clients
+// verify the server's certificate, which the stores' Feast clients cannot
+// do: libpq needs a CA certificate file for it, and the operator has no
+// way to give them one. The operator's own connection could still pass
+// (against the system roots), so the check is on the setting, not on a
+// connection.
+type UnverifiableTLSError struct{ Backend, SSLMode string }
+
+func (e *UnverifiableTLSError) Error() string {
+	return fmt.Sprintf("FeatureStoreBackend %q has sslMode %s, which makes clients verify the server's certificate, "+
+		"but no CA certificate can be given to the stores' Feast clients, whose libpq would refuse to connect in every pod "+
+		"(root certificate file does not exist); use sslMode require, which encrypts without verifying the server", e.Backend, e.SSLMode)
+}
+
+// IsUnverifiableTLS reports whether err is, or wraps, an UnverifiableTLSError.
+func IsUnverifiableTLS(err error) bool {
+	var e *UnverifiableTLSError
+	return errors.As(err, &e)
+}
+
+// checkClientTLS refuses the sslModes that verify the server.
+func checkClientTLS(b *featuresv1alpha1.FeatureStoreBackend) error {
+	switch mode := b.Spec.PostgreSQL.SSLMode; mode {
+	case "verify-ca", "verify-full":
+		return &UnverifiableTLSError{Backend: b.Name, SSLMode: mode}
+	}
+	return nil
+}
+
+// Postgres resolves a PostgreSQL backend, for the operator's own
+// connections (a cleanup works whatever clients can do).
 func (r *Resolver) Postgres(ctx context.Context, name string) (postgres.Server, error) {
 	b, err := r.get(ctx, name)
 	if err != nil {
 		return postgres.Server{}, err
+	}
+	return r.postgresServer(ctx, b)
+}
+
+// PostgresForClients resolves a PostgreSQL backend for a store to be
+// provisioned on it, refusing one its Feast clients could not connect to
+// (UnverifiableTLSError).
+func (r *Resolver) PostgresForClients(ctx context.Context, name string) (postgres.Server, error) {
+	b, err := r.get(ctx, name)
+	if err != nil {
+		return postgres.Server{}, err
+	}
+	if b.Spec.PostgreSQL != nil {
+		if err := checkClientTLS(b); err != nil {
+			return postgres.Server{}, err
+		}
 	}
 	return r.postgresServer(ctx, b)
 }
@@ -171,12 +217,16 @@ func (r *Resolver) redisServer(ctx context.Context, b *featuresv1alpha1.FeatureS
 	}, nil
 }
 
-// CheckAdmin connects to the backend's server with its admin credentials
-// and checks the admin's privileges. Errors are AdminSecretErrors, the
-// provisioners' authentication and privilege errors, or a server that did
-// not answer.
+// CheckAdmin checks that stores' clients can use the backend's settings,
+// connects to its server with its admin credentials and checks the
+// admin's privileges. Errors are UnverifiableTLSErrors, AdminSecretErrors,
+// the provisioners' authentication and privilege errors, or a server that
+// did not answer.
 func (r *Resolver) CheckAdmin(ctx context.Context, b *featuresv1alpha1.FeatureStoreBackend) error {
 	if b.Spec.PostgreSQL != nil {
+		if err := checkClientTLS(b); err != nil {
+			return err
+		}
 		srv, err := r.postgresServer(ctx, b)
 		if err != nil {
 			return err

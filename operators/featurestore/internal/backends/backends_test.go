@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,5 +89,40 @@ func TestAdminFingerprintFailsWhenASecretCannotBeRead(t *testing.T) {
 		if err == nil || !errors.Is(err, readErr) {
 			t.Errorf("a Secret read failing with %q gives the fingerprint %q, %v; want that error", readErr, got, err)
 		}
+	}
+}
+
+// TestPostgresForClientsRefusesAnSSLModeClientsCannotVerify: a store is
+// provisioned only where its Feast clients can connect, so verify-ca and
+// verify-full (no CA certificate can be given to them) are refused, by
+// store provisioning and by the backend's check alike, before any
+// connection; the operator's own connections, for cleanup, still resolve.
+func TestPostgresForClientsRefusesAnSSLModeClientsCannotVerify(t *testing.T) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "admin"},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw")}}
+	for mode, refused := range map[string]bool{"": false, "disable": false, "require": false, "verify-ca": true, "verify-full": true} {
+		t.Run("sslMode "+mode, func(t *testing.T) {
+			b := featurestesting.MakeBackend("pg").PostgreSQL("db.example.com", 5432, "admin").Obj()
+			b.Spec.PostgreSQL.SSLMode = mode
+			r := resolver(t, nil, b, secret)
+			_, err := r.PostgresForClients(t.Context(), "pg")
+			if got := IsUnverifiableTLS(err); got != refused || (!refused && err != nil) {
+				t.Fatalf("PostgresForClients: %v, want refused %v", err, refused)
+			}
+			if refused {
+				for _, want := range []string{`FeatureStoreBackend "pg" has sslMode ` + mode, "no CA certificate", "use sslMode require"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("%q does not say %q", err, want)
+					}
+				}
+				// Refused without connecting: db.example.com is never dialled.
+				if err := r.CheckAdmin(t.Context(), b); !IsUnverifiableTLS(err) {
+					t.Errorf("CheckAdmin: %v, want the same refusal", err)
+				}
+			}
+			if _, err := r.Postgres(t.Context(), "pg"); err != nil {
+				t.Errorf("Postgres, for the operator's own connections: %v", err)
+			}
+		})
 	}
 }

@@ -282,3 +282,39 @@ func TestDeletingABackendInUseWaitsUntilItsStoresAreCleanedUp(t *testing.T) {
 	}
 	testenv.WaitForEvent(t, c, fs, "CleanupSucceeded")
 }
+
+// TestVerifyingTLSWithoutACAIsNotReady registers a PostgreSQL backend with
+// sslMode verify-ca. No CA certificate can be given to Feast's clients,
+// whose libpq would then fail in every pod ("root certificate file ...
+// does not exist") even where the operator's own check passes: the
+// backend is Stalled saying so, and a store on it is never Ready and
+// publishes no configuration.
+func TestVerifyingTLSWithoutACAIsNotReady(t *testing.T) {
+	c := adminClient()
+	startOperator(t, nil)
+	const name = "verify-ca"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name + "-admin"},
+		StringData: map[string]string{"username": pg.AdminUser, "password": pg.AdminPassword}}
+	b := featurestesting.MakeBackend(name).PostgreSQL(pg.Host, int32(pg.Port), secret.Name).Obj()
+	b.Spec.PostgreSQL.SSLMode = "verify-ca"
+	for _, o := range []client.Object{secret, b} {
+		if err := c.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := waitBackend(t, c, name, metav1.ConditionFalse, featuresv1alpha1.ReasonUnverifiableTLS, commonv1alpha1.ConditionStalled)
+	if msg := conditions.Get(got, commonv1alpha1.ConditionReady).Message; !strings.Contains(msg, "sslMode verify-ca") || !strings.Contains(msg, "CA certificate") {
+		t.Errorf("Ready message %q does not say what is missing", msg)
+	}
+
+	ns := testenv.CreateNamespace(t, c, "fs")
+	fs := createStore(t, c, featurestesting.MakeFeatureStore(ns, "verified", "verified").Backends(redisBackend, name).Obj())
+	fs = waitCondition(t, c, fs, commonv1alpha1.ConditionReady, metav1.ConditionFalse, featuresv1alpha1.ReasonUnverifiableTLS)
+	if cond := conditions.Get(fs, commonv1alpha1.ConditionStalled); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("Stalled = %+v, want True", cond)
+	}
+	if p := fs.Status.Provisioning; fs.Status.ClientConfig != nil || p != nil && (p.OfflineStoreBackend != "" || p.RegistryBackend != "") {
+		t.Errorf("a store whose clients cannot verify the server published or provisioned: %+v", fs.Status)
+	}
+	deleteAndWait(t, c, fs)
+}

@@ -74,13 +74,14 @@ type outcome int
 const (
 	outcomeUnknown outcome = iota
 	outcomeReady
-	outcomeWaiting     // a managed server is not up yet
-	outcomeUnavailable // the server did not answer; retried with backoff
-	outcomeNotFound    // no such backend; a watch brings it back
-	outcomeMismatch    // a backend of the wrong kind; needs a person
-	outcomeConflict    // a name or key space is taken on the server; needs a person
-	outcomeNameTaken   // a child's name is taken by a foreign object; needs a person
-	outcomeRejected    // the API server refused a child; needs a spec change
+	outcomeWaiting      // a managed server is not up yet
+	outcomeUnavailable  // the server did not answer; retried with backoff
+	outcomeNotFound     // no such backend; a watch brings it back
+	outcomeMismatch     // a backend of the wrong kind; needs a person
+	outcomeConflict     // a name or key space is taken on the server; needs a person
+	outcomeNameTaken    // a child's name is taken by a foreign object; needs a person
+	outcomeRejected     // the API server refused a child; needs a spec change
+	outcomeUnverifiable // clients cannot verify the backend's server; needs a person
 )
 
 func (s *scope) observations() observations {
@@ -110,6 +111,8 @@ func classify(err error) (outcome, bool) {
 		return outcomeMismatch, false
 	case backends.IsNotFound(err):
 		return outcomeNotFound, false
+	case backends.IsUnverifiableTLS(err):
+		return outcomeUnverifiable, false
 	default:
 		return outcomeUnavailable, true
 	}
@@ -203,7 +206,7 @@ func (r *Reconciler) ensurePostgresStore(ctx context.Context, s *scope, src feat
 		return r.ensureManagedPostgres(ctx, s)
 	}
 	what := name + " on backend " + src.Backend
-	srv, err := r.Backends.Postgres(ctx, src.Backend)
+	srv, err := r.Backends.PostgresForClients(ctx, src.Backend)
 	if err != nil {
 		return failed(err, what)
 	}

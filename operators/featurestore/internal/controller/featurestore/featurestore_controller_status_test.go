@@ -39,6 +39,10 @@ func TestComputeStatus(t *testing.T) {
 			obs:  observations{online: ready, offline: ready, registry: storeResult{outcome: outcomeMismatch}},
 			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonBackendMismatch},
 		},
+		"a backend whose server its clients cannot verify": {
+			obs:  observations{online: ready, offline: storeResult{outcome: outcomeUnverifiable, message: "sslMode verify-ca"}, registry: ready},
+			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: featuresv1alpha1.ReasonUnverifiableTLS},
+		},
 		"a child the API rejected": {
 			obs:  observations{online: storeResult{outcome: outcomeRejected, message: "spec.replicas: Invalid"}, offline: ready, registry: ready},
 			want: want{ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reason: commonv1alpha1.ReasonChildRejected},

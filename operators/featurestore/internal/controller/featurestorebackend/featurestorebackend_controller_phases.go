@@ -80,6 +80,7 @@ const (
 	outcomeRefused       // wrong credentials: a person must fix them
 	outcomeUnprivileged  // the admin lacks privileges: a person must grant them
 	outcomeUnavailable   // retried with backoff
+	outcomeUnverifiable  // clients cannot verify the server: a person must change sslMode
 )
 
 // checkServer connects with the admin credentials from the admin Secret
@@ -95,6 +96,8 @@ func (r *Reconciler) checkServer(ctx context.Context, s *scope) error {
 	case err == nil:
 		s.server = serverCheck{outcomeReady, fmt.Sprintf("Connected to %s with the admin credentials of Secret %s/%s; the admin has the privileges FeatureStores need",
 			server, r.Namespace, backends.AdminSecretName(b))}
+	case backends.IsUnverifiableTLS(err):
+		s.server = serverCheck{outcomeUnverifiable, err.Error()}
 	case secretProblem && secretErr.Missing:
 		s.server = serverCheck{outcomeSecretMissing, fmt.Sprintf("Waiting for the admin Secret %s/%s", secretErr.Namespace, secretErr.Name)}
 	case secretProblem:

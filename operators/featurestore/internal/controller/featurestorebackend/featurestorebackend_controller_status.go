@@ -25,7 +25,7 @@ type observations struct {
 // deleted. kstatus: Ready once the admin connects with the needed
 // privileges; Reconciling while it waits for the Secret or the server,
 // which resolve without anybody's help; Stalled when a person must fix the
-// Secret, the credentials or the privileges.
+// Secret, the credentials, the privileges or the sslMode.
 func computeStatus(b *featuresv1alpha1.FeatureStoreBackend, obs observations) {
 	b.Status.FeatureStores = ptr.To(int32(len(obs.users.stores)))
 	conditions.Remove(b, featuresv1alpha1.ConditionDeletionBlocked)
@@ -41,6 +41,8 @@ func computeStatus(b *featuresv1alpha1.FeatureStoreBackend, obs observations) {
 		conditions.MarkStalled(b, featuresv1alpha1.ReasonAuthenticationFailed, msg)
 	case outcomeUnprivileged:
 		conditions.MarkStalled(b, featuresv1alpha1.ReasonInsufficientPrivileges, msg)
+	case outcomeUnverifiable:
+		conditions.MarkStalled(b, featuresv1alpha1.ReasonUnverifiableTLS, msg)
 	case outcomeUnavailable:
 		conditions.MarkReconciling(b, featuresv1alpha1.ReasonServerUnavailable, msg)
 	default:

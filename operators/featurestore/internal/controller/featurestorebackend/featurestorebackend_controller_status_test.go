@@ -48,6 +48,10 @@ func TestComputeStatus(t *testing.T) {
 			obs:  observations{server: serverCheck{outcomeUnprivileged, "lacks CREATEROLE"}},
 			want: want{Ready: metav1.ConditionFalse, Stalled: metav1.ConditionTrue, Reason: featuresv1alpha1.ReasonInsufficientPrivileges},
 		},
+		"an sslMode clients cannot verify": {
+			obs:  observations{server: serverCheck{outcomeUnverifiable, "sslMode verify-full"}},
+			want: want{Ready: metav1.ConditionFalse, Stalled: metav1.ConditionTrue, Reason: featuresv1alpha1.ReasonUnverifiableTLS},
+		},
 		"server down": {
 			obs:  observations{server: serverCheck{outcomeUnavailable, "did not answer"}},
 			want: want{Ready: metav1.ConditionFalse, Reconciling: metav1.ConditionTrue, Reason: featuresv1alpha1.ReasonServerUnavailable},
