@@ -55,7 +55,9 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("--default-shm-size: %w", err)
 			}
-			endpoint, err := progress.LoadEndpoint(progressOptions)
+			// The endpoint loads its Secret first: pods are built with
+			// its CA, and follow it when the Secret changes.
+			endpoint, err := progress.Setup(mgr, trainingjob.OperatorName, progressOptions)
 			if err != nil {
 				return err
 			}
@@ -71,9 +73,6 @@ func main() {
 			}
 			r.NetworkPolicy = *rankNetworkPolicy
 			r.Namespaces = cfg.CacheNamespaces()
-			if err := progress.Setup(mgr, trainingjob.OperatorName, progressOptions); err != nil {
-				return err
-			}
 			return r.SetupWithManager(mgr, cfg.ControllerOptions())
 		},
 	})

@@ -1,13 +1,13 @@
 package progress_test
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ml-platform/ml-platform/shared/charttest"
@@ -32,6 +32,59 @@ func renderedSecret(t *testing.T, manifest string) *corev1.Secret {
 	return nil
 }
 
+// progressRole is the chart's Role on the progress Secret.
+func progressRole(t *testing.T, manifest string) *rbacv1.Role {
+	t.Helper()
+	for _, doc := range charttest.Documents(manifest) {
+		if strings.Contains(doc, "kind: Role\n") && strings.Contains(doc, "-progress-tls") {
+			var r rbacv1.Role
+			if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+				t.Fatal(err)
+			}
+			return &r
+		}
+	}
+	t.Fatal("no Role for the progress Secret")
+	return nil
+}
+
+// Argo CD and `helm template | kubectl apply` render without the cluster:
+// a chart that generated the CA at render time replaced it on every sync.
+func TestChartRendersNoKeyMaterial(t *testing.T) {
+	render := func() string {
+		out, err := charttest.Render(chartDir(), "r", "mlp-system", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first, second := render(), render()
+	if first != second {
+		t.Error("two renders of the chart differ")
+	}
+	if s := renderedSecret(t, first); s != nil {
+		t.Error("the chart renders the progress Secret; the operator owns it")
+	}
+	// PEM blocks, as text and as base64 in a Secret's data.
+	for _, material := range []string{"-----BEGIN", "LS0tLS1CRUdJTi", "tls.key:"} {
+		if strings.Contains(first, material) {
+			t.Errorf("the rendered chart holds %q", material)
+		}
+	}
+	for _, want := range []string{"--progress-secret=mlp-system/r-trainingjob-operator-progress-tls", "--progress-secret-generate=true", "--progress-secret-reload-interval=1m"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("rendered chart lacks %q", want)
+		}
+	}
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"r-trainingjob-operator-progress-tls"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+	}
+	if diff := cmp.Diff(want, progressRole(t, first).Rules); diff != "" {
+		t.Errorf("the Role on the progress Secret (-want +got):\n%s", diff)
+	}
+}
+
 func TestChartServesTheProgressEndpoint(t *testing.T) {
 	out, err := charttest.Render(chartDir(), "r", "mlp-system", map[string]any{"progress": map[string]any{
 		"interval": "30s", "rate": 2, "burst": 4,
@@ -43,7 +96,6 @@ func TestChartServesTheProgressEndpoint(t *testing.T) {
 	}
 	for _, want := range []string{
 		"--progress-bind-address=:9443",
-		"--progress-cert-dir=/etc/progress-tls",
 		"--progress-url=https://r-trainingjob-operator-progress.mlp-system.svc:9443",
 		"--progress-interval=30s", "--progress-rate=2", "--progress-burst=4", "--progress-all-ranks=false",
 		"--progress-source-rate=3", "--progress-source-burst=12", "--progress-max-sources=500",
@@ -57,30 +109,6 @@ func TestChartServesTheProgressEndpoint(t *testing.T) {
 			t.Errorf("rendered chart lacks %q", want)
 		}
 	}
-	s := renderedSecret(t, out)
-	if s == nil {
-		t.Fatal("no generated progress Secret")
-	}
-	certs := map[string]*x509.Certificate{}
-	for _, key := range []string{"tls.crt", "ca.crt"} {
-		der, _ := pem.Decode(s.Data[key])
-		if der == nil {
-			t.Fatalf("%s is not PEM", key)
-		}
-		c, err := x509.ParseCertificate(der.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certs[key] = c
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(certs["ca.crt"])
-	if _, err := certs["tls.crt"].Verify(x509.VerifyOptions{DNSName: "r-trainingjob-operator-progress.mlp-system.svc", Roots: pool}); err != nil {
-		t.Errorf("the generated certificate does not serve the Service's name: %v", err)
-	}
-	if len(s.Data["tls.key"]) == 0 {
-		t.Error("no tls.key")
-	}
 }
 
 func TestChartProgressValues(t *testing.T) {
@@ -88,8 +116,12 @@ func TestChartProgressValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if renderedSecret(t, own) != nil || !strings.Contains(own, "secretName: my-cert") {
-		t.Error("certificate.secretName must replace the generated Secret")
+	if !strings.Contains(own, "--progress-secret=ns/my-cert") || !strings.Contains(own, "--progress-secret-generate=false") {
+		t.Error("certificate.secretName must replace the operator's Secret, which the operator then only reads")
+	}
+	readOnly := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"my-cert"}, Verbs: []string{"get"}}}
+	if diff := cmp.Diff(readOnly, progressRole(t, own).Rules); diff != "" {
+		t.Errorf("with certificate.secretName the operator only reads that Secret (-want +got):\n%s", diff)
 	}
 	off, err := charttest.Render(chartDir(), "r", "ns", map[string]any{"progress": map[string]any{"enabled": false}})
 	if err != nil {
@@ -117,6 +149,7 @@ func TestChartProgressValues(t *testing.T) {
 		"zero review qps":         {"progress": map[string]any{"tokenReview": map[string]any{"qps": 0}}},
 		"bad cache TTL":           {"progress": map[string]any{"tokenReview": map[string]any{"cacheTTL": "two minutes"}}},
 		"no cache":                {"progress": map[string]any{"tokenReview": map[string]any{"cacheSize": 0}}},
+		"bad reload interval":     {"progress": map[string]any{"certificate": map[string]any{"reloadInterval": "hourly"}}},
 	} {
 		if _, err := charttest.Render(chartDir(), "r", "ns", values); err == nil {
 			t.Errorf("%s: values accepted", name)

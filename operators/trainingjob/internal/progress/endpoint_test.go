@@ -26,8 +26,8 @@ const goodReport = `{"step":5,"totalSteps":20,"epoch":1,"metrics":{"loss":0.5}}`
 func TestReportIsAuthorizedByThePodBehindTheToken(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-auth")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, nil)
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, nil)
 
 	a, b := newJob(t, c, ns, "job-a"), newJob(t, c, ns, "job-b")
 	rank0A := a.pod(t, c, cs, "job-a-r1-0", progress.Audience, rank(0), nil)
@@ -88,8 +88,8 @@ func TestReportIsAuthorizedByThePodBehindTheToken(t *testing.T) {
 func TestKubeflowRankZeroReports(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-kf")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, nil)
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, nil)
 
 	// A negative index is no replica-index label.
 	type pod struct {
@@ -148,8 +148,8 @@ func TestKubeflowRankZeroReports(t *testing.T) {
 func TestBadReportsAreRefusedWithAReason(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-bad")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, nil)
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, nil)
 	f := newJob(t, c, ns, "bad")
 	token := f.pod(t, c, cs, "bad-r1-0", progress.Audience, rank(0), nil)
 
@@ -185,8 +185,8 @@ func TestBadReportsAreRefusedWithAReason(t *testing.T) {
 func TestReportsBeyondTheRateGet429(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-rate")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, func(o *progress.Options, _ *manager.Config) { o.Rate, o.Burst = 0.01, 3 })
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, func(o *progress.Options, _ *manager.Config) { o.Rate, o.Burst = 0.01, 3 })
 	f, g := newJob(t, c, ns, "chatty"), newJob(t, c, ns, "quiet")
 	chatty := f.pod(t, c, cs, "chatty-r1-0", progress.Audience, rank(0), nil)
 	quiet := g.pod(t, c, cs, "quiet-r1-0", progress.Audience, rank(0), nil)

@@ -61,11 +61,11 @@ func TestFloodsCostBoundedTokenReviews(t *testing.T) {
 	const requestsTotal = "mlplatform_trainingjob_progress_requests_total"
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-flood")
-	dir, pool := certDir(t)
+	secret, pool := certSecret(t)
 
 	t.Run("garbage tokens, review budget", func(t *testing.T) {
 		// The budget barely refills during the test: 0.01 per second.
-		ep := startOperator(t, dir, pool, func(o *progress.Options, _ *manager.Config) {
+		ep := startOperator(t, secret, pool, func(o *progress.Options, _ *manager.Config) {
 			o.Reviews.Rate, o.Reviews.Burst = 0.01, 10
 		})
 		start := time.Now()
@@ -84,7 +84,7 @@ func TestFloodsCostBoundedTokenReviews(t *testing.T) {
 	})
 
 	t.Run("garbage tokens, one source", func(t *testing.T) {
-		ep := startOperator(t, dir, pool, func(o *progress.Options, _ *manager.Config) {
+		ep := startOperator(t, secret, pool, func(o *progress.Options, _ *manager.Config) {
 			o.SourceRate, o.SourceBurst = 0.01, 10
 		})
 		start := time.Now()
@@ -103,7 +103,7 @@ func TestFloodsCostBoundedTokenReviews(t *testing.T) {
 
 	t.Run("connections that are not TLS", func(t *testing.T) {
 		const connErrors = "mlplatform_trainingjob_progress_connection_errors_total"
-		ep := startOperator(t, dir, pool, nil)
+		ep := startOperator(t, secret, pool, nil)
 		ep.post(t, ns, "flood", "garbage", `{"step":1}`)
 		before := metricstest.Value(t, connErrors, nil)
 		for range 20 {
@@ -122,7 +122,7 @@ func TestFloodsCostBoundedTokenReviews(t *testing.T) {
 	})
 
 	t.Run("one valid token", func(t *testing.T) {
-		ep := startOperator(t, dir, pool, nil)
+		ep := startOperator(t, secret, pool, nil)
 		f := newJob(t, c, ns, "flood")
 		token := f.pod(t, c, cs, "flood-r1-0", progress.Audience, rank(0), nil)
 		before202 := requests(t, requestsTotal, 202)
@@ -153,8 +153,8 @@ func TestFloodsCostBoundedTokenReviews(t *testing.T) {
 func TestReportsOfAnEarlierRunAreRefused(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-earlier")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, nil)
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, nil)
 
 	// The TrainingJob is recreated under its name; the old Job and pod
 	// stay (no garbage collector runs here, as when it lags behind).
@@ -244,8 +244,8 @@ func TestOtherNamespaceIsRefusedWithTheChainIntact(t *testing.T) {
 	c, cs := admin(t)
 	nsA := testenv.CreateNamespace(t, c, "progress-twin-a")
 	nsB := testenv.CreateNamespace(t, c, "progress-twin-b")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, nil)
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, nil)
 	a, b := newJob(t, c, nsA, "twin"), newJob(t, c, nsB, "twin")
 	tokenA := a.pod(t, c, cs, "twin-r1-0", progress.Audience, rank(0), nil)
 	tokenB := b.pod(t, c, cs, "twin-r1-0", progress.Audience, rank(0), nil)

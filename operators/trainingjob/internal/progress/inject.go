@@ -2,9 +2,6 @@ package progress
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -35,29 +32,12 @@ const (
 )
 
 // Endpoint is what training pods need to report: the endpoint's URL
-// through the operator's Service and its CA.
+// through the operator's Service and its CA. Setup makes it.
 type Endpoint struct {
 	URL string
-	CA  string
-}
-
-// LoadEndpoint reads the CA of o's certificate folder; nil when the
-// endpoint is off.
-func LoadEndpoint(o Options) (*Endpoint, error) {
-	if !o.Enabled() {
-		return nil, nil
-	}
-	if o.URL == "" {
-		return nil, fmt.Errorf("--progress-url is required with --progress-bind-address")
-	}
-	ca, err := os.ReadFile(filepath.Join(o.CertDir, "ca.crt"))
-	if err != nil {
-		return nil, fmt.Errorf("reading the progress CA: %w", err)
-	}
-	if len(ca) > maxCAEnvLength {
-		return nil, fmt.Errorf("the progress CA is over %d bytes", maxCAEnvLength)
-	}
-	return &Endpoint{URL: strings.TrimSuffix(o.URL, "/"), CA: string(ca)}, nil
+	// CA is the PEM of the endpoint's CA as last loaded from its Secret,
+	// so that pods created after a rotation trust the new one.
+	CA func() string
 }
 
 // Inject gives the training container (the first) of a TrainingJob's pod
@@ -78,7 +58,7 @@ func (e *Endpoint) Inject(spec *corev1.PodSpec, tj *trainingv1alpha1.TrainingJob
 	c.Env = append(c.Env,
 		corev1.EnvVar{Name: EnvURL, Value: fmt.Sprintf("%s/v1/namespaces/%s/trainingjobs/%s/progress", e.URL, tj.Namespace, tj.Name)},
 		corev1.EnvVar{Name: EnvTokenFile, Value: tokenDir + "/" + tokenPath},
-		corev1.EnvVar{Name: EnvCA, Value: e.CA},
+		corev1.EnvVar{Name: EnvCA, Value: e.CA()},
 		corev1.EnvVar{Name: EnvJob, Value: tj.Name},
 	)
 }

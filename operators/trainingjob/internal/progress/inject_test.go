@@ -68,14 +68,15 @@ func reporterOf(tmpl corev1.PodTemplateSpec) reporterSetup {
 }
 
 func TestBothBackendsGivePodsTheReporterSetup(t *testing.T) {
-	ep := &progress.Endpoint{URL: "https://tj-operator.mlp-system.svc:9443", CA: "-----BEGIN CERTIFICATE-----\n...\n"}
+	const ca = "-----BEGIN CERTIFICATE-----\n...\n"
+	ep := &progress.Endpoint{URL: "https://tj-operator.mlp-system.svc:9443", CA: func() string { return ca }}
 	want := reporterSetup{
 		Audience: "training.mlplatform.dev",
 		Mount:    "/var/run/secrets/mlplatform.dev/progress",
 		Env: map[string]string{
 			progress.EnvURL:       "https://tj-operator.mlp-system.svc:9443/v1/namespaces/team-a/trainingjobs/mnist/progress",
 			progress.EnvTokenFile: "/var/run/secrets/mlplatform.dev/progress/token",
-			progress.EnvCA:        ep.CA,
+			progress.EnvCA:        ca,
 			progress.EnvJob:       "mnist",
 		},
 	}

@@ -16,7 +16,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -62,11 +61,11 @@ func TestMain(m *testing.M) {
 	}, &env)
 }
 
-// certDir writes a CA and a serving certificate for localhost and
-// 127.0.0.1, as the chart's Secret holds them.
-func certDir(t *testing.T) (string, *x509.CertPool) {
+// certSecret creates a kubernetes.io/tls Secret with a CA and a serving
+// certificate for localhost and 127.0.0.1, as an admin's (cert-manager)
+// holds them, and returns its namespace/name.
+func certSecret(t *testing.T) (string, *x509.CertPool) {
 	t.Helper()
-	dir := t.TempDir()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "progress-ca"},
@@ -90,30 +89,36 @@ func certDir(t *testing.T) (string, *x509.CertPool) {
 		t.Fatal(err)
 	}
 	keyDER, _ := x509.MarshalECPrivateKey(key)
-	write := func(name, typ string, b []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	encode := func(typ string, b []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}) }
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "progress-tls-"},
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			"tls.crt": encode("CERTIFICATE", der), "tls.key": encode("EC PRIVATE KEY", keyDER), "ca.crt": encode("CERTIFICATE", caDER),
+		},
 	}
-	write("tls.crt", "CERTIFICATE", der)
-	write("tls.key", "EC PRIVATE KEY", keyDER)
-	write("ca.crt", "CERTIFICATE", caDER)
+	c, _ := admin(t)
+	if err := c.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	return dir, pool
+	return secret.Namespace + "/" + secret.Name, pool
 }
 
 // endpoint is one operator replica serving the progress endpoint.
 type endpoint struct {
 	*operatortest.Operator
-	addr string
-	pool *x509.CertPool
+	// Endpoint is what Setup gave the operator to inject into pods.
+	Endpoint *progress.Endpoint
+	addr     string
+	pool     *x509.CertPool
 }
 
 // startOperator runs a manager with only the progress endpoint, so every
 // write it makes is the endpoint's. tune adjusts the endpoint's options
 // and the manager's configuration.
-func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*progress.Options, *manager.Config)) *endpoint {
+func startOperator(t *testing.T, secret string, pool *x509.CertPool, tune func(*progress.Options, *manager.Config)) *endpoint {
 	t.Helper()
 	port, err := testenv.FreePort()
 	if err != nil {
@@ -121,11 +126,13 @@ func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*pro
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	opts := progress.DefaultOptions()
-	opts.BindAddress, opts.CertDir, opts.URL = addr, dir, "https://localhost:"+strconv.Itoa(port)
+	opts.BindAddress, opts.URL = addr, "https://localhost:"+strconv.Itoa(port)
+	opts.Secret, opts.GenerateSecret = secret, false
 	opts.Interval, opts.Rate, opts.Burst = 2*time.Second, 1000, 1000
 	// Every test posts from 127.0.0.1: the source's bucket stays out of
 	// the way unless a test sets it.
 	opts.SourceRate, opts.SourceBurst = 1000, 1000
+	ep := &endpoint{addr: addr}
 	var cfgTune func(*manager.Config)
 	if tune != nil {
 		cfgTune = func(c *manager.Config) { tune(&opts, c) }
@@ -138,11 +145,13 @@ func startOperator(t *testing.T, dir string, pool *x509.CertPool, tune func(*pro
 			Scheme:       scheme,
 			OwnedObjects: []client.Object{&corev1.Pod{}, &batchv1.Job{}, &kubeflowv1.PyTorchJob{}},
 			Setup: func(mgr ctrl.Manager, _ manager.Config) error {
-				return progress.Setup(mgr, operatorName, opts)
+				var err error
+				ep.Endpoint, err = progress.Setup(mgr, operatorName, opts)
+				return err
 			},
 		},
 	})
-	ep := &endpoint{Operator: op, addr: addr, pool: pool}
+	ep.Operator, ep.pool = op, pool
 	running[ep] = true
 	t.Cleanup(func() { delete(running, ep) })
 	return ep

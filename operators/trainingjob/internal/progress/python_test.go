@@ -41,18 +41,15 @@ type helperRun struct {
 	py, url, ca, tokenFile string
 }
 
-func newHelperRun(t *testing.T, py string, ep *endpoint, dir, ns, job, token string) helperRun {
+func newHelperRun(t *testing.T, py string, ep *endpoint, ns, job, token string) helperRun {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	url := "https://localhost:" + portOf(t, ep.addr) + "/v1/namespaces/" + ns + "/trainingjobs/" + job + "/progress"
-	return helperRun{py: py, url: url, ca: string(ca), tokenFile: tokenFile}
+	// The CA is the one the operator injects into pods.
+	return helperRun{py: py, url: url, ca: ep.Endpoint.CA(), tokenFile: tokenFile}
 }
 
 // run runs script with the launcher's variables and returns its stderr,
@@ -85,10 +82,10 @@ func TestPythonHelperReportsToTheEndpoint(t *testing.T) {
 	py := python(t)
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-python")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, nil)
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, nil)
 	f := newJob(t, c, ns, "py")
-	h := newHelperRun(t, py, ep, dir, ns, "py", f.pod(t, c, cs, "py-r1-0", progress.Audience, rank(0), nil))
+	h := newHelperRun(t, py, ep, ns, "py", f.pod(t, c, cs, "py-r1-0", progress.Audience, rank(0), nil))
 	h.run(t, `
 from mlplatform import progress
 for step in range(1, 21):
@@ -110,8 +107,8 @@ func TestPythonHelperOnTensorFlowReportsFromWorkerZeroOnly(t *testing.T) {
 	py := python(t)
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-python-tf")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, nil)
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, nil)
 	f := newJob(t, c, ns, "tf")
 	tfConfig := func(index int) string {
 		return `TF_CONFIG={"cluster":{"worker":["tf-r1-0.tf-r1.` + ns + `.svc:2222","tf-r1-1.tf-r1.` + ns + `.svc:2222"]},"task":{"type":"worker","index":` + strconv.Itoa(index) + `},"environment":"cloud"}`
@@ -122,11 +119,11 @@ for step in range(1, 6):
     progress.report(step=step, total=%d)
 assert progress.flush(30), "report not sent"
 `
-	worker1 := newHelperRun(t, py, ep, dir, ns, "tf", f.pod(t, c, cs, "tf-r1-1", progress.Audience, rank(1), nil))
+	worker1 := newHelperRun(t, py, ep, ns, "tf", f.pod(t, c, cs, "tf-r1-1", progress.Audience, rank(1), nil))
 	if stderr := worker1.run(t, fmt.Sprintf(script, 10), tfConfig(1)); stderr != "" {
 		t.Errorf("worker 1 of a TensorFlow job wrote warnings; it must not report at all:\n%s", stderr)
 	}
-	worker0 := newHelperRun(t, py, ep, dir, ns, "tf", f.pod(t, c, cs, "tf-r1-0", progress.Audience, rank(0), nil))
+	worker0 := newHelperRun(t, py, ep, ns, "tf", f.pod(t, c, cs, "tf-r1-0", progress.Audience, rank(0), nil))
 	if stderr := worker0.run(t, fmt.Sprintf(script, 5), tfConfig(0)); stderr != "" {
 		t.Errorf("worker 0 wrote warnings:\n%s", stderr)
 	}

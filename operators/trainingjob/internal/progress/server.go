@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -19,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -27,7 +24,7 @@ import (
 type server struct {
 	addr    string
 	handler http.Handler
-	certs   *certwatcher.CertWatcher
+	certs   *certificates
 	log     logr.Logger
 	errors  *connectionErrors
 }
@@ -154,34 +151,44 @@ func (l *leaderRecord) address(ctx context.Context) (string, error) {
 
 // forwarder passes a report on to the leader over TLS, verifying the
 // leader's certificate (the same one every replica serves) for the
-// Service's name.
+// Service's name against the CA of the Secret as last loaded, so that a
+// rotated CA does not cut the standbys off.
 type forwarder struct {
-	leader *leaderRecord
-	client *http.Client
+	leader     *leaderRecord
+	certs      *certificates
+	serverName string
+
+	mu      sync.Mutex
+	trusted *material
+	http    *http.Client
 }
 
-func newForwarder(leader *leaderRecord, certs *certwatcher.CertWatcher, caFile, serverName string) (*forwarder, error) {
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading the progress CA: %w", err)
+// client is an HTTP client trusting the current CA, made anew when the
+// Secret's material changed.
+func (f *forwarder) client() *http.Client {
+	m := f.certs.material()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.trusted == m {
+		return f.http
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificate in %s", caFile)
+	if f.http != nil {
+		f.http.CloseIdleConnections()
 	}
 	transport := &http.Transport{
 		TLSClientConfig: &tls.Config{
-			MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName,
+			MinVersion: tls.VersionTLS12, RootCAs: m.pool, ServerName: f.serverName,
 			// The endpoint's own certificate proves to the leader that
 			// this is a replica, whose callers were rate-limited here.
 			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-				return certs.GetCertificate(nil)
+				return f.certs.GetCertificate(nil)
 			},
 		},
 		TLSHandshakeTimeout: 5 * time.Second,
 		MaxIdleConnsPerHost: 4,
 	}
-	return &forwarder{leader: leader, client: &http.Client{Transport: transport, Timeout: 15 * time.Second}}, nil
+	f.trusted, f.http = m, &http.Client{Transport: transport, Timeout: 15 * time.Second}
+	return f.http
 }
 
 func (f *forwarder) forward(ctx context.Context, r *http.Request, body []byte) (*http.Response, error) {
@@ -197,7 +204,7 @@ func (f *forwarder) forward(ctx context.Context, r *http.Request, body []byte) (
 		req.Header.Set(k, r.Header.Get(k))
 	}
 	req.Header.Set(headerForwarded, "1")
-	resp, err := f.client.Do(req)
+	resp, err := f.client().Do(req)
 	if err != nil {
 		// The leader may have changed: read the record again next time.
 		f.leader.mu.Lock()
@@ -212,7 +219,7 @@ func (f *forwarder) forward(ctx context.Context, r *http.Request, body []byte) (
 // serves, which only the operator's replicas have (the handshake proves
 // possession of its key). During a certificate renewal the two may differ
 // for a moment; the request is then limited by its source like any other.
-func replicaCheck(certs *certwatcher.CertWatcher) func(r *http.Request) bool {
+func replicaCheck(certs *certificates) func(r *http.Request) bool {
 	return func(r *http.Request) bool {
 		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 			return false

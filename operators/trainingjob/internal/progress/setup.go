@@ -1,17 +1,18 @@
 package progress
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"net/url"
-	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
@@ -20,8 +21,16 @@ import (
 type Options struct {
 	// BindAddress of the HTTPS endpoint; empty or "0" switches it off.
 	BindAddress string
-	// CertDir holds tls.crt, tls.key and ca.crt of the endpoint.
-	CertDir string
+	// Secret is the namespace/name of the kubernetes.io/tls Secret with
+	// tls.crt, tls.key and ca.crt of the endpoint.
+	Secret string
+	// GenerateSecret lets the operator create the Secret when it is
+	// missing and replace it when unusable; false only reads it.
+	GenerateSecret bool
+	// SecretReload is how often every replica reads the Secret again, so
+	// that a rotated CA or certificate reaches new pods, the served
+	// certificate and the forwarder within about that time.
+	SecretReload time.Duration
 	// URL is the endpoint as training pods reach it, through the
 	// operator's Service: https://<service>.<namespace>.svc:<port>.
 	URL string
@@ -53,7 +62,7 @@ type Options struct {
 // DefaultOptions are the flags' defaults.
 func DefaultOptions() Options {
 	return Options{
-		BindAddress: "0", Interval: 10 * time.Second, Rate: 1, Burst: 5,
+		BindAddress: "0", GenerateSecret: true, SecretReload: time.Minute, Interval: 10 * time.Second, Rate: 1, Burst: 5,
 		SourceRate: 2, SourceBurst: 10, MaxSources: 10000,
 		// The TTLs are the API server's own defaults for webhook token
 		// authentication (2 min successful, 10 s refused).
@@ -64,7 +73,9 @@ func DefaultOptions() Options {
 // BindFlags binds o to fs.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.BindAddress, "progress-bind-address", o.BindAddress, "Address of the HTTPS endpoint training pods report progress to; \"0\" switches it off.")
-	fs.StringVar(&o.CertDir, "progress-cert-dir", o.CertDir, "Folder with tls.crt, tls.key and ca.crt of the progress endpoint.")
+	fs.StringVar(&o.Secret, "progress-secret", o.Secret, "namespace/name of the kubernetes.io/tls Secret with tls.crt, tls.key and ca.crt of the progress endpoint.")
+	fs.BoolVar(&o.GenerateSecret, "progress-secret-generate", o.GenerateSecret, "Create --progress-secret with a new CA and certificate when it is missing, and replace it when unusable; false only reads it.")
+	fs.DurationVar(&o.SecretReload, "progress-secret-reload-interval", o.SecretReload, "How often every replica reads --progress-secret again, to follow a rotated CA or certificate.")
 	fs.StringVar(&o.URL, "progress-url", o.URL, "The progress endpoint as training pods reach it, e.g. https://<service>.<namespace>.svc:9443.")
 	fs.DurationVar(&o.Interval, "progress-interval", o.Interval, "Least time between two writes of a TrainingJob's status.progress.")
 	fs.Float64Var(&o.Rate, "progress-rate", o.Rate, "Progress reports each TrainingJob may send per second, sustained.")
@@ -87,8 +98,12 @@ func (o Options) Enabled() bool { return o.BindAddress != "" && o.BindAddress !=
 
 func (o Options) validate() error {
 	switch {
-	case o.CertDir == "":
-		return errors.New("--progress-cert-dir is required with --progress-bind-address")
+	case o.URL == "":
+		return errors.New("--progress-url is required with --progress-bind-address")
+	case !validKey(o.Secret):
+		return errors.New("--progress-secret=<namespace>/<name> is required with --progress-bind-address")
+	case o.SecretReload <= 0:
+		return errors.New("--progress-secret-reload-interval must be positive")
 	case o.Interval <= 0:
 		return errors.New("--progress-interval must be positive")
 	case o.Rate <= 0 || o.Burst < 1:
@@ -106,29 +121,35 @@ func (o Options) validate() error {
 }
 
 // The endpoint reviews tokens, reads pods, their jobs and TrainingJobs
-// (the reconciler's rules cover those) and writes status.progress.
+// (the reconciler's rules cover those) and writes status.progress. Its
+// Secret is read, created and updated under a Role of the operator's
+// namespace that the chart grants (templates/progress.yaml), not under
+// the cluster-wide rules generated from these markers.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=training.mlplatform.dev,resources=trainingjobs/status,verbs=get;patch
 
-// Setup adds the endpoint to mgr: the HTTPS server on every replica, the
-// status writer and the leader's address record on the leader only. name
-// is the operator's name, for the Lease.
-func Setup(mgr ctrl.Manager, name string, o Options) error {
+// Setup adds the endpoint to mgr: the HTTPS server and the reload of its
+// Secret on every replica, the status writer and the leader's address
+// record on the leader only. name is the operator's name, for the Lease.
+// It loads the Secret (creating it when the operator owns it) before it
+// returns, and returns what training pods need to report, which follows
+// the Secret's CA; nil when the endpoint is off.
+func Setup(mgr ctrl.Manager, name string, o Options) (*Endpoint, error) {
 	if !o.Enabled() {
-		return nil
+		return nil, nil
 	}
 	if err := o.validate(); err != nil {
-		return err
+		return nil, err
 	}
-	certs, err := certwatcher.New(filepath.Join(o.CertDir, "tls.crt"), filepath.Join(o.CertDir, "tls.key"))
+	log := mgr.GetLogger().WithName("progress")
+	certs, err := loadCertificates(mgr, o, log)
 	if err != nil {
-		return fmt.Errorf("progress endpoint certificate: %w", err)
+		return nil, err
 	}
 	reviewer, err := reviewClient(mgr, o.Reviews)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	log := mgr.GetLogger().WithName("progress")
 	m := newEndpointMetrics()
 	writer := &Writer{Client: mgr.GetClient(), Reader: mgr.GetClient(), Interval: o.Interval, Log: log}
 	h := &Handler{
@@ -151,19 +172,39 @@ func Setup(mgr ctrl.Manager, name string, o Options) error {
 			key:  types.NamespacedName{Namespace: o.Namespace, Name: name + "-progress.mlplatform.dev"},
 			self: o.AdvertiseAddress, client: mgr.GetClient(), live: mgr.GetAPIReader(), maxAged: 5 * time.Second, log: log,
 		}
-		fwd, err := newForwarder(record, certs, filepath.Join(o.CertDir, "ca.crt"), serverName(o.URL))
-		if err != nil {
-			return err
-		}
-		h.Forward = fwd.forward
+		h.Forward = (&forwarder{leader: record, certs: certs, serverName: serverName(o.URL)}).forward
 		runnables = append(runnables, record)
 	}
 	for _, r := range runnables {
 		if err := mgr.Add(r); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return &Endpoint{URL: strings.TrimSuffix(o.URL, "/"), CA: certs.CA}, nil
+}
+
+// secretLoadTimeout bounds the first read (or creation) of the Secret;
+// beyond it the operator exits with the error and is restarted.
+const secretLoadTimeout = time.Minute
+
+// loadCertificates reads the endpoint's Secret for the first time, so that
+// no pod is built and no request served before its CA is known.
+func loadCertificates(mgr ctrl.Manager, o Options, log logr.Logger) (*certificates, error) {
+	namespace, name, _ := strings.Cut(o.Secret, "/")
+	certs := &certificates{
+		key:      types.NamespacedName{Namespace: namespace, Name: name},
+		names:    certificateNames(serverName(o.URL)),
+		generate: o.GenerateSecret,
+		client:   mgr.GetClient(), reader: mgr.GetAPIReader(),
+		interval: o.SecretReload,
+		log:      log,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), secretLoadTimeout)
+	defer cancel()
+	if err := certs.load(ctx); err != nil {
+		return nil, err
+	}
+	return certs, nil
 }
 
 // maxJobs bounds the TrainingJobs whose report buckets are kept; only
@@ -197,6 +238,12 @@ func leading(elected <-chan struct{}) func() bool {
 			return false
 		}
 	}
+}
+
+// validKey says whether key is <namespace>/<name>.
+func validKey(key string) bool {
+	namespace, name, ok := strings.Cut(key, "/")
+	return ok && namespace != "" && name != "" && !strings.Contains(name, "/")
 }
 
 // serverName is the host of the endpoint's URL: the name on its

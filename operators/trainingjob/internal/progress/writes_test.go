@@ -28,9 +28,9 @@ func statusWrites(ep *endpoint, ns string) int {
 func TestStatusWritesStayWithinTheInterval(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-budget")
-	dir, pool := certDir(t)
+	secret, pool := certSecret(t)
 	const interval = 2 * time.Second
-	ep := startOperator(t, dir, pool, func(o *progress.Options, _ *manager.Config) { o.Interval = interval })
+	ep := startOperator(t, secret, pool, func(o *progress.Options, _ *manager.Config) { o.Interval = interval })
 	f := newJob(t, c, ns, "budget")
 	token := f.pod(t, c, cs, "budget-r1-0", progress.Audience, rank(0), nil)
 
@@ -95,7 +95,7 @@ func TestStatusWritesStayWithinTheInterval(t *testing.T) {
 func startReplicas(t *testing.T, c client.Client, tune func(*progress.Options)) (leader, standby *endpoint) {
 	t.Helper()
 	leaseNS := testenv.CreateNamespace(t, c, "progress-lease")
-	dir, pool := certDir(t)
+	secret, pool := certSecret(t)
 	replica := func(o *progress.Options, cfg *manager.Config) {
 		cfg.LeaderElect, cfg.LeaderElectionNamespace = true, leaseNS
 		o.Namespace, o.AdvertiseAddress = leaseNS, o.BindAddress
@@ -103,7 +103,7 @@ func startReplicas(t *testing.T, c client.Client, tune func(*progress.Options)) 
 			tune(o)
 		}
 	}
-	leader = startOperator(t, dir, pool, replica)
+	leader = startOperator(t, secret, pool, replica)
 	select {
 	case <-leader.Elected():
 	case <-time.After(testenv.EventuallyTimeout):
@@ -114,7 +114,7 @@ func startReplicas(t *testing.T, c client.Client, tune func(*progress.Options)) 
 		err := c.Get(ctx, types.NamespacedName{Namespace: leaseNS, Name: operatorName + "-progress.mlplatform.dev"}, &lease)
 		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == leader.addr, nil
 	})
-	return leader, startOperator(t, dir, pool, replica)
+	return leader, startOperator(t, secret, pool, replica)
 }
 
 // TestNonLeaderPassesReportsToTheLeader: two replicas behind one Service;
@@ -181,8 +181,8 @@ func TestStandbyPassesReportsOnWithoutTheLeaderLimitingItsAddress(t *testing.T) 
 func TestFinalReportIsNotHeldBackByTheInterval(t *testing.T) {
 	c, cs := admin(t)
 	ns := testenv.CreateNamespace(t, c, "progress-final")
-	dir, pool := certDir(t)
-	ep := startOperator(t, dir, pool, func(o *progress.Options, _ *manager.Config) { o.Interval = time.Hour })
+	secret, pool := certSecret(t)
+	ep := startOperator(t, secret, pool, func(o *progress.Options, _ *manager.Config) { o.Interval = time.Hour })
 	done, held := newJob(t, c, ns, "done"), newJob(t, c, ns, "held")
 	doneToken := done.pod(t, c, cs, "done-r1-0", progress.Audience, rank(0), nil)
 	heldToken := held.pod(t, c, cs, "held-r1-0", progress.Audience, rank(0), nil)
