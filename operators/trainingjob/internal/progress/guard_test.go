@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +26,7 @@ import (
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/metrics/metricstest"
+	"github.com/ml-platform/ml-platform/shared/tokenbudget"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -142,8 +142,8 @@ func newGuarded(t *testing.T, o Options) *guarded {
 			Reader:  reader, Scheme: scheme,
 		},
 		Writer:      &Writer{Now: g.clock.Now},
-		Limits:      newLimiter[types.UID](o.Rate, o.Burst, maxJobs, g.clock.Now),
-		Sources:     newLimiter[string](o.SourceRate, o.SourceBurst, o.MaxSources, g.clock.Now),
+		Limits:      tokenbudget.NewLimiter[types.UID](o.Rate, o.Burst, maxJobs, g.clock.Now),
+		Sources:     tokenbudget.NewLimiter[string](o.SourceRate, o.SourceBurst, o.MaxSources, g.clock.Now),
 		FromReplica: func(*http.Request) bool { return g.fromReplica },
 		Leading:     func() bool { return true },
 		Log:         logr.Discard(),
@@ -439,62 +439,5 @@ func TestReplicasAreNotLimitedBySource(t *testing.T) {
 	}
 	if got[202] != 2 || got[429] != 8 {
 		t.Errorf("a caller that is not a replica: %v, want 2 x 202 and 8 x 429", got)
-	}
-}
-
-// TestJobBucketsOfJobsReportingInTurnsStay: two jobs reporting in turns
-// keep their own buckets; both are limited past their burst. A bucket is
-// forgotten only after it was idle long enough to have refilled.
-func TestJobBucketsOfJobsReportingInTurnsStay(t *testing.T) {
-	clock := newFakeClock()
-	l := newLimiter[types.UID](0.01, 3, maxJobs, clock.Now)
-	var got []string
-	for range 4 {
-		for _, job := range []types.UID{"a", "b"} {
-			ok, _ := l.allow(job)
-			got = append(got, fmt.Sprintf("%s:%t", job, ok))
-			clock.step(time.Second)
-		}
-	}
-	if want := "[a:true b:true a:true b:true a:true b:true a:false b:false]"; fmt.Sprint(got) != want {
-		t.Errorf("two jobs in turns with a burst of 3: %v, want %s", got, want)
-	}
-	// 100 s per token, a burst of 3: refilled after 300 s, forgotten only
-	// after idleBucket.
-	clock.step(idleBucket - time.Minute)
-	if ok, _ := l.allow("a"); !ok {
-		t.Error("job a is still limited after its bucket refilled")
-	}
-}
-
-// TestSourcesAreBounded: a flood from more sources than MaxSources keeps
-// at most MaxSources buckets; the least recently seen goes first.
-func TestSourcesAreBounded(t *testing.T) {
-	clock := newFakeClock()
-	l := newLimiter[string](1, 1, 100, clock.Now)
-	if ok, _ := l.allow("steady"); !ok {
-		t.Fatal("first request refused")
-	}
-	for i := range 10000 {
-		l.allow("flood-" + strconv.Itoa(i))
-		if i%50 == 0 {
-			// The steady source keeps being seen, so it keeps its
-			// (empty) bucket while the flood's buckets come and go.
-			if ok, _ := l.allow("steady"); ok {
-				t.Fatalf("the steady source's bucket was reset by the flood at %d", i)
-			}
-		}
-	}
-	if n := len(l.buckets.Keys()); n > 100 {
-		t.Errorf("%d buckets kept, want at most 100", n)
-	}
-}
-
-// TestRetryAfterIsWholeSeconds rounds up and never says 0.
-func TestRetryAfterIsWholeSeconds(t *testing.T) {
-	for wait, want := range map[time.Duration]int{0: 1, time.Millisecond: 1, 1500 * time.Millisecond: 2, 100 * time.Second: 100} {
-		if got := retryAfter(wait); got != want {
-			t.Errorf("retryAfter(%s) = %d, want %d", wait, got, want)
-		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ml-platform/ml-platform/shared/tokenbudget"
 )
 
 // ReportPath is the endpoint's route; {namespace} and {name} name the
@@ -34,10 +36,10 @@ type Handler struct {
 	Auth   *Authorizer
 	Writer *Writer
 	// Limits are each TrainingJob's buckets of reports.
-	Limits *limiter[types.UID]
+	Limits *tokenbudget.Limiter[types.UID]
 	// Sources are each source address's buckets of requests, taken
 	// before anything else.
-	Sources *limiter[string]
+	Sources *tokenbudget.Limiter[string]
 	// FromReplica says whether a request was passed on by another replica
 	// of the operator, which limited its source already.
 	FromReplica func(r *http.Request) bool
@@ -64,7 +66,7 @@ func (h *Handler) Mux() http.Handler {
 func (h *Handler) serveReport(w http.ResponseWriter, r *http.Request) {
 	job := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	if !h.fromReplica(r) {
-		if ok, wait := h.Sources.allow(source(r)); !ok {
+		if ok, wait := h.Sources.Allow(source(r)); !ok {
 			h.Metrics.throttled("source")
 			tooMany(w, wait, "too many requests from this address; retry after the Retry-After seconds")
 			return
@@ -94,7 +96,7 @@ func (h *Handler) serveReport(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, job, err)
 		return
 	}
-	if ok, wait := h.Limits.allow(caller.Job); !ok {
+	if ok, wait := h.Limits.Allow(caller.Job); !ok {
 		h.Metrics.throttled("trainingjob")
 		tooMany(w, wait, "too many reports for this TrainingJob; retry after the Retry-After seconds")
 		return
@@ -120,7 +122,7 @@ func source(r *http.Request) string {
 }
 
 func tooMany(w http.ResponseWriter, wait time.Duration, msg string) {
-	w.Header().Set("Retry-After", strconv.Itoa(retryAfter(wait)))
+	w.Header().Set("Retry-After", strconv.Itoa(tokenbudget.RetryAfter(wait)))
 	writeError(w, http.StatusTooManyRequests, msg)
 }
 
@@ -131,7 +133,7 @@ func (h *Handler) refuse(w http.ResponseWriter, job types.NamespacedName, err er
 	var ae *authError
 	if errors.As(err, &ae) {
 		if ae.retry > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(retryAfter(ae.retry)))
+			w.Header().Set("Retry-After", strconv.Itoa(tokenbudget.RetryAfter(ae.retry)))
 		}
 		writeError(w, ae.status, ae.msg)
 		return

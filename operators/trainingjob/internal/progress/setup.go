@@ -15,6 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/ml-platform/ml-platform/shared/tokenbudget"
 )
 
 // Options configure the endpoint; the chart sets them.
@@ -158,8 +160,8 @@ func Setup(mgr ctrl.Manager, name string, o Options) (*Endpoint, error) {
 			Reader:  mgr.GetClient(), Scheme: mgr.GetScheme(), AllRanks: o.AllRanks,
 		},
 		Writer:      writer,
-		Limits:      newLimiter[types.UID](o.Rate, o.Burst, maxJobs, nil),
-		Sources:     newLimiter[string](o.SourceRate, o.SourceBurst, o.MaxSources, nil),
+		Limits:      tokenbudget.NewLimiter[types.UID](o.Rate, o.Burst, maxJobs, nil),
+		Sources:     tokenbudget.NewLimiter[string](o.SourceRate, o.SourceBurst, o.MaxSources, nil),
 		FromReplica: replicaCheck(certs),
 		Leading:     leading(mgr.Elected()),
 		Log:         log,

@@ -1,4 +1,4 @@
-package progress
+package tokenbudget
 
 import (
 	"math"
@@ -9,13 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 )
 
-// limiter keeps one token bucket per key: per TrainingJob, so one chatty
+// Limiter keeps one token bucket per key: per TrainingJob, so one chatty
 // training cannot crowd out the others, and per source address, so one
 // caller is refused before it costs an authentication. Its memory is
 // bounded: a bucket unused for idleBucket is forgotten (a full bucket
 // forgotten is the same as a new one), and beyond maxKeys the least
 // recently used bucket goes, so a flood from many sources cannot grow it.
-type limiter[K comparable] struct {
+type Limiter[K comparable] struct {
 	mu      sync.Mutex
 	every   rate.Limit
 	burst   int
@@ -25,7 +25,7 @@ type limiter[K comparable] struct {
 
 // idleBucket is how long an unused bucket is kept. It must outlast the
 // time a drained bucket takes to refill, or forgetting it would refill it
-// early; newLimiter stretches it for slow rates.
+// early; NewLimiter stretches it for slow rates.
 const idleBucket = 10 * time.Minute
 
 // clock adapts a time source to the caches' Clock.
@@ -33,11 +33,13 @@ type clock func() time.Time
 
 func (c clock) Now() time.Time { return c() }
 
-func newLimiter[K comparable](perSecond float64, burst, maxKeys int, now func() time.Time) *limiter[K] {
+// NewLimiter keeps up to maxKeys buckets of perSecond and burst; now is
+// the clock, nil for time.Now.
+func NewLimiter[K comparable](perSecond float64, burst, maxKeys int, now func() time.Time) *Limiter[K] {
 	if now == nil {
 		now = time.Now
 	}
-	return &limiter[K]{
+	return &Limiter[K]{
 		every:   rate.Limit(perSecond),
 		burst:   burst,
 		clock:   clock(now),
@@ -47,7 +49,7 @@ func newLimiter[K comparable](perSecond float64, burst, maxKeys int, now func() 
 
 // idle is how long a bucket is kept after its last use: idleBucket, or
 // the time the bucket takes to fill up from empty when that is longer.
-func (l *limiter[K]) idle() time.Duration {
+func (l *Limiter[K]) idle() time.Duration {
 	refill := time.Duration(float64(l.burst) / float64(l.every) * float64(time.Second))
 	if l.every <= 0 || refill <= 0 || refill > 100*365*24*time.Hour {
 		return 100 * 365 * 24 * time.Hour
@@ -55,9 +57,9 @@ func (l *limiter[K]) idle() time.Duration {
 	return max(idleBucket, refill)
 }
 
-// allow takes a token for key; when none is left it returns how long
+// Allow takes a token for key; when none is left it returns how long
 // until one is.
-func (l *limiter[K]) allow(key K) (bool, time.Duration) {
+func (l *Limiter[K]) Allow(key K) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock.Now()
@@ -81,7 +83,7 @@ func (l *limiter[K]) allow(key K) (bool, time.Duration) {
 	return false, wait
 }
 
-// retryAfter is a Retry-After header's whole seconds, at least 1.
-func retryAfter(wait time.Duration) int {
+// RetryAfter is a Retry-After header's whole seconds, at least 1.
+func RetryAfter(wait time.Duration) int {
 	return max(1, int(math.Ceil(wait.Seconds())))
 }
