@@ -31,6 +31,8 @@ type Config struct {
 	// empty means a self-signed certificate, which scrapers that skip
 	// verification accept.
 	MetricsCertDir string
+	// MetricsAuth bounds the TokenReviews the secure metrics endpoint makes.
+	MetricsAuth MetricsAuth
 	// EnableHTTP2 is off by default because HTTP/2 servers were open to the
 	// rapid reset and stream cancellation attacks (CVE-2023-44487,
 	// CVE-2023-39325), and metrics scrapers do not need it.
@@ -122,6 +124,7 @@ func DefaultConfig() Config {
 	return Config{
 		MetricsBindAddress:      ":8443",
 		MetricsSecure:           true,
+		MetricsAuth:             defaultMetricsAuth(),
 		HealthProbeBindAddress:  ":8081",
 		LeaderElect:             true,
 		LeaderElectionNamespace: defaultLeaderElectionNamespace(),
@@ -178,6 +181,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		"Serve metrics over HTTPS, allowing only callers that the API server authorizes to get /metrics. Set to false for plain HTTP in local runs.")
 	fs.StringVar(&c.MetricsCertDir, "metrics-cert-dir", c.MetricsCertDir,
 		"A folder holding tls.crt and tls.key for the metrics endpoint. Empty means a self-signed certificate.")
+	c.MetricsAuth.bindFlags(fs)
 	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2,
 		"Allow HTTP/2 on the metrics endpoint.")
 	fs.StringVar(&c.PprofBindAddress, "pprof-bind-address", c.PprofBindAddress,
@@ -278,6 +282,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("--max-backoff (%v) must be positive", c.MaxBackoff))
+	}
+	if c.MetricsSecure {
+		errs = append(errs, c.MetricsAuth.validate())
 	}
 	return errors.Join(errs...)
 }

@@ -43,6 +43,9 @@ func TestFlags(t *testing.T) {
 				"--leader-election-renew-interval=10s", "--pprof-bind-address=127.0.0.1:6060",
 				"--kube-api-qps=20", "--kube-api-burst=30", "--max-concurrent-reconciles=4", "--max-backoff=1m", "--graceful-shutdown-timeout=10s",
 				"--priority-queue=false", "--warm-standby", "--memory-limit=536870912",
+				"--metrics-tokenreview-qps=3", "--metrics-tokenreview-burst=6", "--metrics-token-cache-ttl=2m",
+				"--metrics-token-negative-cache-ttl=5s", "--metrics-token-cache-size=50",
+				"--metrics-source-tokenreview-rate=1", "--metrics-source-tokenreview-burst=2", "--metrics-max-sources=70",
 			},
 			want: func(c *Config) {
 				c.MetricsBindAddress = ":9090"
@@ -64,6 +67,9 @@ func TestFlags(t *testing.T) {
 				c.GracefulShutdownTimeout = 10 * time.Second
 				c.PriorityQueue, c.WarmStandby = false, true
 				c.MemoryLimit = 512 << 20
+				c.MetricsAuth.Reviews.Rate, c.MetricsAuth.Reviews.Burst = 3, 6
+				c.MetricsAuth.Reviews.CacheTTL, c.MetricsAuth.Reviews.NegativeTTL, c.MetricsAuth.Reviews.CacheSize = 2*time.Minute, 5*time.Second, 50
+				c.MetricsAuth.SourceRate, c.MetricsAuth.SourceBurst, c.MetricsAuth.MaxSources = 1, 2, 70
 			},
 		},
 	}
@@ -80,6 +86,7 @@ func TestFlags(t *testing.T) {
 			want := Config{
 				MetricsBindAddress:      ":8443",
 				MetricsSecure:           true,
+				MetricsAuth:             defaultMetricsAuth(),
 				HealthProbeBindAddress:  ":8081",
 				LeaderElect:             true,
 				LeaderElectionNamespace: "default",
@@ -173,6 +180,13 @@ func TestValidate(t *testing.T) {
 		"zero concurrent reconciles": {
 			change:  func(c *Config) { c.MaxConcurrentReconciles = 0 },
 			wantErr: "--max-concurrent-reconciles",
+		},
+		"zero metrics TokenReview rate": {
+			change:  func(c *Config) { c.MetricsAuth.Reviews.Rate = 0 },
+			wantErr: "--metrics-tokenreview-qps",
+		},
+		"no metrics budget needed without secure metrics": {
+			change: func(c *Config) { c.MetricsSecure = false; c.MetricsAuth.Reviews.Rate = 0 },
 		},
 		"zero max backoff": {
 			change:  func(c *Config) { c.MaxBackoff = 0 },

@@ -31,7 +31,6 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -499,7 +498,7 @@ func metricsOptions(cfg Config) metricsserver.Options {
 		o.TLSOpts = append(o.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
 	if cfg.MetricsSecure {
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = cfg.MetricsAuth.filterProvider()
 	}
 	return o
 }

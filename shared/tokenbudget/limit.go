@@ -2,6 +2,8 @@ package tokenbudget
 
 import (
 	"math"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -81,6 +83,16 @@ func (l *Limiter[K]) Allow(key K) (bool, time.Duration) {
 		wait = time.Duration(math.MaxInt32) * time.Second
 	}
 	return false, wait
+}
+
+// Source is the address a request came from: a pod's own IP in the
+// cluster, never a header the caller chose.
+func Source(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // RetryAfter is a Retry-After header's whole seconds, at least 1.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ type Options struct {
 	NegativeTTL time.Duration
 	// CacheSize bounds the remembered reviews, successful and refused.
 	CacheSize int
+	// CacheWithoutExpiry reuses a successful review of a token whose
+	// expiry cannot be read (a ServiceAccount token Secret's, which never
+	// expires) for CacheTTL; without it such a review is not remembered.
+	CacheWithoutExpiry bool
 }
 
 // Observer counts what the reviews cost; every method may be called
@@ -112,16 +117,31 @@ type reviewed[T any] struct {
 	err   error
 }
 
+// ErrNotCached is Cached's answer for a token it does not know.
+var ErrNotCached = errors.New("no review of the token is remembered")
+
+// Cached is the remembered answer for token, or ErrNotCached; it never
+// reviews, so a caller can spend a budget of its own before Review.
+func (t *Reviews[T]) Cached(token string) (T, error) {
+	key := sha256.Sum256([]byte(token))
+	v, ok := t.cache.Get(key)
+	if !ok {
+		var zero T
+		return zero, ErrNotCached
+	}
+	r := v.(reviewed[T])
+	t.observer.CacheHit(r.err == nil)
+	return r.value, r.err
+}
+
 // Review returns what check made of token's review, from the cache or a
 // new review. Its errors are a refusal (check's), *Throttled, or the
 // review's own failure, which is not remembered.
 func (t *Reviews[T]) Review(ctx context.Context, token string) (T, error) {
-	key := sha256.Sum256([]byte(token))
-	if v, ok := t.cache.Get(key); ok {
-		r := v.(reviewed[T])
-		t.observer.CacheHit(r.err == nil)
-		return r.value, r.err
+	if v, err := t.Cached(token); !errors.Is(err, ErrNotCached) {
+		return v, err
 	}
+	key := sha256.Sum256([]byte(token))
 	v, err, _ := t.flight.Do(string(key[:]), func() (any, error) {
 		// A review that finished while this caller waited for the lock of
 		// the flight is in the cache already.
@@ -171,10 +191,14 @@ func (t *Reviews[T]) reviewOnce(ctx context.Context, token string, key [sha256.S
 // trustFor is how long a successful review of token may be reused: until
 // the token's expiry, at most CacheTTL. The expiry is read from the JWT's
 // claims without checking their signature; the review just proved the
-// token, and a token whose expiry cannot be read is not remembered.
+// token, and a token whose expiry cannot be read is remembered only with
+// CacheWithoutExpiry.
 func (t *Reviews[T]) trustFor(token string, now time.Time) time.Duration {
 	exp, ok := expiry(token)
 	if !ok {
+		if t.opts.CacheWithoutExpiry {
+			return t.opts.CacheTTL
+		}
 		return 0
 	}
 	return min(exp.Sub(now), t.opts.CacheTTL)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -66,7 +65,7 @@ func (h *Handler) Mux() http.Handler {
 func (h *Handler) serveReport(w http.ResponseWriter, r *http.Request) {
 	job := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	if !h.fromReplica(r) {
-		if ok, wait := h.Sources.Allow(source(r)); !ok {
+		if ok, wait := h.Sources.Allow(tokenbudget.Source(r)); !ok {
 			h.Metrics.throttled("source")
 			tooMany(w, wait, "too many requests from this address; retry after the Retry-After seconds")
 			return
@@ -109,16 +108,6 @@ func (h *Handler) serveReport(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) fromReplica(r *http.Request) bool {
 	return h.FromReplica != nil && h.FromReplica(r)
-}
-
-// source is the address the request came from: the pod's own IP for a
-// training pod in the cluster, never a header the caller chose.
-func source(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 func tooMany(w http.ResponseWriter, wait time.Duration, msg string) {
