@@ -87,6 +87,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.featureStores) == has(oldSelf.featureStores) && (!has(self.featureStores) || self.featureStores == oldSelf.featureStores)",message="featureStores is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.checkpoint) == has(oldSelf.checkpoint) && (!has(self.checkpoint) || self.checkpoint == oldSelf.checkpoint)",message="checkpoint is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(self.checkpoint) || self.checkpoint.accessMode != 'ReadWriteOnce' || self.framework != 'paddle' || self.workers <= 1",message="framework paddle with more than one worker needs checkpoint.accessMode ReadWriteMany: its workers share one pod template, so no single rank-0 pod can mount a ReadWriteOnce volume"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.activeDeadlineSeconds)) == (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.activeDeadlineSeconds))",message="runPolicy.activeDeadlineSeconds is immutable: it can be neither added to nor removed from an existing job; create the job again with the deadline it needs"
+// +kubebuilder:validation:XValidation:rule="(has(self.runPolicy) && has(self.runPolicy.backoffLimit)) == (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.backoffLimit))",message="runPolicy.backoffLimit is immutable: it can be neither added to nor removed from an existing job"
 // +kubebuilder:validation:XValidation:rule="has(self.backend) == has(oldSelf.backend) && (!has(self.backend) || self.backend == oldSelf.backend)",message="backend is immutable; to move a job to another backend, create it again"
 // +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'native' || self.framework != 'tensorflow' || !has(self.parameterServers) || self.parameterServers == 0",message="tensorflow with parameterServers needs heterogeneous pods, which the native backend cannot run: use backend: kubeflow"
 // +kubebuilder:validation:XValidation:rule="!has(self.backend) || self.backend != 'native' || self.framework != 'paddle' || self.workers <= 1",message="paddle with more than one worker needs a rank-0 pod that differs from the others (its own address as PADDLE_MASTER), which the native backend cannot run: use backend: kubeflow"
@@ -321,8 +323,10 @@ type Checkpoint struct {
 	Size *resource.Quantity `json:"size,omitempty"`
 
 	// StorageClassName of the claim the operator creates; unset means the
-	// cluster's default class.
+	// cluster's default class, and empty no class (a claim that binds only
+	// to an existing volume without one), as for the claim itself.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="checkpoint.storageClassName must be a StorageClass name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (a DNS subdomain)"
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
@@ -337,10 +341,12 @@ type Checkpoint struct {
 	// +optional
 	AccessMode corev1.PersistentVolumeAccessMode `json:"accessMode,omitempty"`
 
-	// MountPath of the volume in the training container.
+	// MountPath of the volume in the training container: an absolute path
+	// outside the operator's own mounts (see PodTemplatePatch).
 	// +kubebuilder:default="/checkpoints"
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && self != '/' && self != '/dev/shm' && !self.startsWith('/etc/mlplatform/') && !self.contains('..')",message="checkpoint.mountPath must be an absolute path other than / and /dev/shm, outside /etc/mlplatform/, without '..'"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') && self != '/' && !self.contains('..')",message="checkpoint.mountPath must be an absolute path other than /, without '..'"
+	// +kubebuilder:validation:XValidation:rule="!['/dev/shm', '/etc/mlplatform', '/var/run/secrets/mlplatform.dev', '/var/lib/mlplatform-mpi'].exists(p, self == p || self.startsWith(p + '/'))",message="checkpoint.mountPath: /dev/shm, /etc/mlplatform, /var/run/secrets/mlplatform.dev and /var/lib/mlplatform-mpi, and every path under them, are reserved for the operator's mounts; choose another path"
 	// +optional
 	MountPath string `json:"mountPath,omitempty"`
 
@@ -378,9 +384,19 @@ type Checkpoint struct {
 
 // PodTemplatePatch holds the parts of the generated pods that users choose.
 //
+// The operator adds volumes and mounts of its own to the pods, and the API
+// server refuses a pod with two volumes of one name or two mounts on one
+// path. So that a job it accepted never makes a child the API server
+// refuses, the names and paths of the operator's volumes are reserved:
+// the volume names dshm, featurestore-* and mlplatform-* (shared memory,
+// FeatureStores, MPI keys, the progress token, and any the operator adds
+// later), and the mount paths /dev/shm, /etc/mlplatform,
+// /var/run/secrets/mlplatform.dev and /var/lib/mlplatform-mpi with every
+// path under them.
+//
 // +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))",message="every volumeMounts[].name must name one of template.volumes"
-// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.all(v, v.name != 'dshm' && !v.name.startsWith('featurestore-'))",message="volume names dshm and featurestore-* are reserved for the shared memory and FeatureStore volumes"
-// +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, m.mountPath != '/dev/shm' && !m.mountPath.startsWith('/etc/mlplatform/'))",message="mount paths /dev/shm and /etc/mlplatform/ are reserved; size /dev/shm with sharedMemory"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.all(v, v.name != 'dshm' && !v.name.startsWith('featurestore-') && !v.name.startsWith('mlplatform-'))",message="volume names dshm, featurestore-* and mlplatform-* are reserved for the operator's volumes (shared memory, FeatureStores, MPI keys, progress token); rename the volume"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumeMounts) || self.volumeMounts.all(m, !['/dev/shm', '/etc/mlplatform', '/var/run/secrets/mlplatform.dev', '/var/lib/mlplatform-mpi'].exists(p, m.mountPath == p || m.mountPath.startsWith(p + '/')))",message="template.volumeMounts: /dev/shm, /etc/mlplatform, /var/run/secrets/mlplatform.dev and /var/lib/mlplatform-mpi, and every path under them, are reserved for the operator's mounts; choose another path, and size /dev/shm with sharedMemory"
 type PodTemplatePatch struct {
 	// Labels added to every pod. Labels of the platform and of Kubeflow win
 	// over these.

@@ -1,6 +1,6 @@
 # The entrypoint of framework mpi's pods; the operator passes it to
 # /bin/sh -c, with the user's command as the positional parameters. The
-# paths are those of pod.go's volumes (keysPath, runPath), the port is
+# paths are those of pod.go's volumes (KeysPath, RunPath), the port is
 # pod.go's Port.
 set -eu
 d=/var/lib/mlplatform-mpi

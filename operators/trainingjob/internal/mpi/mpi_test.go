@@ -85,7 +85,7 @@ func TestApplyRunsTheUserCommandThroughTheEntrypoint(t *testing.T) {
 		mounts[m.MountPath] = m.Name
 	}
 	// The entrypoint reads the paths the volumes are mounted at.
-	for _, path := range []string{keysPath, runPath} {
+	for _, path := range []string{KeysPath, RunPath} {
 		if mounts[path] == "" || !strings.Contains(script, path) {
 			t.Errorf("path %s: mounted as %q, in the entrypoint %t", path, mounts[path], strings.Contains(script, path))
 		}

@@ -40,15 +40,19 @@ const (
 	RoleWorker   = "worker"
 )
 
+// The operator's volumes and mount paths in MPI pods, within the names and
+// paths the CRD reserves (trainingv1alpha1.PodTemplatePatch), so no
+// template volume or mount collides with them; the validation tests check
+// them against the CRD.
 const (
-	keysVolume = "mpi-ssh"
-	keysPath   = "/etc/mlplatform/mpi-ssh"
-	runVolume  = "mpi-run"
-	// runPath holds the copies of the keys with the modes ssh and sshd
+	KeysVolume = "mlplatform-mpi-ssh"
+	KeysPath   = "/etc/mlplatform/mpi-ssh"
+	RunVolume  = "mlplatform-mpi-run"
+	// RunPath holds the copies of the keys with the modes ssh and sshd
 	// demand (a Secret volume's files are root's, readable by the pod's
 	// group), the generated configurations, the hostfile and the workers'
 	// environment for remote ranks.
-	runPath = "/var/lib/mlplatform-mpi"
+	RunPath = "/var/lib/mlplatform-mpi"
 )
 
 // Hostfile lists the launcher itself (localhost, whose ranks Open MPI
@@ -81,17 +85,17 @@ func Apply(spec *corev1.PodSpec, secret, role, hostfile string) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: EnvHostfile, Value: hostfile})
 	}
 	spec.Volumes = append(spec.Volumes,
-		corev1.Volume{Name: keysVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		corev1.Volume{Name: KeysVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: secret,
 			// Readable by the pod's group (fsGroup), never by others; the
 			// script copies the keys before any SSH program reads them.
 			DefaultMode: ptr.To[int32](0o440),
 		}}},
-		corev1.Volume{Name: runVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		corev1.Volume{Name: RunVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 	)
 	c.VolumeMounts = append(c.VolumeMounts,
-		corev1.VolumeMount{Name: keysVolume, MountPath: keysPath, ReadOnly: true},
-		corev1.VolumeMount{Name: runVolume, MountPath: runPath},
+		corev1.VolumeMount{Name: KeysVolume, MountPath: KeysPath, ReadOnly: true},
+		corev1.VolumeMount{Name: RunVolume, MountPath: RunPath},
 	)
 }
 

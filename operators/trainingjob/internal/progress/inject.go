@@ -22,10 +22,12 @@ const (
 	EnvJob = "MLPLATFORM_TRAININGJOB"
 )
 
-// The projected token's volume and where the training container sees it.
+// The projected token's volume and where the training container sees it,
+// within the names and paths the CRD reserves (trainingv1alpha1.PodTemplatePatch;
+// the validation tests check them against the CRD).
 const (
 	TokenVolume    = "mlplatform-progress-token"
-	tokenDir       = "/var/run/secrets/mlplatform.dev/progress"
+	TokenDir       = "/var/run/secrets/mlplatform.dev/progress"
 	tokenPath      = "token"
 	tokenLifetime  = int64(3600)
 	maxCAEnvLength = 16 << 10
@@ -54,10 +56,10 @@ func (e *Endpoint) Inject(spec *corev1.PodSpec, tj *trainingv1alpha1.TrainingJob
 		}}},
 	}})
 	c := &spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: TokenVolume, MountPath: tokenDir, ReadOnly: true})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: TokenVolume, MountPath: TokenDir, ReadOnly: true})
 	c.Env = append(c.Env,
 		corev1.EnvVar{Name: EnvURL, Value: fmt.Sprintf("%s/v1/namespaces/%s/trainingjobs/%s/progress", e.URL, tj.Namespace, tj.Name)},
-		corev1.EnvVar{Name: EnvTokenFile, Value: tokenDir + "/" + tokenPath},
+		corev1.EnvVar{Name: EnvTokenFile, Value: TokenDir + "/" + tokenPath},
 		corev1.EnvVar{Name: EnvCA, Value: e.CA()},
 		corev1.EnvVar{Name: EnvJob, Value: tj.Name},
 	)

@@ -2,6 +2,7 @@ package validation
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,10 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/mpi"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
+	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
@@ -178,13 +183,13 @@ func TestCreateRules(t *testing.T) {
 			mutate: func(tj *trainingv1alpha1.TrainingJob) {
 				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Volumes: []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}
 			},
-			wantErr: "volume names dshm and featurestore-* are reserved",
+			wantErr: "volume names dshm, featurestore-* and mlplatform-* are reserved",
 		},
 		"reserved feature store volume name": {
 			mutate: func(tj *trainingv1alpha1.TrainingJob) {
 				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Volumes: []corev1.Volume{{Name: "featurestore-x", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}
 			},
-			wantErr: "volume names dshm and featurestore-* are reserved",
+			wantErr: "volume names dshm, featurestore-* and mlplatform-* are reserved",
 		},
 		"mount on /dev/shm": {
 			mutate: func(tj *trainingv1alpha1.TrainingJob) {
@@ -193,7 +198,7 @@ func TestCreateRules(t *testing.T) {
 					VolumeMounts: []trainingv1alpha1.VolumeMount{{Name: "shm", MountPath: "/dev/shm"}},
 				}
 			},
-			wantErr: "mount paths /dev/shm and /etc/mlplatform/ are reserved",
+			wantErr: "are reserved for the operator's mounts",
 		},
 		"accelerator type without count": {
 			mutate: func(tj *trainingv1alpha1.TrainingJob) {
@@ -349,7 +354,7 @@ func TestCreateRules(t *testing.T) {
 			mutate: func(tj *trainingv1alpha1.TrainingJob) {
 				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi")), MountPath: "/dev/shm"}
 			},
-			wantErr: "checkpoint.mountPath must be an absolute path other than / and /dev/shm",
+			wantErr: "checkpoint.mountPath: /dev/shm, /etc/mlplatform",
 		},
 		"relative checkpoint mount": {
 			mutate: func(tj *trainingv1alpha1.TrainingJob) {
@@ -692,6 +697,142 @@ func TestMPISettingsAreImmutable(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "mpi is immutable") {
 				t.Errorf("update: %v, want the refusal \"mpi is immutable\"", err)
 			}
+		})
+	}
+}
+
+// TestRunPolicyBoundsCannotBeAddedOrRemoved: "immutable" covers adding and
+// removing the field, not only changing its value, and a job created with
+// no runPolicy at all (as kubectl sends it) too.
+func TestRunPolicyBoundsCannotBeAddedOrRemoved(t *testing.T) {
+	c, ns := setup(t)
+	deadline := func(rp *trainingv1alpha1.RunPolicy) { rp.ActiveDeadlineSeconds = ptr.To[int64](60) }
+	backoff := func(rp *trainingv1alpha1.RunPolicy) { rp.BackoffLimit = ptr.To[int32](1) }
+	cases := map[string]struct {
+		create, update func(*trainingv1alpha1.RunPolicy)
+		wantErr        string
+	}{
+		"deadline added":     {update: deadline, wantErr: "runPolicy.activeDeadlineSeconds is immutable"},
+		"deadline removed":   {create: deadline, update: func(rp *trainingv1alpha1.RunPolicy) { rp.ActiveDeadlineSeconds = nil }, wantErr: "runPolicy.activeDeadlineSeconds is immutable"},
+		"backoffLimit added": {update: backoff, wantErr: "runPolicy.backoffLimit is immutable"},
+		"backoffLimit removed": {create: backoff, update: func(rp *trainingv1alpha1.RunPolicy) { rp.BackoffLimit = nil },
+			wantErr: "runPolicy.backoffLimit is immutable"},
+		"ttl added": {update: func(rp *trainingv1alpha1.RunPolicy) { rp.TTLSecondsAfterFinished = ptr.To[int32](5) }},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := valid(ns, "rp-"+strings.ReplaceAll(strings.ToLower(name), " ", "-"))
+			if tc.create != nil {
+				tc.create(&tj.Spec.RunPolicy)
+			}
+			if err := c.Create(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+			tc.update(&tj.Spec.RunPolicy)
+			assertRefused(t, c.Update(t.Context(), tj), tc.wantErr)
+		})
+	}
+	t.Run("deadline added to a job without runPolicy", func(t *testing.T) {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": trainingv1alpha1.GroupVersion.String(), "kind": "TrainingJob",
+			"metadata": map[string]any{"namespace": ns, "name": "rp-none"},
+			"spec":     map[string]any{"framework": "pytorch", "image": "registry.example.com/train:1"},
+		}}
+		if err := c.Create(t.Context(), u); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(u.Object, int64(60), "spec", "runPolicy", "activeDeadlineSeconds"); err != nil {
+			t.Fatal(err)
+		}
+		assertRefused(t, c.Update(t.Context(), u), "runPolicy.activeDeadlineSeconds is immutable")
+	})
+}
+
+// assertRefused checks an API answer: accepted when wantErr is empty, else
+// refused with a message containing wantErr.
+func assertRefused(t *testing.T, err error, wantErr string) {
+	t.Helper()
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("valid request rejected: %v", err)
+	case wantErr != "" && err == nil:
+		t.Fatalf("invalid request accepted, want an error containing %q", wantErr)
+	case wantErr != "" && !strings.Contains(err.Error(), wantErr):
+		t.Fatalf("error %q does not contain %q", err, wantErr)
+	}
+}
+
+// TestOperatorsNamesAreReserved creates a job whose template, or
+// checkpoint, uses each volume name and mount path that the operator gives
+// its own pods' volumes: the API server would refuse the run's child over
+// the duplicate after the job was accepted, and the template is immutable.
+// The names come from the code that uses them, so the CRD's reserved list
+// cannot fall behind it.
+func TestOperatorsNamesAreReserved(t *testing.T) {
+	c, ns := setup(t)
+	emptyDir := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	i := 0
+	create := func(t *testing.T, mutate func(*trainingv1alpha1.TrainingJob), wantErr string) {
+		t.Helper()
+		i++
+		tj := valid(ns, fmt.Sprintf("reserved-%d", i))
+		mutate(tj)
+		assertRefused(t, c.Create(t.Context(), tj), wantErr)
+	}
+	for _, name := range []string{backend.SharedMemoryVolume, featureref.VolumeName("store"), progress.TokenVolume, mpi.KeysVolume, mpi.RunVolume, "mlplatform-future"} {
+		t.Run("volume "+name, func(t *testing.T) {
+			create(t, func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{Volumes: []corev1.Volume{{Name: name, VolumeSource: emptyDir}}}
+			}, "volume names dshm, featurestore-* and mlplatform-* are reserved")
+		})
+	}
+	paths := []string{"/dev/shm", featureref.MountPath("store"), progress.TokenDir, mpi.KeysPath, mpi.RunPath, mpi.RunPath + "/x", "/var/run/secrets/mlplatform.dev"}
+	for _, path := range paths {
+		t.Run("template mount "+path, func(t *testing.T) {
+			create(t, func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{
+					Volumes:      []corev1.Volume{{Name: "data", VolumeSource: emptyDir}},
+					VolumeMounts: []trainingv1alpha1.VolumeMount{{Name: "data", MountPath: path}},
+				}
+			}, "are reserved for the operator's mounts")
+		})
+		t.Run("checkpoint mount "+path, func(t *testing.T) {
+			create(t, func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi")), MountPath: path}
+			}, "are reserved for the operator's mounts")
+		})
+	}
+	for _, path := range []string{"/data", "/var/lib/mlplatform", "/var/run/secrets/other", "/etc/mlplatformx"} {
+		t.Run("free mount "+path, func(t *testing.T) {
+			create(t, func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Template = &trainingv1alpha1.PodTemplatePatch{
+					Volumes:      []corev1.Volume{{Name: "data", VolumeSource: emptyDir}},
+					VolumeMounts: []trainingv1alpha1.VolumeMount{{Name: "data", MountPath: path}},
+				}
+			}, "")
+		})
+	}
+}
+
+// TestCheckpointStorageClassName accepts what a claim's storageClassName
+// accepts (a DNS subdomain, or empty for no class) and refuses the rest
+// before the operator creates a claim the API server would refuse.
+func TestCheckpointStorageClassName(t *testing.T) {
+	c, ns := setup(t)
+	for name, tc := range map[string]struct {
+		class   string
+		wantErr string
+	}{
+		"dns subdomain":   {class: "fast-ssd.example.com"},
+		"empty: no class": {class: ""},
+		"upper case":      {class: "Fast", wantErr: "checkpoint.storageClassName must be a StorageClass name"},
+		"underscore":      {class: "fast_ssd", wantErr: "checkpoint.storageClassName must be a StorageClass name"},
+		"trailing dash":   {class: "fast-", wantErr: "checkpoint.storageClassName must be a StorageClass name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tj := valid(ns, "class-"+strings.ReplaceAll(strings.ReplaceAll(name, " ", "-"), ":", ""))
+			tj.Spec.Checkpoint = &trainingv1alpha1.Checkpoint{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: ptr.To(tc.class)}
+			assertRefused(t, c.Create(t.Context(), tj), tc.wantErr)
 		})
 	}
 }
