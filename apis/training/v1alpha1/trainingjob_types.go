@@ -495,9 +495,12 @@ const MaxActiveDeadlineSeconds = 9223372036
 // RunPolicy bounds a run and says what happens after it.
 type RunPolicy struct {
 	// ActiveDeadlineSeconds fails the job once it has run this long,
-	// counted from when it first ran: a run that follows a restart gets
-	// what is left, and a run its deadline ended is not restarted. As for
-	// a Kubernetes Job, resuming a suspended job starts it anew. At
+	// counted from status.deadlineStartTime: when the job first ran, or
+	// when it ran again after the user resumed it or after Kueue readmitted
+	// it following an eviction. As for a Kubernetes Job, whose timer
+	// restarts when it is resumed, a resume or a readmission starts the
+	// deadline anew; a run that follows a restart after a failure gets
+	// what is left, and a run its deadline ended is not restarted. At
 	// most 9223372036 (about 292 years): the child's controller counts the
 	// deadline in nanoseconds in an int64, and a larger value overflows
 	// into a deadline already past.
@@ -595,6 +598,19 @@ type TrainingJobStatus struct {
 	// StartTime is when the job was first seen running.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// DeadlineStartTime is when runPolicy.activeDeadlineSeconds began to
+	// count: when the job first ran; later, when the user resumed a job
+	// suspended in place or Kueue readmitted it after an eviction (as the
+	// operator saw it), or when the first run after the user resumed a
+	// queued job started. Each of these restarts the run's child's own
+	// deadline too; a restart after a failure moves neither. Unset before
+	// the job ran, and from a queued job's suspension until its next run
+	// starts. A job whose status predates this field counts from
+	// startTime, or from the first run after its last suspension in runs,
+	// until it runs again.
+	// +optional
+	DeadlineStartTime *metav1.Time `json:"deadlineStartTime,omitempty"`
 
 	// CompletionTime is when the job succeeded or failed.
 	// +optional

@@ -411,6 +411,10 @@ func (in *TrainingJobStatus) DeepCopyInto(out *TrainingJobStatus) {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()
 	}
+	if in.DeadlineStartTime != nil {
+		in, out := &in.DeadlineStartTime, &out.DeadlineStartTime
+		*out = (*in).DeepCopy()
+	}
 	if in.CompletionTime != nil {
 		in, out := &in.CompletionTime, &out.CompletionTime
 		*out = (*in).DeepCopy()

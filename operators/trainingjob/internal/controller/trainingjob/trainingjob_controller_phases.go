@@ -207,11 +207,15 @@ func deadlineEnd(tj *trainingv1alpha1.TrainingJob, current *metav1.Time) (time.T
 	return start.Add(time.Duration(*d) * time.Second), true
 }
 
-// deadlineStart is when the job's deadline began: when it first ran, or,
-// once the user suspended a queued job, when the first run after that
-// started. A resume starts the deadline anew, as it does a Kubernetes
-// Job's. Nil when no run counts yet: the next run gets the whole deadline.
+// deadlineStart is when the job's deadline began: status.deadlineStartTime
+// (see restartDeadline), else, while it is unset, as a job written before
+// the field existed recorded it: when the job first ran, or, once the user
+// suspended a queued job, when the first run after that started. Nil when
+// no run counts yet: the next run gets the whole deadline.
 func deadlineStart(tj *trainingv1alpha1.TrainingJob, current *metav1.Time) *metav1.Time {
+	if start := tj.Status.DeadlineStartTime; start != nil {
+		return start
+	}
 	start, runs := tj.Status.StartTime, tj.Status.Runs
 	for i := range runs {
 		if runs[i].Reason != ReasonSuspended {

@@ -146,6 +146,7 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 		return
 	}
 	markStores(tj, o)
+	restartDeadline(tj, o)
 	rules := runRules
 	if o.job == nil {
 		tj.Status.Phase = trainingv1alpha1.PhasePending
@@ -436,11 +437,17 @@ func running(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 		markAdmitted(tj, o)
 	}
 	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
+	start := o.runStart
+	if start == nil {
+		start = timeOr(t.Time, o.now)
+	}
 	if tj.Status.StartTime == nil {
-		tj.Status.StartTime = o.runStart
-		if tj.Status.StartTime == nil {
-			tj.Status.StartTime = timeOr(t.Time, o.now)
-		}
+		tj.Status.StartTime = start.DeepCopy()
+	}
+	if tj.Status.DeadlineStartTime == nil {
+		// The first run, the first after a queued job's resume, or a job
+		// whose status predates the field (deadlineStart).
+		tj.Status.DeadlineStartTime = deadlineStart(tj, start).DeepCopy()
 	}
 	conditions.MarkTrue(tj, trainingv1alpha1.ConditionRunning, ReasonRunning, orDefault(t.Message, fmt.Sprintf("%s %s is running", o.kind, o.jobName)))
 	conditions.Remove(tj, commonv1alpha1.ConditionReconciling)
@@ -472,6 +479,27 @@ func podsPending(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
 	return true
 }
 
+// restartDeadline starts the job's deadline anew when the run's child comes
+// back from a pause that restarts the child's own deadline, whose
+// controller resets its startTime then: the user resumed a job suspended in
+// place, or Kueue readmitted a job it had evicted. As for a Kubernetes Job,
+// the time before the pause no longer counts. It runs before the status
+// rules, which then record the resume (Suspended False) or the admission
+// (Queued False), so it acts once per pause. A queued job's suspension
+// ends its run instead (endRun), and the next run's start sets the deadline
+// (running).
+func restartDeadline(tj *trainingv1alpha1.TrainingJob, o observation) {
+	if tj.Status.DeadlineStartTime == nil || o.job == nil {
+		return
+	}
+	resumed := tj.Spec.QueueName == "" && !tj.Spec.Suspend && conditions.IsTrue(tj, commonv1alpha1.ConditionSuspended)
+	q := conditions.Get(tj, trainingv1alpha1.ConditionQueued)
+	readmitted := q != nil && q.Reason == ReasonEvicted && !o.job.SpecSuspended
+	if resumed || readmitted {
+		tj.Status.DeadlineStartTime = &metav1.Time{Time: o.now.Truncate(time.Second)}
+	}
+}
+
 // markSuspended says the job is suspended by the user.
 func markSuspended(tj *trainingv1alpha1.TrainingJob, message string) {
 	conditions.MarkTrue(tj, commonv1alpha1.ConditionSuspended, ReasonSuspended, message)
@@ -498,6 +526,8 @@ func endRun(tj *trainingv1alpha1.TrainingJob, o observation) {
 	conditions.Remove(tj, trainingv1alpha1.ConditionQueued)
 	conditions.MarkFalse(tj, trainingv1alpha1.ConditionCreated, ReasonJobNotCreated, fmt.Sprintf("Run %d has no %s yet", e.next, orDefault(o.kind, "job")))
 	if !e.restart {
+		// The deadline starts anew when the next run starts (running).
+		tj.Status.DeadlineStartTime = nil
 		markSuspended(tj, e.message)
 		return
 	}
