@@ -15,6 +15,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/shared/apireject"
 	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/manager"
@@ -156,6 +157,12 @@ func (r *Reconciler) getOrCreateClaim(ctx context.Context, s *scope, name string
 		return pvc, r.APIReader.Get(ctx, key, pvc)
 	case finalizer.IsNamespaceTerminatingError(err):
 		s.claim.reason, s.claim.message = ReasonJobNotCreated, "The namespace is terminating"
+		return nil, nil
+	case apireject.Is(err):
+		// Trying again cannot help: the job is Stalled, as for a refused
+		// child, until its spec changes (rejected).
+		s.claim.stalled, s.claim.reason = true, commonv1alpha1.ReasonChildRejected
+		s.claim.message = fmt.Sprintf("the API server rejected PersistentVolumeClaim %s: %s", name, apireject.Message(err))
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("creating checkpoint claim %s: %w", name, err)
