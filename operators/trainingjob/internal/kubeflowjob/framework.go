@@ -1,12 +1,18 @@
 package kubeflowjob
 
 import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 )
 
 // Role is one replica type of a Kubeflow job and its pod count.
@@ -35,7 +41,16 @@ type Framework interface {
 	Parts(obj client.Object) (*kubeflowv1.RunPolicy, *kubeflowv1.JobStatus)
 }
 
+// ExecEnv is implemented by frameworks whose training-operator sets an
+// environment variable that grows with the job (tensorflow's TF_CONFIG
+// lists every replica): the longest value any pod of a run gets, which
+// Build refuses past what Linux passes a program (backend.FitExec).
+type ExecEnv interface {
+	ExecEnv(tj *trainingv1alpha1.TrainingJob, run int32) []corev1.EnvVar
+}
+
 var (
+	_ ExecEnv   = tensorflow{}
 	_ Framework = pytorch{}
 	_ Framework = tensorflow{}
 	_ Framework = xgboost{}
@@ -128,6 +143,50 @@ func (tensorflow) New(meta metav1.ObjectMeta, _ *trainingv1alpha1.TrainingJobSpe
 }
 
 func (tensorflow) Empty() client.Object { return &kubeflowv1.TFJob{} }
+
+// ExecEnv is the longest TF_CONFIG of the run's pods.
+func (tf tensorflow) ExecEnv(tj *trainingv1alpha1.TrainingJob, run int32) []corev1.EnvVar {
+	return []corev1.EnvVar{{Name: "TF_CONFIG", Value: tf.tfConfig(tj, run)}}
+}
+
+// tfConfigJSON and tfTask are training-operator's TFConfig and TaskSpec.
+type tfConfigJSON struct {
+	Cluster     map[string][]string `json:"cluster"`
+	Task        tfTask              `json:"task"`
+	Environment string              `json:"environment"`
+}
+
+type tfTask struct {
+	Type  string `json:"type"`
+	Index int32  `json:"index"`
+}
+
+// size orders tasks by the length of their JSON.
+func (t tfTask) size() int { return len(t.Type) + len(strconv.Itoa(int(t.Index))) }
+
+// tfConfig is the longest TF_CONFIG that training-operator v1.8 and v1.9
+// (pkg/controller.v1/tensorflow: genClusterSpec, genTFConfigJSONStr) give
+// a pod of the run: every replica of every type as
+// <job>-<type>-<index>.<namespace>.svc:<port>, and the pod's own type and
+// index, of which the last of a type is the longest. A cluster domain
+// that the training-operator appends (CUSTOM_CLUSTER_DOMAIN) makes it
+// longer still; it is not known here.
+func (tf tensorflow) tfConfig(tj *trainingv1alpha1.TrainingJob, run int32) string {
+	_, p := tf.Container()
+	job := backend.JobName(tj.Name, run)
+	c := tfConfigJSON{Cluster: map[string][]string{}, Environment: "cloud"}
+	for _, role := range tf.Roles(&tj.Spec) {
+		rt := strings.ToLower(string(role.Type))
+		for i := range role.Replicas {
+			c.Cluster[rt] = append(c.Cluster[rt], fmt.Sprintf("%s-%s-%d.%s.svc:%d", job, rt, i, tj.Namespace, p.ContainerPort))
+		}
+		if last := (tfTask{Type: rt, Index: role.Replicas - 1}); last.size() > c.Task.size() {
+			c.Task = last
+		}
+	}
+	out, _ := json.Marshal(c) //nolint:errchkjson // strings and integers always marshal
+	return string(out)
+}
 
 func (tensorflow) Parts(obj client.Object) (*kubeflowv1.RunPolicy, *kubeflowv1.JobStatus) {
 	j := obj.(*kubeflowv1.TFJob)

@@ -35,6 +35,11 @@ import (
 // name is created suspended with Kueue's queue label, for Kueue to admit.
 // Jobs without either are generated exactly as before these existed.
 func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []featureref.Store, s backend.Settings) (client.Object, error) {
+	if e, ok := fw.(ExecEnv); ok {
+		if err := backend.FitExec(e.ExecEnv(tj, run), execRemedy); err != nil {
+			return nil, err
+		}
+	}
 	labels := backend.Labels(s.OperatorName, tj.Name, run)
 	name, p := fw.Container()
 	template, err := backend.PodTemplate(tj, labels, name, p, stores, s)
@@ -73,6 +78,10 @@ func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []f
 	}
 	return fw.New(meta, &tj.Spec, runPolicy, replicas), nil
 }
+
+// execRemedy is what to change when the training-operator's framework
+// variable would exceed what Linux passes a program (backend.FitExec).
+const execRemedy = "use fewer workers or parameter servers, a shorter job name, or a namespace with a shorter name"
 
 // nprocPerNode is the number of processes per pytorch pod, always set so
 // that the Kubeflow defaulter ("auto") never changes what a job runs with.

@@ -95,7 +95,7 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	}
 	c := &template.Spec.Containers[0]
 	env := l.env(topo)
-	if err := fitExec(env); err != nil {
+	if err := backend.FitExec(env, execRemedy); err != nil {
 		return nil, err
 	}
 	// The framework's variables come after the user's, so they win, as
@@ -126,27 +126,11 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	}, nil
 }
 
-// maxEnvString is the most bytes Linux passes one environment variable
-// to a program, "NAME=value" and its terminating NUL (MAX_ARG_STRLEN, 32
-// pages of 4 KiB): execve refuses a longer one with "argument list too
-// long", and the container never starts.
-const maxEnvString = 32 * 4096
-
-// fitExec refuses framework variables that a container could not start
-// with: a host list of every rank (TF_CONFIG, WORKER_ADDRS) grows with the
-// workers and with the job's and namespace's names. The check counts each
+// execRemedy is what to change when a framework variable would exceed
+// what Linux passes a program (backend.FitExec). The check counts each
 // value before the kubelet expands the completion index into it, which
 // only shortens it.
-func fitExec(env []corev1.EnvVar) error {
-	for _, e := range env {
-		if n := len(e.Name) + len("=") + len(e.Value) + 1; n > maxEnvString {
-			return &backend.InvalidSpecError{Err: fmt.Errorf(
-				"%s would be %d bytes for this many workers, more than Linux passes a program in one environment variable (%d): use fewer workers, a shorter job name, or backend: kubeflow",
-				e.Name, n, maxEnvString)}
-		}
-	}
-	return nil
-}
+const execRemedy = "use fewer workers, a shorter job name, or backend: kubeflow"
 
 // Companions is the run's headless Service. It has no selector: the
 // operator publishes the ranks' host names itself (package rankdns), as
