@@ -1,6 +1,7 @@
 package kubeflowjob
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,15 +60,27 @@ func (b *Backend) Available() error {
 // started and their kinds are now watched.
 func (b *Backend) MarkInstalled() { b.missing.Store(nil) }
 
-// Validate rejects a framework training-operator v1.8 has no kind for
-// (jax). The CRD rejects the same when spec.backend says kubeflow; this
-// catches jobs that rely on the cluster's default backend.
+// Validate rejects what this backend cannot run: a framework
+// training-operator v1.8 has no kind for (jax), and a queued MPI job, which
+// nothing would ever admit: Kueue v0.17's kubeflow.org/mpijob integration
+// manages the MPI Operator's kubeflow.org/v2beta1 MPIJob, not the
+// training-operator's kubeflow.org/v1 MPIJob this backend creates. The CRD
+// rejects the same when spec.backend says kubeflow; this catches jobs that
+// rely on the cluster's default backend.
 func (b *Backend) Validate(tj *trainingv1alpha1.TrainingJob) error {
 	if _, ok := b.frameworks[tj.Spec.Framework]; !ok {
 		return &backend.InvalidSpecError{Err: fmt.Errorf("framework %s has no Kubeflow training-operator v1.8 job kind, so the kubeflow backend cannot run it: use backend: native", tj.Spec.Framework)}
 	}
+	if tj.Spec.Framework == trainingv1alpha1.FrameworkMPI && tj.Spec.QueueName != "" {
+		return &backend.InvalidSpecError{Err: errors.New(queuedMPIMessage)}
+	}
 	return nil
 }
+
+// queuedMPIMessage explains why a queued MPI job cannot run on this
+// backend, as the CRD's rule does.
+const queuedMPIMessage = "framework mpi with queueName cannot run on the kubeflow backend: Kueue's kubeflow.org/mpijob integration admits only the MPI Operator's kubeflow.org/v2beta1 MPIJob, " +
+	"not the training-operator's kubeflow.org/v1 MPIJob this backend creates, so nothing would ever admit it: use backend: native (Kueue admits its batch/v1 Job), or remove queueName"
 
 // Reference names the Kubeflow job of a run.
 func (b *Backend) Reference(tj *trainingv1alpha1.TrainingJob, run int32) trainingv1alpha1.JobReference {

@@ -406,6 +406,17 @@ func TestCreateRules(t *testing.T) {
 			},
 			wantErr: "env names starting with MLPLATFORM_ are reserved",
 		},
+		"queued mpi on the kubeflow backend": {
+			mutate: func(tj *trainingv1alpha1.TrainingJob) {
+				tj.Spec.Framework, tj.Spec.Backend, tj.Spec.QueueName = trainingv1alpha1.FrameworkMPI, trainingv1alpha1.BackendKubeflow, "team-a"
+				tj.Spec.Command = []string{"mpirun", "a.out"}
+			},
+			wantErr: "framework mpi with queueName cannot run on the kubeflow backend",
+		},
+		"queued mpi on the native backend": {mutate: func(tj *trainingv1alpha1.TrainingJob) {
+			tj.Spec.Framework, tj.Spec.Backend, tj.Spec.QueueName = trainingv1alpha1.FrameworkMPI, trainingv1alpha1.BackendNative, "team-a"
+			tj.Spec.Command = []string{"mpirun", "a.out"}
+		}},
 		"invalid queue name": {
 			mutate:  func(tj *trainingv1alpha1.TrainingJob) { tj.Spec.QueueName = "Team A" },
 			wantErr: "spec.queueName: Invalid value",

@@ -134,7 +134,10 @@ func (r *Reconciler) awaitWorkload(s *scope, installed bool) ctrl.Result {
 
 // KueueIntegration is the name of Kueue's integration that manages the
 // kind of ref, as Kueue's configuration lists it: "batch/job",
-// "kubeflow.org/pytorchjob", "kubeflow.org/mpijob".
+// "kubeflow.org/pytorchjob". The training-operator's kubeflow.org/v1 MPIJob
+// has none (Kueue's "kubeflow.org/mpijob" is the MPI Operator's v2beta1
+// MPIJob), which is why the kubeflow backend refuses queued MPI jobs
+// before their child exists and no message names that integration.
 func KueueIntegration(ref trainingv1alpha1.JobReference) string {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {

@@ -1,0 +1,43 @@
+package kubeflowjob
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+)
+
+// TestValidateRefusesWhatNothingWouldAdmit: Kueue v0.17's kubeflow.org/mpijob
+// integration manages the MPI Operator's kubeflow.org/v2beta1 MPIJob, not
+// the training-operator's kubeflow.org/v1 MPIJob this backend creates, so
+// a queued MPI job would wait forever; the job is refused as invalid,
+// with the remedy, before any child exists.
+func TestValidateRefusesWhatNothingWouldAdmit(t *testing.T) {
+	b := NewBackend(settings, nil)
+	cases := map[string]struct {
+		tj      *trainingv1alpha1.TrainingJob
+		wantErr string
+	}{
+		"mpi without a queue":    {tj: newTJ(trainingv1alpha1.FrameworkMPI, 2).obj()},
+		"pytorch with a queue":   {tj: newTJ(trainingv1alpha1.FrameworkPyTorch, 2).queue("q").obj()},
+		"mpi with a queue":       {tj: newTJ(trainingv1alpha1.FrameworkMPI, 2).queue("q").obj(), wantErr: "use backend: native"},
+		"jax, which has no kind": {tj: newTJ(trainingv1alpha1.FrameworkJAX, 2).obj(), wantErr: "use backend: native"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := b.Validate(tc.tj)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var invalid *backend.InvalidSpecError
+			if !errors.As(err, &invalid) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate: %v, want an InvalidSpecError saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}
