@@ -9,6 +9,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,11 +58,33 @@ type Arrival struct {
 	mu      sync.Mutex
 	started bool
 	woke    bool
+	// polls counts the looks in a row that found a kind not served.
+	polls int
 }
 
-// pollWhileUnserved is how soon a CRD that exists but whose kind is not
-// served yet (it is being established) is looked at again.
-const pollWhileUnserved = 2 * time.Second
+// A CRD that exists while its kind is not served is being established,
+// which takes moments, or serves another version of the kind, which may
+// never change (the MPI Operator's v2beta1 MPIJob where the
+// training-operator's v1 is wanted). It is looked at again soon at first,
+// then less and less often: firstUnservedPoll doubling up to
+// maxUnservedPoll, each wait jittered so that operators do not poll in
+// step. Nothing but time marks the CRD's change to another version, which
+// an update of the CRD itself also wakes.
+const (
+	firstUnservedPoll = 2 * time.Second
+	maxUnservedPoll   = 5 * time.Minute
+	unservedJitter    = 0.2
+)
+
+// unservedPoll is the wait before the next look at a CRD whose kind was
+// not served polls times in a row.
+func unservedPoll(polls int) time.Duration {
+	d := maxUnservedPoll
+	if polls < 8 && firstUnservedPoll<<polls < maxUnservedPoll {
+		d = firstUnservedPoll << polls
+	}
+	return wait.Jitter(d, unservedJitter)
+}
 
 // Served is true when the API server serves obj's kind, as far as the
 // manager's REST mapper knows.
@@ -111,11 +134,15 @@ func (a *Arrival) Start(mgr ctrl.Manager, main controller.Controller, mainName s
 func (a *Arrival) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
 	for _, obj := range a.Kinds {
 		if !Served(a.mgr, obj) {
-			return ctrl.Result{RequeueAfter: pollWhileUnserved}, nil
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.polls++
+			return ctrl.Result{RequeueAfter: unservedPoll(a.polls - 1)}, nil
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.polls = 0
 	if a.woke {
 		return ctrl.Result{}, nil
 	}

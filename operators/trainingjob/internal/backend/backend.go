@@ -48,10 +48,13 @@ type Companions interface {
 }
 
 // Availability is implemented by backends that depend on something a
-// cluster may lack, such as the Kubeflow CRDs. A job on an unavailable
-// backend is Stalled with the returned error's message.
+// cluster may lack, such as the Kubeflow CRDs, which are installed one
+// kind at a time. A job whose child kind is unavailable is Stalled with
+// the returned error's message; jobs of the backend's other kinds run.
 type Availability interface {
-	Available() error
+	Available(tj *trainingv1alpha1.TrainingJob) error
+	// Served lists the child kinds that can be watched now.
+	Served() []client.Object
 }
 
 // RunState is what a backend observed about the child of a run.
@@ -127,12 +130,13 @@ func (r *Registry) Get(name trainingv1alpha1.Backend) (Backend, bool) {
 	return b, ok
 }
 
-// Owned lists the child kinds of every available backend.
+// Owned lists the child kinds of every backend that can be watched now.
 func (r *Registry) Owned() []client.Object {
 	var out []client.Object
 	for _, n := range r.Names() {
 		b := r.backends[n]
-		if a, ok := b.(Availability); ok && a.Available() != nil {
+		if a, ok := b.(Availability); ok {
+			out = append(out, a.Served()...)
 			continue
 		}
 		out = append(out, b.Owned()...)

@@ -16,7 +16,7 @@ import (
 // instead of getting a second child on the default.
 func TestOfKeepsAJobOnTheBackendOfItsChild(t *testing.T) {
 	s := backend.Settings{OperatorName: "trainingjob-operator"}
-	for _, missing := range []error{nil, errors.New("no Kubeflow CRDs")} {
+	for _, missing := range []map[string]error{nil, {"PyTorchJob": errors.New("no PyTorchJob CRD")}} {
 		r, err := backend.NewRegistry(trainingv1alpha1.BackendNative, nativejob.NewBackend(s), kubeflowjob.NewBackend(s, missing))
 		if err != nil {
 			t.Fatal(err)

@@ -3,9 +3,10 @@ package kubeflowjob
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,10 +22,11 @@ import (
 type Backend struct {
 	settings   backend.Settings
 	frameworks map[trainingv1alpha1.Framework]Framework
-	// missing is why the Kubeflow CRDs cannot be used, nil when they are
-	// installed. It is cleared once, when the CRDs appear while the
-	// operator runs.
-	missing atomic.Pointer[error]
+	// mu guards missing: why each job kind whose CRD was not served when
+	// the operator started cannot be used, keyed by kind. A kind is taken
+	// out once, when its CRD appears while the operator runs.
+	mu      sync.RWMutex
+	missing map[string]error
 }
 
 var (
@@ -33,32 +35,67 @@ var (
 	_ backend.Companions   = (*Backend)(nil)
 )
 
-// NewBackend returns the Kubeflow backend. missing is non-nil when the
-// Kubeflow CRDs were not installed when the operator started: jobs on this
-// backend are then Stalled with its message, and nothing watches their kinds
-// until the CRDs appear (MarkInstalled).
-func NewBackend(s backend.Settings, missing error) *Backend {
-	b := &Backend{settings: s, frameworks: Frameworks()}
-	if missing != nil {
-		b.missing.Store(&missing)
-	}
-	return b
+// NewBackend returns the Kubeflow backend. missing holds, by kind, the job
+// kinds whose CRDs were not served when the operator started: jobs of
+// those kinds are Stalled with its message, and nothing watches the kinds
+// until their CRDs appear (MarkInstalled); the other kinds run. A cluster
+// may serve only some kinds, such as the MPI Operator's v2beta1 MPIJob
+// beside the training-operator's other kinds.
+func NewBackend(s backend.Settings, missing map[string]error) *Backend {
+	return &Backend{settings: s, frameworks: Frameworks(), missing: maps.Clone(missing)}
 }
 
 // Name is kubeflow.
 func (*Backend) Name() trainingv1alpha1.Backend { return trainingv1alpha1.BackendKubeflow }
 
-// Available is nil when the Kubeflow CRDs are installed.
-func (b *Backend) Available() error {
-	if err := b.missing.Load(); err != nil {
-		return *err
-	}
-	return nil
+// Available is nil when the CRD of tj's job kind is served (or tj's
+// framework has no kind, which Validate explains).
+func (b *Backend) Available(tj *trainingv1alpha1.TrainingJob) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.missing[b.JobKind(tj)]
 }
 
-// MarkInstalled records that the Kubeflow CRDs appeared after the operator
-// started and their kinds are now watched.
-func (b *Backend) MarkInstalled() { b.missing.Store(nil) }
+// JobKind is the Kubeflow kind of tj's jobs, such as PyTorchJob; empty
+// when its framework has none.
+func (b *Backend) JobKind(tj *trainingv1alpha1.TrainingJob) string {
+	if fw, ok := b.frameworks[tj.Spec.Framework]; ok {
+		return fw.Kind()
+	}
+	return ""
+}
+
+// Missing lists the job kinds whose CRDs are not served yet.
+func (b *Backend) Missing() []client.Object {
+	return b.kinds(func(kind string) bool { return b.missing[kind] != nil })
+}
+
+// Served lists the job kinds whose CRDs are served.
+func (b *Backend) Served() []client.Object {
+	return b.kinds(func(kind string) bool { return b.missing[kind] == nil })
+}
+
+// MarkInstalled records that the CRD of kind (such as PyTorchJob) appeared
+// after the operator started and the kind is now watched.
+func (b *Backend) MarkInstalled(kind string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.missing, kind)
+}
+
+// kinds lists an empty job of each kind that match, in a stable order.
+func (b *Backend) kinds(match func(kind string) bool) []client.Object {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]client.Object, 0, len(b.frameworks))
+	for _, fw := range b.frameworks {
+		if match(fw.Kind()) {
+			out = append(out, fw.Empty())
+		}
+	}
+	slices.SortFunc(out, func(x, y client.Object) int { return strings.Compare(fmt.Sprintf("%T", x), fmt.Sprintf("%T", y)) })
+	return out
+}
 
 // Validate rejects what this backend cannot run: a framework
 // training-operator v1.8 has no kind for (jax), and a queued MPI job, which
@@ -113,12 +150,7 @@ func (*Backend) SuspendPatch(suspend bool) client.Patch {
 
 // Owned lists the job kinds of every framework.
 func (b *Backend) Owned() []client.Object {
-	out := make([]client.Object, 0, len(b.frameworks))
-	for _, fw := range b.frameworks {
-		out = append(out, fw.Empty())
-	}
-	slices.SortFunc(out, func(x, y client.Object) int { return strings.Compare(fmt.Sprintf("%T", x), fmt.Sprintf("%T", y)) })
-	return out
+	return b.kinds(func(string) bool { return true })
 }
 
 // deadlineMessage is how the training-operator's Failed condition says

@@ -41,3 +41,24 @@ func TestValidateRefusesWhatNothingWouldAdmit(t *testing.T) {
 		})
 	}
 }
+
+// TestAvailabilityIsPerKind: a cluster that serves PyTorchJob but not the
+// training-operator's MPIJob runs PyTorch jobs; only MPI jobs wait, until
+// their CRD appears.
+func TestAvailabilityIsPerKind(t *testing.T) {
+	b := NewBackend(settings, map[string]error{"MPIJob": errors.New("no MPIJob CRD")})
+	pytorch, mpi := newTJ(trainingv1alpha1.FrameworkPyTorch, 2).obj(), newTJ(trainingv1alpha1.FrameworkMPI, 2).obj()
+	if err := b.Available(pytorch); err != nil {
+		t.Errorf("pytorch: %v, want available", err)
+	}
+	if err := b.Available(mpi); err == nil {
+		t.Error("mpi: available without its CRD")
+	}
+	if n, m := len(b.Served()), len(b.Missing()); n != len(Frameworks())-1 || m != 1 {
+		t.Errorf("%d kinds served and %d missing, want all but MPIJob and MPIJob", n, m)
+	}
+	b.MarkInstalled("MPIJob")
+	if err := b.Available(mpi); err != nil || len(b.Missing()) != 0 {
+		t.Errorf("after MPIJob's CRD appeared: %v, missing %d", err, len(b.Missing()))
+	}
+}

@@ -2,6 +2,7 @@ package trainingjob
 
 import (
 	"context"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,29 +36,41 @@ func (r *Reconciler) unfinished(match func(*trainingv1alpha1.TrainingJob) bool) 
 // chart's kubeflow.enabled turned on in a running platform).
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
-// kubeflowArrival, for an operator that started without the Kubeflow
-// CRDs, starts the kubeflow backend when they appear (shared/crdarrival):
-// it watches the Kubeflow kinds as the builder's Owns would, makes the
-// backend available and wakes the jobs on it, which were Stalled.
-func (r *Reconciler) kubeflowArrival() *crdarrival.Arrival {
-	be, ok := r.Backends.Get(trainingv1alpha1.BackendKubeflow)
-	kf, isKF := be.(*kubeflowjob.Backend)
-	if !ok || !isKF || kf.Available() == nil {
+// kubeflowArrivals, for an operator that started while some Kubeflow job
+// kinds were not served, start each such kind when its CRD appears
+// (shared/crdarrival), one arrival per kind so that a kind that never comes
+// (the MPI Operator's v2beta1 MPIJob where the training-operator's v1 is
+// expected) holds up none of the others: each watches its kind as the
+// builder's Owns would, makes it available and wakes the jobs of that
+// kind, which were Stalled.
+func (r *Reconciler) kubeflowArrivals() []*crdarrival.Arrival {
+	be, _ := r.Backends.Get(trainingv1alpha1.BackendKubeflow)
+	kf, ok := be.(*kubeflowjob.Backend)
+	if !ok {
 		return nil
 	}
-	return &crdarrival.Arrival{
-		Name:  "kubeflow",
-		Kinds: kf.Owned(),
-		Watch: func(mgr ctrl.Manager, obj client.Object) source.Source {
-			h := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &trainingv1alpha1.TrainingJob{}, handler.OnlyControllerOwner())
-			return source.Kind(mgr.GetCache(), obj, h, r.childMatters())
-		},
-		Arrived: func(ctx context.Context) {
-			kf.MarkInstalled()
-			ctrl.LoggerFrom(ctx).Info("The Kubeflow CRDs appeared: the kubeflow backend runs now")
-		},
-		Waiting: r.unfinished(func(tj *trainingv1alpha1.TrainingJob) bool {
-			return r.Backends.Of(tj) == trainingv1alpha1.BackendKubeflow
-		}),
+	var out []*crdarrival.Arrival
+	for _, obj := range kf.Missing() {
+		gvk, err := r.Client.GroupVersionKindFor(obj)
+		if err != nil {
+			continue // not in the scheme: nothing could watch it anyway
+		}
+		kind := gvk.Kind
+		out = append(out, &crdarrival.Arrival{
+			Name:  "kubeflow-" + strings.ToLower(kind),
+			Kinds: []client.Object{obj},
+			Watch: func(mgr ctrl.Manager, obj client.Object) source.Source {
+				h := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &trainingv1alpha1.TrainingJob{}, handler.OnlyControllerOwner())
+				return source.Kind(mgr.GetCache(), obj, h, r.childMatters())
+			},
+			Arrived: func(ctx context.Context) {
+				kf.MarkInstalled(kind)
+				ctrl.LoggerFrom(ctx).Info("A Kubeflow CRD appeared: the kubeflow backend runs its kind now", "kind", kind)
+			},
+			Waiting: r.unfinished(func(tj *trainingv1alpha1.TrainingJob) bool {
+				return r.Backends.Of(tj) == trainingv1alpha1.BackendKubeflow && kf.JobKind(tj) == kind
+			}),
+		})
 	}
+	return out
 }

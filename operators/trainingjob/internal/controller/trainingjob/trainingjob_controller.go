@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -167,11 +168,14 @@ type Reconciler struct {
 // watched only when their CRD is installed, so the operator runs without
 // the FeatureStore operator; likewise the Kubeflow kinds.
 func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1alpha1.Backend) (*Reconciler, error) {
-	var missing error
+	missing := map[string]error{}
 	for _, obj := range kubeflowjob.NewBackend(settings, nil).Owned() {
 		if !installed(mgr, obj) {
-			missing = kubeflowMissing(obj)
-			break
+			gvk, err := mgr.GetClient().GroupVersionKindFor(obj)
+			if err != nil {
+				return nil, err
+			}
+			missing[gvk.Kind] = kubeflowMissing(gvk)
 		}
 	}
 	backends, err := backend.NewRegistry(def, nativejob.NewBackend(settings), kubeflowjob.NewBackend(settings, missing))
@@ -210,9 +214,10 @@ func NewReconciler(mgr ctrl.Manager, settings backend.Settings, def trainingv1al
 	return r, nil
 }
 
-// kubeflowMissing explains a cluster without the Kubeflow CRDs.
-func kubeflowMissing(obj client.Object) error {
-	return fmt.Errorf("the Kubeflow training-operator's CRDs (%T) are not installed in this cluster: install them (the chart's kubeflow.enabled; the operator starts the backend when they appear), or use backend: native", obj)
+// kubeflowMissing explains a cluster that does not serve the Kubeflow job
+// kind gvk.
+func kubeflowMissing(gvk schema.GroupVersionKind) error {
+	return fmt.Errorf("the Kubeflow training-operator's %s CRD (%s) is not installed in this cluster: install it (the chart's kubeflow.enabled; the operator starts the kind when it appears), or use backend: native", gvk.Kind, gvk.GroupVersion())
 }
 
 // OwnedObjects are the kinds the operator creates, for shared/manager's
@@ -292,7 +297,7 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		b = b.Watches(newWorkload(), handler.EnqueueRequestsFromMapFunc(workloadToTrainingJob))
 	}
 	var arrivals []*crdarrival.Arrival
-	for _, a := range []*crdarrival.Arrival{r.kubeflowArrival(), r.kueueArrival()} {
+	for _, a := range append(r.kubeflowArrivals(), r.kueueArrival()) {
 		if a != nil {
 			arrivals = append(arrivals, a.Register(b))
 		}

@@ -62,7 +62,7 @@ func (r *Reconciler) resolveBackend(_ context.Context, s *scope) (ctrl.Result, e
 // unusable says why be cannot run tj, with the condition reason.
 func unusable(be backend.Backend, tj *trainingv1alpha1.TrainingJob) (string, error) {
 	if a, ok := be.(backend.Availability); ok {
-		if err := a.Available(); err != nil {
+		if err := a.Available(tj); err != nil {
 			return ReasonBackendUnavailable, err
 		}
 	}
