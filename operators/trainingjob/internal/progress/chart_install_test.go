@@ -1,7 +1,9 @@
 package progress_test
 
 import (
+	"context"
 	"maps"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/shared/charttest"
+	"github.com/ml-platform/ml-platform/shared/testenv"
 )
 
 // An upgrade from a chart that generated the Secret keeps it, and the
@@ -43,6 +46,13 @@ func TestChartUpgradeHandsTheSecretToTheOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The operator writes its Secret under the chart's owned-objects
+	// policy too, which the API server loads asynchronously.
+	unlabelled := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unlabelled"}}
+	testenv.Eventually(t, "the chart's owned-objects policy is in force", func(ctx context.Context) (bool, error) {
+		err := operator.Create(ctx, unlabelled.DeepCopy(), client.DryRunAll)
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "owned-objects.training.mlplatform.dev"), nil
+	})
 	ca, err := progress.LoadSecret(t.Context(), operator, operator, key, host)
 	if err != nil {
 		t.Fatalf("the operator cannot read its Secret with the chart's RBAC: %v", err)

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
 // The keys of the endpoint's kubernetes.io/tls Secret.
@@ -38,6 +40,9 @@ type certificates struct {
 	key      types.NamespacedName
 	names    []string
 	generate bool
+	// operator labels a Secret the operator creates as its own, which the
+	// chart's owned-objects policy requires of every Secret it writes.
+	operator string
 	client   client.Client
 	// reader reads the Secret from the API server, not from a cache, so
 	// the operator needs no list or watch of Secrets.
@@ -106,7 +111,7 @@ func (c *certificates) create(ctx context.Context) error {
 		return err
 	}
 	return c.client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: c.key.Namespace, Name: c.key.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.key.Namespace, Name: c.key.Name, Labels: manager.ManagedByLabels(c.operator)},
 		Type:       corev1.SecretTypeTLS,
 		Data:       data,
 	})

@@ -144,7 +144,7 @@ func Setup(mgr ctrl.Manager, name string, o Options) (*Endpoint, error) {
 		return nil, err
 	}
 	log := mgr.GetLogger().WithName("progress")
-	certs, err := loadCertificates(mgr, o, log)
+	certs, err := loadCertificates(mgr, name, o, log)
 	if err != nil {
 		return nil, err
 	}
@@ -191,12 +191,13 @@ const secretLoadTimeout = time.Minute
 
 // loadCertificates reads the endpoint's Secret for the first time, so that
 // no pod is built and no request served before its CA is known.
-func loadCertificates(mgr ctrl.Manager, o Options, log logr.Logger) (*certificates, error) {
+func loadCertificates(mgr ctrl.Manager, operator string, o Options, log logr.Logger) (*certificates, error) {
 	namespace, name, _ := strings.Cut(o.Secret, "/")
 	certs := &certificates{
 		key:      types.NamespacedName{Namespace: namespace, Name: name},
 		names:    certificateNames(serverName(o.URL)),
 		generate: o.GenerateSecret,
+		operator: operator,
 		client:   mgr.GetClient(), reader: mgr.GetAPIReader(),
 		interval: o.SecretReload,
 		log:      log,

@@ -14,10 +14,12 @@ A label is only a claim, so what a labelled object could do with the
 cluster's own credentials is refused too, whatever the label:
 - no object in a kube-* namespace: a pod template there could run as one
   of the control plane's ServiceAccounts;
-- a Secret must be Opaque, the only type the operators write: the token
-  controller fills a kubernetes.io/service-account-token Secret with a
-  token of the ServiceAccount it names, and a bootstrap token Secret is a
-  credential to join the cluster;
+- a Secret must be Opaque or kubernetes.io/tls, the types the operators
+  write (the TrainingJob operator's progress endpoint keeps its CA and
+  certificate in a TLS Secret): the token controller fills a
+  kubernetes.io/service-account-token Secret with a token of the
+  ServiceAccount it names, and a bootstrap token Secret is a credential to
+  join the cluster;
 - a Service must be a ClusterIP Service without externalIPs, as the
   operators' are: externalIPs capture the cluster's traffic to those
   addresses (CVE-2020-8554), and other types open node ports or balancers.
@@ -82,9 +84,9 @@ spec:
       reason: Forbidden
     - expression: >-
         request.operation == 'DELETE' || request.resource.resource != 'secrets' ||
-        (has(object.type) && object.type == 'Opaque')
+        (has(object.type) && object.type in ['Opaque', 'kubernetes.io/tls'])
       messageExpression: >-
-        'the {{ $short }} operator may only write Secrets of type Opaque, not ' +
+        'the {{ $short }} operator may only write Secrets of type Opaque or kubernetes.io/tls, not ' +
         (has(object.type) ? object.type : 'without a type')
       reason: Forbidden
     - expression: >-
