@@ -18,9 +18,17 @@ var WorkloadGVK = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1b
 const (
 	// QueueLabel puts a job in a LocalQueue.
 	QueueLabel = "kueue.x-k8s.io/queue-name"
+	// DefaultLocalQueue is the LocalQueue Kueue puts a job without
+	// QueueLabel in when its namespace has one of that name (Kueue's
+	// LocalQueueDefaulting, GA in v0.17): its webhook sets the label when
+	// the job is created, and refuses removing it afterwards.
+	DefaultLocalQueue = "default"
 	// JobUIDLabel is the label Kueue puts on a Workload with the UID of
 	// the job it tracks (Kueue's pkg/controller/constants JobUIDLabel).
 	JobUIDLabel = "kueue.x-k8s.io/job-uid"
+	// ResourceInUseFinalizer is the finalizer Kueue puts on every
+	// Workload it makes (Kueue's ResourceInUseFinalizerName).
+	ResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use"
 	// JobOwnerNameAnnotation names the job a Workload tracks (Kueue's
 	// pkg/controller/constants).
 	JobOwnerNameAnnotation = "kueue.x-k8s.io/job-owner-name"

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
@@ -22,9 +23,10 @@ import (
 // Kueue tracks each queued job in a Workload of its own; what Kueue says
 // there about the job's wait (no quota, no such LocalQueue, preempted) is
 // what a user waiting in the queue needs to see, so it is shown on the
-// TrainingJob. The operator only reads Workloads: they are Kueue's.
+// TrainingJob. The operator reads Workloads, they are Kueue's; it deletes
+// one only when Kueue would leave it behind (releaseWorkloads).
 
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;delete;patch
 
 // queueObservation is what Kueue's Workload says about the current run's
 // child while it waits.
@@ -57,7 +59,7 @@ func newWorkload() *unstructured.Unstructured { return kueue.NewWorkload() }
 // admission happened, for the queue-wait metric). Without Kueue's CRD there
 // is nothing to read.
 func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.job == nil || s.tj.Spec.QueueName == "" || s.finished || s.end != nil {
+	if s.job == nil || !s.queued() || s.finished || s.end != nil {
 		return ctrl.Result{}, nil
 	}
 	queued := s.state.SpecSuspended
@@ -95,6 +97,58 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result
 	return ctrl.Result{RequeueAfter: r.observePosition(ctx, s, wl.GetName())}, nil
 }
 
+// releaseWorkloads deletes the Workloads of a child taken out of its
+// queue. With manageJobsWithoutQueueName false (the configuration the
+// operator needs), Kueue ignores a job once its queue label is gone, and
+// never finishes or deletes the Workload it made while the job waited:
+// that Workload keeps its LocalQueue, and Kueue would later admit it and
+// hold the ClusterQueue's quota for a job that runs outside Kueue. Deleting
+// it is not enough either: Kueue's finalizer on it is removed only by
+// Kueue's controller of the job, which ignores the job now, and Kueue
+// admits a Workload that is being deleted. So the operator removes that
+// finalizer too, as Kueue does for a Workload deleted by hand.
+//
+// Only Workloads that name a LocalQueue go: Kueue configured to manage
+// jobs without a queue makes queueless ones, which are its own. It runs
+// after convergeQueueLabel took the label off, so Kueue does not make a
+// new Workload, and before convergeSuspend unsuspends the child.
+func (r *Reconciler) releaseWorkloads(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.job == nil || s.finished || s.end != nil || s.queued() || !r.watchesWorkloads() ||
+		s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] != "" {
+		return ctrl.Result{}, nil
+	}
+	items, err := kueue.WorkloadsOf(ctx, r.Client, s.tj.Namespace, s.job.GetUID())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range items {
+		if q, _, _ := unstructured.NestedString(items[i].Object, "spec", "queueName"); q == "" {
+			continue
+		}
+		if err := r.releaseWorkload(ctx, &items[i]); err != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting Workload %s of %s %s, taken out of its queue: %w", items[i].GetName(), s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// releaseWorkload deletes a Workload and removes Kueue's finalizer from it;
+// each write only while it is still needed.
+func (r *Reconciler) releaseWorkload(ctx context.Context, wl *unstructured.Unstructured) error {
+	if wl.GetDeletionTimestamp().IsZero() {
+		uid := wl.GetUID()
+		if err := r.Client.Delete(ctx, wl, client.Preconditions{UID: &uid}); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	if !controllerutil.ContainsFinalizer(wl, kueue.ResourceInUseFinalizer) {
+		return nil
+	}
+	base := wl.DeepCopy()
+	controllerutil.RemoveFinalizer(wl, kueue.ResourceInUseFinalizer)
+	return client.IgnoreNotFound(r.Client.Patch(ctx, wl, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+}
+
 // DefaultWorkloadGrace is how long a queued child may stay without a
 // Workload before its TrainingJob is Stalled. Kueue makes one within
 // seconds when it manages the child's kind; the grace covers a Kueue that
@@ -121,8 +175,9 @@ func (r *Reconciler) awaitWorkload(s *scope, installed bool) ctrl.Result {
 	}
 	ref := s.be.Reference(s.tj, s.run)
 	integration := KueueIntegration(ref)
+	queueName, _ := s.localQueue()
 	msg := fmt.Sprintf("Kueue is not installed (no Workload CRD), so nothing will admit %s %s from queue %s: "+
-		"install Kueue with its %q integration on, or remove spec.queueName", ref.Kind, ref.Name, s.tj.Spec.QueueName, integration)
+		"install Kueue with its %q integration on, or remove spec.queueName", ref.Kind, ref.Name, queueName, integration)
 	if installed {
 		msg = fmt.Sprintf("Kueue has made no Workload for %s %s in %s, so nothing will admit it: Kueue must run with its %q integration on "+
 			"(integrations.frameworks in Kueue's configuration), and be restarted when the %s CRD was installed after it started",

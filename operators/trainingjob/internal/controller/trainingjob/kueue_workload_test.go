@@ -55,7 +55,7 @@ func TestWaitMessageIsKueuesOwn(t *testing.T) {
 func TestQueuedConditionCarriesKueuesMessage(t *testing.T) {
 	tj := &trainingv1alpha1.TrainingJob{Spec: trainingv1alpha1.TrainingJobSpec{QueueName: "q"}}
 	setStatus(tj, observation{
-		kind: "Job", jobName: "j-r1",
+		kind: "Job", jobName: "j-r1", localQueue: "q",
 		job:   specSuspended(kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobSuspended)),
 		queue: &queueObservation{message: "insufficient quota for nvidia.com/gpu"},
 	})

@@ -162,7 +162,8 @@ func (m *Metrics) observeAdmission(before, after *trainingv1alpha1.TrainingJob, 
 	if s.admission != nil {
 		waited = s.admission.waited
 	}
-	m.QueueWait.WithLabelValues(after.Namespace, after.Spec.QueueName).Observe(max(0, waited.Seconds()))
+	queue, _ := s.localQueue()
+	m.QueueWait.WithLabelValues(after.Namespace, queue).Observe(max(0, waited.Seconds()))
 }
 
 // acceleratorsOf returns a TrainingJob's accelerator type, its pods and the

@@ -137,7 +137,7 @@ func podsRefused(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	if c := conditions.Get(tj, trainingv1alpha1.ConditionRunning); c != nil && c.Reason == commonv1alpha1.ReasonPodsRefused && podrefusal.SameRefusal(c.Message, msg) {
 		msg = c.Message
 	}
-	if tj.Spec.QueueName != "" {
+	if o.localQueue != "" {
 		markAdmitted(tj, o)
 	}
 	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")

@@ -26,7 +26,8 @@ func (r *Reconciler) observePosition(ctx context.Context, s *scope, workload str
 	if r.positions == nil {
 		return 0
 	}
-	queue := types.NamespacedName{Namespace: s.tj.Namespace, Name: s.tj.Spec.QueueName}
+	name, _ := s.localQueue()
+	queue := types.NamespacedName{Namespace: s.tj.Namespace, Name: name}
 	s.queue.position, s.queue.unknown = r.positions.Lookup(ctx, queue, workload)
 	return kueue.PositionRefresh(r.QueuePositionRefresh)
 }

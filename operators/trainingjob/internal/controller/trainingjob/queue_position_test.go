@@ -43,7 +43,7 @@ func TestQueuedShowsItsPlace(t *testing.T) {
 			if tc.running {
 				job = kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobRunning)
 			}
-			setStatus(tj, observation{kind: "PyTorchJob", jobName: "mnist-r1", run: 1, job: job, queue: tc.queue, now: t0})
+			setStatus(tj, observation{kind: "PyTorchJob", jobName: "mnist-r1", run: 1, job: job, queue: tc.queue, now: t0, localQueue: "team-queue"})
 			if diff := cmp.Diff(tc.wantQueue, tj.Status.Queue); diff != "" {
 				t.Errorf("status.queue (-want +got):\n%s", diff)
 			}

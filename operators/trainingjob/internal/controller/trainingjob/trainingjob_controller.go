@@ -354,6 +354,7 @@ func (r *Reconciler) newRunner() *phase.Runner[*trainingv1alpha1.TrainingJob, *s
 			phase.Step("observePods", r.observePods),
 			phase.Step("decideRunEnd", r.decideRunEnd),
 			phase.Step("convergeQueueLabel", r.convergeQueueLabel),
+			phase.Step("releaseWorkloads", r.releaseWorkloads),
 			phase.Step("convergeSuspend", r.convergeSuspend),
 			phase.Step("observeWorkload", r.observeWorkload),
 			{Name: "status", Always: true, Run: func(_ context.Context, s *scope) (phase.Result, error) {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +29,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
+	"github.com/ml-platform/ml-platform/shared/kueue"
 )
 
 // storePollInterval is how often a job waiting for a FeatureStore looks
@@ -131,6 +134,7 @@ func (s *scope) observation() observation {
 		backend:       s.backend,
 		queue:         s.queue,
 	}
+	o.localQueue, o.byDefault = s.localQueue()
 	if s.be != nil {
 		ref := s.be.Reference(s.tj, s.run)
 		o.ref = &ref
@@ -157,6 +161,50 @@ func runStart(tj *trainingv1alpha1.TrainingJob, st backend.RunState) *metav1.Tim
 }
 
 func finished(tj *trainingv1alpha1.TrainingJob) bool { return conditions.IsFinished(tj) }
+
+// localQueue is the LocalQueue of the current run's child: spec.queueName,
+// else the default LocalQueue that Kueue put the child in (byDefault): in a
+// namespace with a LocalQueue named default, Kueue labels every job created
+// without a queue with it, and refuses taking the label off. Such a child is
+// Kueue's as much as one queued by the user: Kueue admits it, and suspends
+// it again when anybody else unsuspends it. The operator never sets that
+// label itself without spec.queueName, so a child of an unqueued
+// TrainingJob carrying it was put there by Kueue (or stayed there when
+// Kueue refused taking it out, convergeQueueLabel).
+func (s *scope) localQueue() (name string, byDefault bool) {
+	if q := s.tj.Spec.QueueName; q != "" {
+		return q, false
+	}
+	if s.job != nil && s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] == kueue.DefaultLocalQueue {
+		return kueue.DefaultLocalQueue, true
+	}
+	return "", false
+}
+
+// queued is true when Kueue holds the current run's child in a LocalQueue:
+// its suspend flag is Kueue's.
+func (s *scope) queued() bool {
+	q, _ := s.localQueue()
+	return q != ""
+}
+
+// suspendedWithoutChild is true when the current run has no child because
+// the user suspended the job while Kueue held it: a queued job's run ends
+// when it is suspended (Kueue would unsuspend its child once admitted), and
+// the next one is created on resume. That holds for a job queued by
+// spec.queueName, and for one whose previous run Kueue's default LocalQueue
+// held and that the user suspended: creating its next child now would put
+// it in the default LocalQueue again, and Kueue would run it.
+func suspendedWithoutChild(tj *trainingv1alpha1.TrainingJob) bool {
+	if !tj.Spec.Suspend {
+		return false
+	}
+	if tj.Spec.QueueName != "" {
+		return true
+	}
+	runs := tj.Status.Runs
+	return len(runs) > 0 && runs[len(runs)-1].Reason == ReasonSuspended && runs[len(runs)-1].Run == max(tj.Status.Run, 1)-1
+}
 
 // observeJob observes the current run's job and adopts it; when it is
 // missing, it decides whether the job may be created now (s.mayCreate),
@@ -315,7 +363,7 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 // never write the same checkpoints). The checkpoint claim is the next
 // phase's gate.
 func (r *Reconciler) mayCreateRun(ctx context.Context, s *scope) (time.Duration, bool, error) {
-	if s.tj.Spec.QueueName != "" && s.tj.Spec.Suspend {
+	if suspendedWithoutChild(s.tj) {
 		return 0, false, nil
 	}
 	if next := s.tj.Status.NextRunTime; next != nil && s.now.Before(next.Time) {
@@ -434,7 +482,7 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 			message: fmt.Sprintf("Run %d failed: %s. Run %d starts from the last checkpoint at %s (restart %d of %d)",
 				s.run, f.Message, s.run+1, next.UTC().Format(time.RFC3339), s.tj.Status.RestartCount+1, limit),
 		}
-	} else if s.tj.Spec.QueueName != "" && s.tj.Spec.Suspend {
+	} else if s.queued() && s.tj.Spec.Suspend {
 		end = &runEnd{
 			record:  trainingv1alpha1.RunRecord{Run: s.run, Reason: ReasonSuspended, Message: "Suspended by the user", StartTime: start, EndTime: &metav1.Time{Time: s.now.Truncate(time.Second)}},
 			message: fmt.Sprintf("The job is suspended: run %d ended and its %s is deleted, which gives Kueue its quota back; run %d starts when suspend is false", s.run, s.be.Reference(s.tj, s.run).Kind, s.run+1),
@@ -473,28 +521,61 @@ func ceilSecond(t time.Time) time.Time {
 // next run). Kueue v0.17 updates a Workload's priority when its job's
 // priority class changes and lets a suspended job gain one, but refuses
 // removing it (jobframework's ValidateUpdateForWorkloadPriorityClassName):
-// a label removed from the TrainingJob stays on the job. It runs before
+// a label removed from the TrainingJob stays on the job. A child Kueue put
+// in its default LocalQueue keeps that queue (localQueue). It runs before
 // convergeSuspend: a job taken out of its queue loses the label before the
 // operator unsuspends it.
 func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.job == nil || s.finished || s.end != nil {
+	if s.job == nil || s.finished || s.end != nil || !s.state.SpecSuspended {
 		return ctrl.Result{}, nil
 	}
-	want := s.tj.Spec.QueueName
-	labels := s.job.GetLabels()
-	priority := s.tj.Labels[trainingv1alpha1.LabelKueuePriorityClass]
-	if labels[trainingv1alpha1.LabelKueueQueueName] == want && (priority == "" || labels[trainingv1alpha1.LabelKueuePriorityClass] == priority) {
+	want := queueLabels(s)
+	if maps.Equal(s.job.GetLabels(), want) {
 		return ctrl.Result{}, nil
 	}
-	if !s.state.SpecSuspended {
-		return ctrl.Result{}, nil
+	err := r.patchLabels(ctx, s, want)
+	if _, ok := want[trainingv1alpha1.LabelKueueQueueName]; !ok && refusedForDefaultQueue(err) {
+		// Taken out of its queue in a namespace with a default LocalQueue:
+		// Kueue keeps every job there in a queue, so the child moves to the
+		// default one, as a job created without a queue would.
+		want[trainingv1alpha1.LabelKueueQueueName] = kueue.DefaultLocalQueue
+		err = r.patchLabels(ctx, s, want)
 	}
-	base := s.job.DeepCopyObject().(client.Object)
-	s.job.SetLabels(backend.WithQueueLabel(s.job.GetLabels(), s.tj))
-	if err := r.Client.Patch(ctx, s.job, client.MergeFrom(base)); err != nil {
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("setting the queue of %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// queueLabels are the labels the current run's child should carry: its
+// own, with the TrainingJob's queue and priority class, or Kueue's default
+// LocalQueue where Kueue put it.
+func queueLabels(s *scope) map[string]string {
+	want := backend.WithQueueLabel(s.job.GetLabels(), s.tj)
+	if q, byDefault := s.localQueue(); byDefault {
+		want[trainingv1alpha1.LabelKueueQueueName] = q
+	}
+	return want
+}
+
+// patchLabels sets the labels of the current run's child.
+func (r *Reconciler) patchLabels(ctx context.Context, s *scope, labels map[string]string) error {
+	base := s.job.DeepCopyObject().(client.Object)
+	s.job.SetLabels(labels)
+	if err := r.Client.Patch(ctx, s.job, client.MergeFrom(base)); err != nil {
+		s.job.SetLabels(base.GetLabels())
+		return err
+	}
+	return nil
+}
+
+// refusedForDefaultQueue is true when Kueue's webhook refused removing a
+// job's queue label because the namespace has a default LocalQueue
+// (jobframework's validateUpdateForQueueName). The webhook's denial
+// carries no reason of its own (it is a 403, not Invalid): its words are
+// what identifies it.
+func refusedForDefaultQueue(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "must not be empty in namespace with default queue")
 }
 
 // adopt accepts an existing job as the run's job when this TrainingJob
@@ -538,8 +619,9 @@ func (r *Reconciler) adopt(ctx context.Context, s *scope, job client.Object) err
 // immutable, and fields that admission webhooks or Kueue set on the job
 // (nodeSelector, tolerations on admission) are left alone.
 func (r *Reconciler) convergeSuspend(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.job == nil || s.finished || s.end != nil || s.tj.Spec.QueueName != "" {
-		// A queued job's suspend belongs to Kueue.
+	if s.job == nil || s.finished || s.end != nil || s.queued() {
+		// A queued job's suspend belongs to Kueue, whether the user or
+		// Kueue's default LocalQueue queued it.
 		return ctrl.Result{}, nil
 	}
 	if s.state.Finished() {

@@ -96,6 +96,11 @@ type observation struct {
 	runStart *metav1.Time
 	// queue is what Kueue says about the wait, nil when unknown.
 	queue *queueObservation
+	// localQueue is the LocalQueue of the run's child, empty when Kueue
+	// does not hold it; byDefault says that Kueue put it there, in its
+	// default LocalQueue, as the TrainingJob names none (scope.localQueue).
+	localQueue string
+	byDefault  bool
 }
 
 // claimObservation is the state of the checkpoint claim.
@@ -234,7 +239,7 @@ func markCreated(tj *trainingv1alpha1.TrainingJob, o observation) {
 		conditions.MarkFalse(tj, trainingv1alpha1.ConditionRestarting, ReasonRunStarted, fmt.Sprintf("Run %d started (restart %d)", o.run, tj.Status.RestartCount))
 		tj.Status.NextRunTime = nil
 	}
-	if tj.Spec.QueueName == "" {
+	if o.localQueue == "" {
 		// Taken out of its queue while it waited.
 		conditions.Remove(tj, trainingv1alpha1.ConditionQueued)
 	}
@@ -242,7 +247,7 @@ func markCreated(tj *trainingv1alpha1.TrainingJob, o observation) {
 
 // suspendedWithoutJob: a queued job is suspended by having no child.
 func suspendedWithoutJob(tj *trainingv1alpha1.TrainingJob, _ observation) bool {
-	if tj.Spec.QueueName == "" || !tj.Spec.Suspend {
+	if !suspendedWithoutChild(tj) {
 		return false
 	}
 	markSuspended(tj, "The job is suspended; its run ended and the next one starts when suspend is false")
@@ -347,19 +352,20 @@ func failed(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 // waitingInQueue: Kueue has not admitted the child yet, or evicted it.
 // Waiting in a queue is neither a failure nor a restart.
 func waitingInQueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
-	if tj.Spec.QueueName == "" || !o.job.SpecSuspended || tj.Spec.Suspend {
+	if o.localQueue == "" || !o.job.SpecSuspended || tj.Spec.Suspend {
 		return false
 	}
-	reason, msg := ReasonWaiting, fmt.Sprintf("%s %s waits for Kueue to admit it from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
+	queue := queueDescription(o)
+	reason, msg := ReasonWaiting, fmt.Sprintf("%s %s waits for Kueue to admit it from %s", o.kind, o.jobName, queue)
 	if c := conditions.Get(tj, trainingv1alpha1.ConditionQueued); c != nil && (c.Reason == ReasonAdmitted || c.Reason == ReasonEvicted) {
-		reason, msg = ReasonEvicted, fmt.Sprintf("Kueue evicted %s %s; it waits to be admitted again from queue %s", o.kind, o.jobName, tj.Spec.QueueName)
+		reason, msg = ReasonEvicted, fmt.Sprintf("Kueue evicted %s %s; it waits to be admitted again from %s", o.kind, o.jobName, queue)
 	}
-	tj.Status.Queue = &commonv1alpha1.QueueStatus{LocalQueue: tj.Spec.QueueName}
+	tj.Status.Queue = &commonv1alpha1.QueueStatus{LocalQueue: o.localQueue}
 	if q := o.queue; q != nil {
 		switch {
 		case q.position != nil:
 			tj.Status.Queue.Position = q.position
-			msg += fmt.Sprintf("; position %d in LocalQueue %s", *q.position, tj.Spec.QueueName)
+			msg += fmt.Sprintf("; position %d in LocalQueue %s", *q.position, o.localQueue)
 		case q.unknown != "":
 			msg += "; " + q.unknown
 		}
@@ -378,10 +384,19 @@ func waitingInQueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	return true
 }
 
+// queueDescription names the LocalQueue of the run's child, and says so
+// when Kueue chose it.
+func queueDescription(o observation) string {
+	if o.byDefault {
+		return fmt.Sprintf("LocalQueue %s, Kueue's default for the namespace (the TrainingJob names no queueName)", o.localQueue)
+	}
+	return "queue " + o.localQueue
+}
+
 // admittedPending: admitted; the child may still report itself suspended
 // until its pods exist.
 func admittedPending(tj *trainingv1alpha1.TrainingJob, o observation) bool {
-	if tj.Spec.QueueName == "" || o.job.Restarting != nil || o.job.Running != nil {
+	if o.localQueue == "" || o.job.Restarting != nil || o.job.Running != nil {
 		return false
 	}
 	markAdmitted(tj, o)
@@ -420,7 +435,7 @@ func restartingPods(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	if o.job.Restarting == nil {
 		return false
 	}
-	if tj.Spec.QueueName != "" {
+	if o.localQueue != "" {
 		markAdmitted(tj, o)
 	}
 	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
@@ -433,7 +448,7 @@ func running(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 	if t == nil {
 		return false
 	}
-	if tj.Spec.QueueName != "" {
+	if o.localQueue != "" {
 		markAdmitted(tj, o)
 	}
 	markSuspendedFalse(tj, ReasonNotSuspended, "The job is not suspended")
@@ -511,7 +526,7 @@ func markSuspended(tj *trainingv1alpha1.TrainingJob, message string) {
 
 // markAdmitted records Kueue's admission of the current run.
 func markAdmitted(tj *trainingv1alpha1.TrainingJob, o observation) {
-	conditions.MarkFalse(tj, trainingv1alpha1.ConditionQueued, ReasonAdmitted, fmt.Sprintf("Kueue admitted %s %s from queue %s", o.kind, o.jobName, tj.Spec.QueueName))
+	conditions.MarkFalse(tj, trainingv1alpha1.ConditionQueued, ReasonAdmitted, fmt.Sprintf("Kueue admitted %s %s from %s", o.kind, o.jobName, queueDescription(o)))
 }
 
 // endRun records the end of the current run and moves status to the next

@@ -238,6 +238,9 @@ func TestSetStatus(t *testing.T) {
 			tj.Spec.QueueName = tc.queue
 			tj.Status.Conditions = tc.before
 			tc.o.kind, tc.o.jobName, tc.o.run, tc.o.now = "PyTorchJob", "j-r1", 1, t0.Add(time.Hour)
+			if tc.o.job != nil {
+				tc.o.localQueue = tc.queue
+			}
 			setStatus(tj, tc.o)
 			if diff := cmp.Diff(tc.want, summarize(tj)); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)

@@ -59,6 +59,9 @@ func TestHealthOfEveryState(t *testing.T) {
 			tj.Spec.Framework, tj.Spec.Workers = trainingv1alpha1.FrameworkPyTorch, 2
 			tj.Spec.Suspend, tj.Spec.QueueName = tc.suspend, tc.queue
 			tc.o.kind, tc.o.jobName, tc.o.run, tc.o.backend, tc.o.now = "PyTorchJob", "mnist-r1", 1, "kubeflow", t0.Add(time.Hour)
+			if tc.o.job != nil {
+				tc.o.localQueue = tc.queue
+			}
 			setStatus(tj, tc.o)
 			tj.Status.ObservedGeneration = tj.Generation // as the Runner stamps it
 			tj.Generation += tc.specChangedBy
