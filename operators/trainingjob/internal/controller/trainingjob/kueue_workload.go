@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/kueue"
@@ -41,6 +42,12 @@ type queueObservation struct {
 	// noWorkload says why the child has no Workload past WorkloadGrace:
 	// Kueue does not manage its kind, so nothing will ever admit it.
 	noWorkload string
+	// deactivated says that Kueue deactivated the Workload (spec.active
+	// false): nothing admits it until somebody activates it again.
+	deactivated string
+	// finished says that Kueue declared the Workload finished while the
+	// child never ran (e.g. FailedToStart): nothing will ever admit it.
+	finished string
 }
 
 // admission is Kueue's admission of the current run's child, observed by
@@ -90,8 +97,10 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	s.queue = &queueObservation{message: waitMessage(wl)}
-	if s.tj.Spec.Suspend || conditionStatus(wl, "QuotaReserved") == "True" {
-		// Not waiting for quota: suspended by the user, or being admitted.
+	s.queue.readVerdict(wl)
+	if s.tj.Spec.Suspend || conditionStatus(wl, "QuotaReserved") == "True" || s.queue.deactivated != "" || s.queue.finished != "" {
+		// Not waiting for quota: suspended by the user, being admitted, or
+		// given up by Kueue.
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.observePosition(ctx, s, wl.GetName())}, nil
@@ -147,6 +156,41 @@ func (r *Reconciler) releaseWorkload(ctx context.Context, wl *unstructured.Unstr
 	base := wl.DeepCopy()
 	controllerutil.RemoveFinalizer(wl, kueue.ResourceInUseFinalizer)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, wl, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+}
+
+// readVerdict reads whether Kueue gave up on a waiting child's Workload:
+// it declared it Finished although the child is still suspended, never
+// having run as admitted (Kueue's FailedToStart: it could not start the
+// job), or deactivated it. Kueue deactivates a Workload by setting its
+// spec.active to false, whoever asked for it (an administrator, or Kueue
+// itself past waitForPodsReady's requeue limit); its Evicted condition
+// says why.
+func (q *queueObservation) readVerdict(wl *unstructured.Unstructured) {
+	if c := workloadCondition(wl, "Finished"); c["status"] == "True" {
+		q.finished = fmt.Sprintf("Kueue finished Workload %s without running the job: %v: %v", wl.GetName(), c["reason"], c["message"])
+		return
+	}
+	if active, found, _ := unstructured.NestedBool(wl.Object, "spec", "active"); !found || active {
+		return
+	}
+	why := "its spec.active is false"
+	if c := workloadCondition(wl, "Evicted"); c["status"] == "True" && c["message"] != "" {
+		why = fmt.Sprint(c["message"])
+	}
+	q.deactivated = fmt.Sprintf("Kueue deactivated Workload %s: %s. Nothing admits the job until the Workload's spec.active is true again", wl.GetName(), why)
+}
+
+// deletedAfterDeactivation says why the current run's child is gone when
+// status says Kueue deactivated its Workload: Kueue deletes the job of a
+// Workload it deactivated when its objectRetentionPolicies say so, and
+// creating the same run again would only have it deactivated again. The
+// run is over, and the job fails with Kueue's reason (deletedByKueue).
+func deletedAfterDeactivation(s *scope) string {
+	c := conditions.Get(s.tj, commonv1alpha1.ConditionStalled)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonWorkloadDeactivated || s.tj.Status.Job == nil || s.tj.Status.Job.Name != s.jobName {
+		return ""
+	}
+	return fmt.Sprintf("%s %s was deleted after Kueue deactivated its Workload, so the run is not created again. %s", s.tj.Status.Job.Kind, s.jobName, c.Message)
 }
 
 // DefaultWorkloadGrace is how long a queued child may stay without a

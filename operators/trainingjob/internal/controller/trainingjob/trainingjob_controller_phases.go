@@ -90,6 +90,9 @@ type scope struct {
 	refusal *corev1.Event
 	// queue is what Kueue's Workload says about a child it holds.
 	queue *queueObservation
+	// deletedByKueue says that Kueue deleted the current run's child after
+	// deactivating its Workload: the run is not created again.
+	deletedByKueue string
 	// admission is Kueue's admission of the child, read by the reconcile
 	// that records it.
 	admission *admission
@@ -133,6 +136,8 @@ func (s *scope) observation() observation {
 		waitsFor:      s.previousRunPods,
 		backend:       s.backend,
 		queue:         s.queue,
+
+		deletedByKueue: s.deletedByKueue,
 	}
 	o.localQueue, o.byDefault = s.localQueue()
 	if s.be != nil {
@@ -237,6 +242,9 @@ func (r *Reconciler) observeJob(ctx context.Context, s *scope) (ctrl.Result, err
 		// The API refused this generation's child; only a change of the
 		// spec (a new generation) tries again.
 		s.invalid, s.reason = errors.New(conditions.Get(s.tj, commonv1alpha1.ConditionStalled).Message), commonv1alpha1.ReasonChildRejected
+		return ctrl.Result{}, nil
+	}
+	if s.deletedByKueue = deletedAfterDeactivation(s); s.deletedByKueue != "" {
 		return ctrl.Result{}, nil
 	}
 	wait, ok, err := r.mayCreateRun(ctx, s)

@@ -42,6 +42,14 @@ const (
 	// ReasonNoWorkload: Kueue made no Workload for the queued child, so
 	// it does not manage the child's kind and will never admit it.
 	ReasonNoWorkload = "NoWorkload"
+	// ReasonWorkloadDeactivated: Kueue deactivated the child's Workload
+	// (spec.active false, by an administrator or by Kueue itself, e.g. past
+	// waitForPodsReady's requeue limit): nothing admits it until it is
+	// active again.
+	ReasonWorkloadDeactivated = "WorkloadDeactivated"
+	// ReasonWorkloadFinished: Kueue declared the child's Workload finished
+	// although the child never ran (e.g. FailedToStart).
+	ReasonWorkloadFinished = "WorkloadFinished"
 	// ReasonRunStarted closes the Restarting condition once the next run's
 	// Kubeflow job exists.
 	ReasonRunStarted = "RunStarted"
@@ -101,6 +109,9 @@ type observation struct {
 	// default LocalQueue, as the TrainingJob names none (scope.localQueue).
 	localQueue string
 	byDefault  bool
+	// deletedByKueue says that Kueue deleted the run's child after
+	// deactivating its Workload.
+	deletedByKueue string
 }
 
 // claimObservation is the state of the checkpoint claim.
@@ -177,6 +188,7 @@ type statusRule struct {
 // waitingRules decide the status of a run without a child, most pressing
 // first.
 var waitingRules = []statusRule{
+	{"deleted by Kueue", deletedByKueue},
 	{"suspended in its queue", suspendedWithoutJob},
 	{"cannot be created", stalledWithoutJob},
 	{"checkpoint claim needs a person", claimStalled},
@@ -190,6 +202,7 @@ var waitingRules = []statusRule{
 var runRules = []statusRule{
 	{"succeeded", succeeded},
 	{"failed", failed},
+	{"finished by Kueue", finishedByKueue},
 	{"waiting in the queue", waitingInQueue},
 	{"pods refused", podsRefused},
 	{"admitted, pods pending", admittedPending},
@@ -380,6 +393,10 @@ func waitingInQueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
 		// Waiting for an admission that cannot come needs a person.
 		conditions.MarkStalled(tj, ReasonNoWorkload, q.noWorkload)
 	}
+	if q := o.queue; q != nil && q.deactivated != "" {
+		// So does a Workload deactivated; activated again, it waits on.
+		conditions.MarkStalled(tj, ReasonWorkloadDeactivated, q.deactivated)
+	}
 	tj.Status.Phase = trainingv1alpha1.PhaseQueued
 	return true
 }
@@ -391,6 +408,39 @@ func queueDescription(o observation) string {
 		return fmt.Sprintf("LocalQueue %s, Kueue's default for the namespace (the TrainingJob names no queueName)", o.localQueue)
 	}
 	return "queue " + o.localQueue
+}
+
+// finishedByKueue: Kueue declared the child's Workload finished while the
+// child never ran as admitted, so nothing will ever admit it: the job
+// fails with Kueue's words.
+func finishedByKueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	if o.queue == nil || o.queue.finished == "" {
+		return false
+	}
+	failedByKueue(tj, o, ReasonWorkloadFinished, o.queue.finished)
+	return true
+}
+
+// deletedByKueue: Kueue deleted the child after deactivating its
+// Workload; the job fails with the deactivation's reason.
+func deletedByKueue(tj *trainingv1alpha1.TrainingJob, o observation) bool {
+	if o.deletedByKueue == "" {
+		return false
+	}
+	failedByKueue(tj, o, ReasonWorkloadDeactivated, o.deletedByKueue)
+	return true
+}
+
+// failedByKueue records the end of a job whose run Kueue gave up on, which
+// its child cannot report: it never ran as admitted.
+func failedByKueue(tj *trainingv1alpha1.TrainingJob, o observation, reason, message string) {
+	finish(tj, o, &backend.Transition{})
+	conditions.MarkFailed(tj, reason, message)
+	conditions.MarkTrue(tj, commonv1alpha1.ConditionStalled, reason, message)
+	conditions.MarkTrue(tj, trainingv1alpha1.ConditionFinished, reason, message)
+	conditions.Remove(tj, trainingv1alpha1.ConditionQueued)
+	tj.Status.Phase = trainingv1alpha1.PhaseFailed
+	appendRun(tj, trainingv1alpha1.RunRecord{Run: o.run, Reason: reason, Message: message, StartTime: o.runStart, EndTime: tj.Status.CompletionTime})
 }
 
 // admittedPending: admitted; the child may still report itself suspended
