@@ -16,9 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -269,7 +271,11 @@ func ownedCaches(restConfig *rest.Config, opts Options) (map[client.Object]cache
 }
 
 // unownedTransformed are the kinds with a transform that the operator does
-// not own (its own kinds), whose caches hold every object of the kind.
+// not own (its own kinds), whose caches hold every object of the kind. A
+// kind held as unstructured is left out: the cache needs the REST mapping
+// of each kind configured for it when it starts, and such a kind's CRD
+// (Kueue's Workload) may come later; the default transform applies its
+// transform instead (defaultTransform).
 func unownedTransformed(opts Options) []client.Object {
 	owned := map[reflect.Type]bool{}
 	for _, obj := range slices.Concat(opts.OwnedObjects, opts.OptionalOwnedObjects) {
@@ -277,18 +283,28 @@ func unownedTransformed(opts Options) []client.Object {
 	}
 	var out []client.Object
 	for proto := range opts.Transforms {
-		if !owned[reflect.TypeOf(proto)] {
+		if _, ok := proto.(*unstructured.Unstructured); !ok && !owned[reflect.TypeOf(proto)] {
 			out = append(out, proto)
 		}
 	}
 	return out
 }
 
+// sameKind is true when obj is of proto's kind: of its Go type and, for an
+// unstructured object, which may hold any kind, of its GroupVersionKind.
+func sameKind(proto, obj client.Object) bool {
+	if reflect.TypeOf(proto) != reflect.TypeOf(obj) {
+		return false
+	}
+	u, ok := proto.(*unstructured.Unstructured)
+	return !ok || u.GroupVersionKind() == obj.GetObjectKind().GroupVersionKind()
+}
+
 // fieldsOf is the field selector opts.Fields gives obj's kind, nil for
 // none.
 func fieldsOf(opts Options, obj client.Object) fields.Selector {
 	for proto, sel := range opts.Fields {
-		if reflect.TypeOf(proto) == reflect.TypeOf(obj) {
+		if sameKind(proto, obj) {
 			return sel
 		}
 	}
@@ -324,10 +340,9 @@ func StripLastApplied(in any) (any, error) {
 // none.
 func transformOf(opts Options, obj client.Object) toolscache.TransformFunc {
 	for proto, fn := range opts.Transforms {
-		if reflect.TypeOf(proto) != reflect.TypeOf(obj) {
-			continue
+		if sameKind(proto, obj) {
+			return withDefault(opts, fn)
 		}
-		return withDefault(opts, fn)
 	}
 	return nil
 }
@@ -335,7 +350,7 @@ func transformOf(opts Options, obj client.Object) toolscache.TransformFunc {
 // withDefault is defaultTransform, then fn when it is not nil: fn so works
 // on the shared copies of the repeated strings.
 func withDefault(opts Options, fn toolscache.TransformFunc) toolscache.TransformFunc {
-	common := defaultTransform(opts)
+	common := baseTransform(opts)
 	if fn == nil {
 		return common
 	}
@@ -359,11 +374,39 @@ func CacheTransform(opts Options, obj client.Object) toolscache.TransformFunc {
 	return defaultTransform(opts)
 }
 
-// defaultTransform is the transform of every cached kind without one of
-// its own: managed fields stripped (nothing in ml-platform reads them, and
-// they are often the largest part of a cached object), then the repeated
-// strings interned.
+// defaultTransform is the transform of every cached kind without a cache
+// of its own: baseTransform, then, for an object held as unstructured, the
+// operator's transform of its kind (unownedTransformed says why those have
+// no cache of their own).
 func defaultTransform(opts Options) toolscache.TransformFunc {
+	base := baseTransform(opts)
+	byKind := map[schema.GroupVersionKind]toolscache.TransformFunc{}
+	for proto, fn := range opts.Transforms {
+		if u, ok := proto.(*unstructured.Unstructured); ok && fn != nil {
+			byKind[u.GroupVersionKind()] = fn
+		}
+	}
+	if len(byKind) == 0 {
+		return base
+	}
+	return func(in any) (any, error) {
+		out, err := base(in)
+		if err != nil {
+			return nil, err
+		}
+		if u, ok := out.(*unstructured.Unstructured); ok {
+			if fn := byKind[u.GroupVersionKind()]; fn != nil {
+				return fn(out)
+			}
+		}
+		return out, nil
+	}
+}
+
+// baseTransform is what every cached object goes through: managed fields
+// stripped (nothing in ml-platform reads them, and they are often the
+// largest part of a cached object), then the repeated strings interned.
+func baseTransform(opts Options) toolscache.TransformFunc {
 	strip, intern := cache.TransformStripManagedFields(), internTransform(opts.InternLabels, commonv1alpha1.LabelManagedBy)
 	return func(in any) (any, error) {
 		out, err := strip(in)

@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -80,5 +82,43 @@ func TestUnownedTransformedAreTheOperatorsOwnKinds(t *testing.T) {
 	}
 	if _, ok := got[0].(*corev1.ConfigMap); !ok {
 		t.Errorf("unowned transformed kind %T, want *v1.ConfigMap", got[0])
+	}
+}
+
+// TestUnstructuredKindsAreTransformedByTheirKind: a transform keyed by an
+// unstructured object applies to the objects of that object's kind alone,
+// by the cache's default transform (its CRD may be installed after the
+// operator started, when no cache of its own could be set up), and not to
+// another kind held as unstructured.
+func TestUnstructuredKindsAreTransformedByTheirKind(t *testing.T) {
+	kind := func(k string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: k})
+		u.SetName("x")
+		_ = unstructured.SetNestedField(u.Object, "big", "spec", "podSets")
+		return u
+	}
+	dropSpec := func(obj any) (any, error) {
+		delete(obj.(*unstructured.Unstructured).Object, "spec")
+		return obj, nil
+	}
+	opts := Options{Transforms: map[client.Object]toolscache.TransformFunc{kind("Workload"): dropSpec}}
+	if got := unownedTransformed(opts); len(got) != 0 {
+		t.Errorf("an unstructured kind got a cache of its own: %v", got)
+	}
+	fn := defaultTransform(opts)
+	for k, wantSpec := range map[string]bool{"Workload": false, "LocalQueue": true} {
+		out, err := fn(kind(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, has := out.(*unstructured.Unstructured).Object["spec"]; has != wantSpec {
+			t.Errorf("%s after the default transform keeps its spec: %t, want %t", k, has, wantSpec)
+		}
+	}
+	if fn := CacheTransform(opts, kind("LocalQueue")); fn == nil {
+		t.Fatal("no transform")
+	} else if out, _ := fn(kind("LocalQueue")); out.(*unstructured.Unstructured).Object["spec"] == nil {
+		t.Error("CacheTransform of another unstructured kind applied the Workload's transform")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/controller/trainingjob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/test/harness"
+	"github.com/ml-platform/ml-platform/shared/kueue"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
@@ -50,6 +51,11 @@ var cachedKinds = []struct {
 	// volumes, tolerations and an affinity. Once it finished, its cached
 	// copy keeps none of what its pods were built from.
 	{"trainingjobs-user-spec", "trainingjobs-user-spec", "", func() client.Object { return &trainingv1alpha1.TrainingJob{} }, 0.60},
+	// Kueue's Workloads of the fixture's queued and running Jobs, a
+	// pending and an admitted one, as Kueue v0.17 makes them (its pod sets
+	// copy the Jobs' pod templates), cached cluster-wide: the operator
+	// reads only a label, a few spec fields and the conditions.
+	{"workloads", "workloads", "", func() client.Object { return kueue.NewWorkload() }, 0.25},
 }
 
 func podMetadata() client.Object {

@@ -1,6 +1,7 @@
 package trainingjob
 
 import (
+	"context"
 	"maps"
 	"strings"
 
@@ -8,12 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
+	"github.com/ml-platform/ml-platform/shared/kueue"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
@@ -34,12 +37,77 @@ import (
 // TrainingJob, holds its selectors once. A TrainingJob keeps everything
 // but the copy of itself that kubectl apply leaves in an annotation, and
 // once it finished, what only its runs' pods are built from
-// (slimTrainingJob).
+// (slimTrainingJob). Kueue's Workloads, cached cluster-wide, keep what
+// the operator reads of them (slimWorkload).
 func CacheTransforms() map[client.Object]toolscache.TransformFunc {
 	return map[client.Object]toolscache.TransformFunc{
 		&batchv1.Job{}: slimJob, &corev1.Pod{}: slimPod, &networkingv1.NetworkPolicy{}: shareSelectors,
-		&trainingv1alpha1.TrainingJob{}: slimTrainingJob,
+		&trainingv1alpha1.TrainingJob{}: slimTrainingJob, newWorkload(): slimWorkload,
 	}
+}
+
+// slimWorkload keeps of a Kueue Workload what the operator reads: its
+// name, namespace and UID, the job-uid label it is listed by
+// (kueue.WorkloadsOf), the resourceVersion, deletion and finalizers that
+// releaseWorkload writes with, spec.active and spec.queueName, its
+// conditions, and the TrainingJob label of its pod sets' templates that
+// maps it to its TrainingJob (workloadToTrainingJob). The pod templates,
+// which copy the child's, the admission and the resource usage go: a
+// Workload is mostly its pod sets. releaseWorkload's patch is computed
+// from the slim copy, so it names only the finalizers.
+func slimWorkload(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	md, _ := u.Object["metadata"].(map[string]any)
+	meta := map[string]any{}
+	for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "finalizers"} {
+		if v, ok := md[k]; ok {
+			meta[k] = v
+		}
+	}
+	if uid := u.GetLabels()[kueue.JobUIDLabel]; uid != "" {
+		meta["labels"] = map[string]any{kueue.JobUIDLabel: uid}
+	}
+	spec := map[string]any{}
+	if active, found, _ := unstructured.NestedBool(u.Object, "spec", "active"); found {
+		spec["active"] = active
+	}
+	if queue, _, _ := unstructured.NestedString(u.Object, "spec", "queueName"); queue != "" {
+		spec["queueName"] = manager.Intern(queue)
+	}
+	if name := workloadToTrainingJob(context.Background(), u); len(name) > 0 {
+		spec["podSets"] = []any{map[string]any{"template": map[string]any{"metadata": map[string]any{
+			"labels": map[string]any{trainingv1alpha1.LabelJobName: name[0].Name},
+		}}}}
+	}
+	u.Object = map[string]any{
+		"apiVersion": u.Object["apiVersion"], "kind": u.Object["kind"], "metadata": meta, "spec": spec,
+		"status": map[string]any{"conditions": slimWorkloadConditions(u)},
+	}
+	return u, nil
+}
+
+// slimWorkloadConditions are a Workload's conditions without their
+// observedGeneration, sharing the repeated words.
+func slimWorkloadConditions(u *unstructured.Unstructured) []any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	out := make([]any, 0, len(conds))
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		slim := map[string]any{}
+		for _, k := range []string{"type", "status", "reason", "message", "lastTransitionTime"} {
+			if s, ok := m[k].(string); ok {
+				slim[k] = manager.Intern(s)
+			}
+		}
+		out = append(out, slim)
+	}
+	return out
 }
 
 // slimTrainingJob drops kubectl's copy of the job (StripLastApplied) and,

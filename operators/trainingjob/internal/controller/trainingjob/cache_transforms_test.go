@@ -1,6 +1,7 @@
 package trainingjob
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +23,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/nativejob"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
+	"github.com/ml-platform/ml-platform/shared/kueue"
 )
 
 // TestCacheTransformsKeepWhatTheOperatorReads slims a Job and an OOM-killed
@@ -283,5 +286,69 @@ func TestCachedFinishedTrainingJobKeepsNoPodTemplate(t *testing.T) {
 				t.Errorf("cached %+v\nwant   %+v", got, want)
 			}
 		})
+	}
+}
+
+// TestCachedWorkloadKeepsWhatTheOperatorReads slims a Workload of Kueue's
+// as the cache does: what the operator reads of it (the job-uid label it
+// is listed by, the finalizer and resourceVersion releaseWorkloads
+// writes with, spec.active and spec.queueName, the conditions, the
+// TrainingJob label of the pod template) reads the same, and the pod
+// template, admission and resource requests are gone.
+func TestCachedWorkloadKeepsWhatTheOperatorReads(t *testing.T) {
+	wl := childWorkload(false,
+		[4]string{"QuotaReserved", "False", "Pending", "insufficient quota"},
+		[4]string{"Evicted", "True", "Deactivated", "The workload is deactivated"})
+	wl.SetFinalizers([]string{kueue.ResourceInUseFinalizer})
+	wl.SetResourceVersion("42")
+	wl.SetAnnotations(map[string]string{kueue.JobOwnerNameAnnotation: "mnist-r1"})
+	conds, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
+	conds = append(conds, map[string]any{"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": "2026-11-28T15:24:30Z"})
+	_ = unstructured.SetNestedSlice(wl.Object, conds, "status", "conditions")
+	_ = unstructured.SetNestedSlice(wl.Object, []any{
+		map[string]any{"name": "launcher", "count": int64(1), "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "l"}}}}},
+		map[string]any{"name": "main", "count": int64(4), "template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{trainingv1alpha1.LabelJobName: "mnist", "team": "vision"}},
+			"spec":     map[string]any{"containers": []any{map[string]any{"name": "pytorch", "image": "train:1", "env": []any{map[string]any{"name": "A", "value": "b"}}}}},
+		}},
+	}, "spec", "podSets")
+	_ = unstructured.SetNestedField(wl.Object, map[string]any{"clusterQueue": "team"}, "status", "admission")
+
+	var fn toolscache.TransformFunc
+	for proto, f := range CacheTransforms() {
+		if u, ok := proto.(*unstructured.Unstructured); ok && u.GroupVersionKind() == kueue.WorkloadGVK {
+			fn = f
+		}
+	}
+	if fn == nil {
+		t.Fatal("no cache transform for Workloads")
+	}
+	out, err := fn(wl.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := out.(*unstructured.Unstructured)
+
+	read := func(u *unstructured.Unstructured) []any {
+		var q queueObservation
+		q.readVerdict(u)
+		queue, _, _ := unstructured.NestedString(u.Object, "spec", "queueName")
+		return []any{
+			u.GetName(), u.GetNamespace(), u.GetUID(), u.GetResourceVersion(), u.GetLabels(), u.GetFinalizers(), queue,
+			waitMessage(u), conditionTime(u, "Admitted"), conditionStatus(u, "QuotaReserved"), q, workloadToTrainingJob(t.Context(), u),
+		}
+	}
+	if diff := cmp.Diff(read(wl), read(slim), cmp.AllowUnexported(queueObservation{})); diff != "" {
+		t.Errorf("the slim Workload reads differently (-whole +slim):\n%s", diff)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(slim.Object, "status", "admission"); found {
+		t.Errorf("the slim Workload keeps its admission")
+	}
+	podSets, _, _ := unstructured.NestedSlice(slim.Object, "spec", "podSets")
+	if len(podSets) != 1 || fmt.Sprint(podSets[0]) != fmt.Sprint(map[string]any{"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{trainingv1alpha1.LabelJobName: "mnist"}}}}) {
+		t.Errorf("the slim Workload's pod sets: %v", podSets)
+	}
+	if slim.GetAnnotations() != nil {
+		t.Errorf("the slim Workload keeps annotations %v", slim.GetAnnotations())
 	}
 }
