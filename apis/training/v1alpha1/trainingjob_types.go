@@ -226,7 +226,11 @@ type TrainingJobSpec struct {
 	// first run was created, because Kueue does not move admitted
 	// workloads. A kueue.x-k8s.io/priority-class label on the TrainingJob
 	// (a Kueue WorkloadPriorityClass) is copied to each run's job, for
-	// Kueue to order and preempt by.
+	// Kueue to order and preempt by. When it is empty in a namespace with a
+	// LocalQueue named default, Kueue puts the job in that LocalQueue, and
+	// the job waits there as if it named it. When it is removed while the
+	// job waits, the job leaves Kueue (its Workload is deleted), or moves to
+	// the default LocalQueue where there is one.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
