@@ -120,9 +120,11 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (ctrl.Result
 // Only Workloads that name a LocalQueue go: Kueue configured to manage
 // jobs without a queue makes queueless ones, which are its own. It runs
 // after convergeQueueLabel took the label off, so Kueue does not make a
-// new Workload, and before convergeSuspend unsuspends the child.
+// new Workload, and before convergeSuspend unsuspends the child: a child
+// that runs unsuspended outside a queue has no Workload left, and is not
+// looked at.
 func (r *Reconciler) releaseWorkloads(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.job == nil || s.finished || s.end != nil || s.queued() || !r.watchesWorkloads() ||
+	if s.job == nil || s.finished || s.end != nil || !s.state.SpecSuspended || s.queued() || !r.watchesWorkloads() ||
 		s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] != "" {
 		return ctrl.Result{}, nil
 	}
@@ -135,27 +137,30 @@ func (r *Reconciler) releaseWorkloads(ctx context.Context, s *scope) (ctrl.Resul
 			continue
 		}
 		if err := r.releaseWorkload(ctx, &items[i]); err != nil {
+			s.unreleased = true
 			return ctrl.Result{}, fmt.Errorf("deleting Workload %s of %s %s, taken out of its queue: %w", items[i].GetName(), s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
 		}
 	}
 	return ctrl.Result{}, nil
 }
 
-// releaseWorkload deletes a Workload and removes Kueue's finalizer from it;
-// each write only while it is still needed.
+// releaseWorkload removes Kueue's finalizer from a Workload, then deletes
+// it; each write only while it is still needed. The finalizer goes first:
+// the patch is checked against the resourceVersion read, which the delete
+// would change.
 func (r *Reconciler) releaseWorkload(ctx context.Context, wl *unstructured.Unstructured) error {
-	if wl.GetDeletionTimestamp().IsZero() {
-		uid := wl.GetUID()
-		if err := r.Client.Delete(ctx, wl, client.Preconditions{UID: &uid}); err != nil {
+	if controllerutil.ContainsFinalizer(wl, kueue.ResourceInUseFinalizer) {
+		base := wl.DeepCopy()
+		controllerutil.RemoveFinalizer(wl, kueue.ResourceInUseFinalizer)
+		if err := r.Client.Patch(ctx, wl, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 	}
-	if !controllerutil.ContainsFinalizer(wl, kueue.ResourceInUseFinalizer) {
+	if !wl.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
-	base := wl.DeepCopy()
-	controllerutil.RemoveFinalizer(wl, kueue.ResourceInUseFinalizer)
-	return client.IgnoreNotFound(r.Client.Patch(ctx, wl, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+	uid := wl.GetUID()
+	return client.IgnoreNotFound(r.Client.Delete(ctx, wl, client.Preconditions{UID: &uid}))
 }
 
 // readVerdict reads whether Kueue gave up on a waiting child's Workload:

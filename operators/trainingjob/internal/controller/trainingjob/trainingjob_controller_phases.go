@@ -93,6 +93,10 @@ type scope struct {
 	// deletedByKueue says that Kueue deleted the current run's child after
 	// deactivating its Workload: the run is not created again.
 	deletedByKueue string
+	// unreleased says that a Workload of the child taken out of its queue
+	// could not be released in this reconcile (releaseWorkloads): the
+	// child stays suspended until it is.
+	unreleased bool
 	// admission is Kueue's admission of the child, read by the reconcile
 	// that records it.
 	admission *admission
@@ -637,6 +641,13 @@ func (r *Reconciler) convergeSuspend(ctx context.Context, s *scope) (ctrl.Result
 	}
 	want := backend.Suspend(s.tj)
 	if s.state.SpecSuspended == want {
+		return ctrl.Result{}, nil
+	}
+	if !want && (s.unreleased || s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] != "") {
+		// Still Kueue's: its queue label could not be taken off, or its
+		// Workload not released, in this reconcile (the phases before
+		// failed). Unsuspended now, Kueue would suspend it again, or admit
+		// its Workload for a job that runs anyway.
 		return ctrl.Result{}, nil
 	}
 	if err := r.Client.Patch(ctx, s.job, s.be.SuspendPatch(want)); err != nil {
