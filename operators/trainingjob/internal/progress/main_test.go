@@ -3,17 +3,12 @@ package progress_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -40,6 +35,7 @@ import (
 	trainingtesting "github.com/ml-platform/ml-platform/apis/training/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/progress"
 	"github.com/ml-platform/ml-platform/shared/manager"
+	"github.com/ml-platform/ml-platform/shared/selfsigned"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 	"github.com/ml-platform/ml-platform/shared/testenv/operatortest"
 )
@@ -66,43 +62,24 @@ func TestMain(m *testing.M) {
 // holds them, and returns its namespace/name.
 func certSecret(t *testing.T) (string, *x509.CertPool) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "progress-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	p, err := selfsigned.Issue("progress-ca", x509.Certificate{
+		Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	}, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	encode := func(typ string, b []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}) }
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", GenerateName: "progress-tls-"},
 		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			"tls.crt": encode("CERTIFICATE", der), "tls.key": encode("EC PRIVATE KEY", keyDER), "ca.crt": encode("CERTIFICATE", caDER),
-		},
+		Data:       map[string][]byte{"tls.crt": p.Cert, "tls.key": p.Key, "ca.crt": p.CA},
 	}
 	c, _ := admin(t)
 	if err := c.Create(t.Context(), secret); err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	pool.AppendCertsFromPEM(p.CA)
 	return secret.Namespace + "/" + secret.Name, pool
 }
 
