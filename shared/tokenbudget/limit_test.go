@@ -3,31 +3,15 @@ package tokenbudget
 import (
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newFakeClock is a clock tests move by hand (Step).
+func newFakeClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
 }
 
 // TestJobBucketsOfJobsReportingInTurnsStay: two jobs reporting in turns
@@ -41,7 +25,7 @@ func TestJobBucketsOfJobsReportingInTurnsStay(t *testing.T) {
 		for _, job := range []string{"a", "b"} {
 			ok, _ := l.Allow(job)
 			got = append(got, fmt.Sprintf("%s:%t", job, ok))
-			clock.step(time.Second)
+			clock.Step(time.Second)
 		}
 	}
 	if want := "[a:true b:true a:true b:true a:true b:true a:false b:false]"; fmt.Sprint(got) != want {
@@ -49,7 +33,7 @@ func TestJobBucketsOfJobsReportingInTurnsStay(t *testing.T) {
 	}
 	// 100 s per token, a burst of 3: refilled after 300 s, forgotten only
 	// after idleBucket.
-	clock.step(idleBucket - time.Minute)
+	clock.Step(idleBucket - time.Minute)
 	if ok, _ := l.Allow("a"); !ok {
 		t.Error("job a is still limited after its bucket refilled")
 	}

@@ -64,12 +64,12 @@ func TestConnectionErrorsAreLoggedAtMostOncePerInterval(t *testing.T) {
 	for range 1000 {
 		server.Printf("http: TLS handshake error from 10.0.0.7:41234: EOF")
 	}
-	clock.step(30 * time.Second)
+	clock.Step(30 * time.Second)
 	c.flush(false)
 	if got := out.all(); len(got) != 1 || !strings.Contains(got[0], `"count"=1 `) {
 		t.Fatalf("after 1000 errors within the interval the log has %d lines (the first %q), want one line with count 1", len(got), got[0])
 	}
-	clock.step(30 * time.Second)
+	clock.Step(30 * time.Second)
 	c.flush(false)
 	got := out.all()
 	if len(got) != 2 || !strings.Contains(got[1], `"count"=999 `) || !strings.Contains(got[1], `"latest"="http: TLS handshake error from 10.0.0.7:41234: EOF"`) {

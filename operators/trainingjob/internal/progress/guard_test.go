@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -29,26 +30,9 @@ import (
 	"github.com/ml-platform/ml-platform/shared/tokenbudget"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newFakeClock is a clock tests move by hand (Step).
+func newFakeClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
 }
 
 // countingReviewer answers TokenReviews as the API server would for the
@@ -99,7 +83,7 @@ func jwt(id string, exp time.Time) string {
 // namespace "team", its Job, and its rank 0 pod, whose token is token.
 type guarded struct {
 	h        *Handler
-	clock    *fakeClock
+	clock    *clocktesting.FakeClock
 	reviewer *countingReviewer
 	token    string
 	// fromReplica marks every request as passed on by a replica.
@@ -342,7 +326,7 @@ func TestCachedReviewsExpire(t *testing.T) {
 				g.reviewer.pods[token], want = g.reviewer.pods[g.token], http.StatusAccepted
 			}
 			for _, wait := range []time.Duration{0, tc.wait} {
-				g.clock.step(wait)
+				g.clock.Step(wait)
 				if rec := g.post("team", "10.0.0.1", token, `{"step":1}`); rec.Code != want {
 					t.Fatalf("after %s: %d %s, want %d", wait, rec.Code, rec.Body, want)
 				}
