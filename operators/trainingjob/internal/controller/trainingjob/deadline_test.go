@@ -32,7 +32,7 @@ func newDeadlineJob(t *testing.T, queue string) *deadlineJob {
 
 func (d *deadlineJob) observe(st backend.RunState, at time.Time, end *runEnd) {
 	run := max(d.tj.Status.Run, 1)
-	o := observation{kind: "PyTorchJob", jobName: fmt.Sprintf("j-r%d", run), run: run, job: &st, end: end, now: at}
+	o := observation{kind: "PyTorchJob", jobName: fmt.Sprintf("j-r%d", run), run: run, job: &st, end: end, now: at, localQueue: d.tj.Spec.QueueName}
 	if st.StartTime != nil {
 		o.runStart = st.StartTime
 	}

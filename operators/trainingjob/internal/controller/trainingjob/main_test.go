@@ -89,11 +89,27 @@ func operatorConfig(t testing.TB) *rest.Config {
 			return
 		}
 		chartConfig = charttest.ImpersonateServiceAccount(env.Config, chartNamespace, operatorName)
+		// Every test then runs the operator under the chart's owned-objects
+		// policy, which the API server loads asynchronously.
+		chartErr = waitOwnedObjectsPolicy(chartConfig)
 	})
 	if chartErr != nil {
 		t.Fatalf("installing the chart: %v", chartErr)
 	}
 	return chartConfig
+}
+
+// waitOwnedObjectsPolicy waits until the chart's owned-objects policy
+// refuses the operator an unlabelled Secret.
+func waitOwnedObjectsPolicy(operator *rest.Config) error {
+	c, err := client.New(operator, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	unlabelled := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: chartNamespace, Name: "unlabelled"}}
+	return wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return deniedByOwnedObjectsPolicy(c.Create(ctx, unlabelled.DeepCopy(), client.DryRunAll)), nil
+	})
 }
 
 // waitCRD waits until the chart's CRD is served.

@@ -4,7 +4,10 @@ mlp.ownedObjectsPolicy narrows the writes of the operator's ServiceAccount
 the objects it created: it grants a verb on a kind, in every namespace or in
 one. This policy admits a creation only with the label
 app.kubernetes.io/managed-by=<operator>, and an update, patch or delete only
-of an object that has it already (and an update must keep it). So the
+of an object that has it already or that a resource of the operator's API
+group controls (an owner reference with controller: true; the operator
+adopts such a child when its labels were lost, and relabels it), and an
+update must leave the label on. So the
 operator cannot change or delete a tenant's objects of those kinds, nor
 anything in kube-system, even where RBAC lets it write that kind. The
 garbage collector, which deletes the children with their owner, is another
@@ -64,9 +67,11 @@ spec:
         object.metadata.labels['app.kubernetes.io/managed-by'] == '{{ .operator }}'
     - name: ownedOld
       expression: >-
-        oldObject != null && has(oldObject.metadata.labels) &&
+        oldObject != null && ((has(oldObject.metadata.labels) &&
         'app.kubernetes.io/managed-by' in oldObject.metadata.labels &&
-        oldObject.metadata.labels['app.kubernetes.io/managed-by'] == '{{ .operator }}'
+        oldObject.metadata.labels['app.kubernetes.io/managed-by'] == '{{ .operator }}') ||
+        (has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(r,
+        has(r.controller) && r.controller && r.apiVersion.startsWith('{{ .group }}/'))))
   validations:
     - expression: request.operation == 'DELETE' || variables.ownedNew
       messageExpression: >-
@@ -76,7 +81,8 @@ spec:
     - expression: request.operation == 'CREATE' || variables.ownedOld
       messageExpression: >-
         'the {{ $short }} operator may not change or delete ' + request.resource.resource + ' ' +
-        request.namespace + '/' + request.name + ': it is not labelled app.kubernetes.io/managed-by={{ .operator }}'
+        request.namespace + '/' + request.name + ': it is not labelled app.kubernetes.io/managed-by={{ .operator }}' +
+        ' and no {{ .group }} resource controls it'
       reason: Forbidden
     - expression: "!request.namespace.startsWith('kube-')"
       messageExpression: >-
