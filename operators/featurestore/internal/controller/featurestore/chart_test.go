@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -16,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -60,10 +62,28 @@ func installChart(t *testing.T) {
 	chartOnce.Do(func() {
 		// The test environment installed the CRDs already.
 		_, chartInstalled = charttest.Install(env.Config, chartDir, "fs", operatorNamespace, map[string]any{"crds": map[string]any{"enabled": false}}, t.Logf)
+		if chartInstalled == nil {
+			chartInstalled = waitOwnedObjectsPolicy()
+		}
 	})
 	if chartInstalled != nil {
 		t.Fatalf("installing the chart: %v", chartInstalled)
 	}
+}
+
+// waitOwnedObjectsPolicy waits until the chart's owned-objects policy
+// refuses the operator's ServiceAccount an unlabelled ConfigMap: the API
+// server loads a new policy asynchronously, and a test that ran the
+// operator before it was in force would prove nothing of it.
+func waitOwnedObjectsPolicy() error {
+	op, err := client.New(charttest.ImpersonateServiceAccount(env.Config, operatorNamespace, "fs-featurestore-operator"), client.Options{})
+	if err != nil {
+		return err
+	}
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "policy-probe"}}
+	return wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return deniedByOwnedObjectsPolicy(op.Create(ctx, probe.DeepCopy(), client.DryRunAll)), nil
+	})
 }
 
 // tenantClient acts as a ServiceAccount of namespace ns bound to the

@@ -28,6 +28,17 @@ func deniedByPolicy(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "owned-objects.notebooks.mlplatform.dev")
 }
 
+// waitPolicyInForce waits until the chart's owned-objects policy refuses
+// op an unlabelled Service in namespace ns: the API server loads a new
+// policy asynchronously.
+func waitPolicyInForce(t *testing.T, op client.Client, ns string) {
+	t.Helper()
+	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "policy-probe"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	testenv.Eventually(t, "the owned-objects policy is in force", func(ctx context.Context) (bool, error) {
+		return deniedByPolicy(op.Create(ctx, probe.DeepCopy(), client.DryRunAll)), nil
+	})
+}
+
 func tenantObjects(ns string) (*appsv1.StatefulSet, *corev1.Service, *corev1.PersistentVolumeClaim, *networkingv1.NetworkPolicy) {
 	sel := map[string]string{"app": "tenant"}
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-db"}, Spec: appsv1.StatefulSetSpec{
@@ -58,10 +69,7 @@ func refusesForeignWrites(t *testing.T, admin, op client.Client) {
 			t.Fatal(err)
 		}
 	}
-	// The API server loads a new policy asynchronously.
-	testenv.Eventually(t, "the owned-objects policy is in force", func(ctx context.Context) (bool, error) {
-		return deniedByPolicy(op.Create(ctx, unlabelled(svc, "probe"), client.DryRunAll)), nil
-	})
+	waitPolicyInForce(t, op, ns)
 
 	adopt := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":"notebook-operator"}}}`))
 	for name, write := range map[string]func(ctx context.Context) error{
@@ -184,6 +192,7 @@ func TestChartNamespaceScopedInstall(t *testing.T) {
 		})
 	}
 
+	waitPolicyInForce(t, sa, team)
 	op := startOperator(t, operatorOptions{restConfig: saConfig, namespaces: []string{team}})
 	runningNotebook(t, c, op, newNotebook(team, "scoped"), t0)
 	// The operator's caches do not cover other namespaces at all, so a

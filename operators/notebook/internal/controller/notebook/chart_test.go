@@ -226,6 +226,10 @@ func TestChartInstallsAndItsServiceAccountSuffices(t *testing.T) {
 
 	operatorConfig = charttest.ImpersonateServiceAccount(env.Config, ns, release)
 	defer func() { operatorConfig = nil }()
+	// The subtests run the operator under the chart's owned-objects policy,
+	// which the API server loads asynchronously: one that ran before it is
+	// in force would prove nothing of it.
+	waitPolicyInForce(t, testenv.NewClient(t, operatorConfig, scheme), ns)
 	t.Run("GrantsNoMoreThanNeeded", func(t *testing.T) { grantsNoMoreThanNeeded(t, testenv.NewClient(t, operatorConfig, scheme)) })
 	t.Run("RefusesForeignWrites", func(t *testing.T) {
 		refusesForeignWrites(t, env.AdminClient(t, scheme), testenv.NewClient(t, operatorConfig, scheme))
