@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,13 +94,14 @@ func (r *Reconciler) deleteNetworkPolicy(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// networkPolicyEvents warns about a running job whose policy's name is
-// taken: its status stays the run's, so the event is what shows it.
-func networkPolicyEvents(s *scope) []event {
+// networkPolicyIssues warns about a running job whose policy's name is
+// taken: its status stays the run's, so the event is what shows it, once
+// a run (each reconcile finds the name taken again).
+func networkPolicyIssues(s *scope) []issue {
 	if s.policyTaken == nil {
 		return nil
 	}
-	return []event{ev(corev1.EventTypeWarning, ReasonNetworkPolicyNameTaken,
+	return []issue{runIssue(s, ReasonNetworkPolicyNameTaken,
 		"The ranks run without the platform's NetworkPolicy: "+s.policyTaken.Error())}
 }
 

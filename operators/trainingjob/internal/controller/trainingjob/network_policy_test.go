@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -250,9 +251,25 @@ func TestRankNetworkPolicyNameTakenIsVisible(t *testing.T) {
 	if err := c.Create(t.Context(), replaced); err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, nil)
+	op = startOperator(t, nil)
 	testenv.WaitForEvent(t, c, running, ReasonNetworkPolicyNameTaken)
 	assertForeignUntouched(t, c, replaced)
+
+	// Said once: later reconciles of the running job do not say it again
+	// (each would be a write, an event count patch, for as long as the job
+	// runs). They still try the policy (a refused apply), so that the job
+	// gets it once the name is free.
+	settle(t, c, op, ns, running)
+	op.nsWrites.reset()
+	for range 3 {
+		if _, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(running)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op.Writes.Namespace(ns).WaitQuiet(t, time.Second)
+	if n := op.Writes.Namespace(ns).Count("patch", "events") + op.Writes.Namespace(ns).Count("create", "events"); n != 0 {
+		t.Errorf("reconciles of a running job whose policy name is taken wrote %d events: %v", n, op.nsWrites.in(ns))
+	}
 }
 
 // foreignPolicy is a NetworkPolicy of somebody else's under the name of

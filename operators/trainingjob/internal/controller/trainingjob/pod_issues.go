@@ -13,10 +13,10 @@ import (
 	"github.com/ml-platform/ml-platform/shared/phase"
 )
 
-// podIssue is a pod problem worth repeating on the TrainingJob, so that
-// `kubectl describe trainingjob` explains a job that does not start or
-// keeps failing.
-type podIssue struct {
+// issue is a problem worth telling on the TrainingJob once, such as a pod
+// problem repeated there so that `kubectl describe trainingjob` explains a
+// job that does not start or keeps failing.
+type issue struct {
 	// key identifies the occurrence, so it is reported once.
 	key string
 	event
@@ -28,8 +28,8 @@ var waitingReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageN
 
 // podIssues lists the problems of pods: unschedulable, image pull and
 // configuration failures, and containers killed for running out of memory.
-func podIssues(pods []corev1.Pod) []podIssue {
-	var out []podIssue
+func podIssues(pods []corev1.Pod) []issue {
+	var out []issue
 	for _, p := range pods {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
@@ -37,7 +37,7 @@ func podIssues(pods []corev1.Pod) []podIssue {
 				// the same capacity, the scheduler tells each pod's own
 				// story, and an event per pod cost a write per rank
 				// whenever a cluster was briefly full.
-				out = append(out, podIssue{
+				out = append(out, issue{
 					key:   fmt.Sprintf("run %s/Unschedulable", p.Labels[trainingv1alpha1.LabelRun]),
 					event: ev(corev1.EventTypeWarning, "PodUnschedulable", fmt.Sprintf("Pod %s cannot be scheduled: %s", p.Name, c.Message)),
 				})
@@ -45,14 +45,14 @@ func podIssues(pods []corev1.Pod) []podIssue {
 		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if w := cs.State.Waiting; w != nil && slices.Contains(waitingReasons, w.Reason) {
-				out = append(out, podIssue{
+				out = append(out, issue{
 					key:   fmt.Sprintf("%s/%s/%s/%d", p.UID, cs.Name, w.Reason, cs.RestartCount),
 					event: ev(corev1.EventTypeWarning, "Pod"+w.Reason, fmt.Sprintf("Pod %s container %s: %s %s", p.Name, cs.Name, w.Reason, w.Message)),
 				})
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 				if t != nil && t.Reason == "OOMKilled" {
-					out = append(out, podIssue{
+					out = append(out, issue{
 						key:   fmt.Sprintf("%s/%s/OOMKilled/%s", p.UID, cs.Name, t.FinishedAt.UTC().Format(time.RFC3339)),
 						event: ev(corev1.EventTypeWarning, "PodOOMKilled", fmt.Sprintf("Pod %s container %s was killed for exceeding its memory limit", p.Name, cs.Name)),
 					})
@@ -63,16 +63,20 @@ func podIssues(pods []corev1.Pod) []podIssue {
 	return out
 }
 
-// podIssueEvents re-emits pod problems on the TrainingJob, each once. A
-// finished job reports nothing: its pods are history and re-reporting them
-// after a restart would be noise and writes.
+// podIssueEvents re-emits pod problems on the TrainingJob, each once.
 func (r *Reconciler) podIssueEvents(tj *trainingv1alpha1.TrainingJob, pods []corev1.Pod) []phase.Event {
+	return r.reportOnce(tj, podIssues(pods))
+}
+
+// reportOnce returns the events of the issues this process has not
+// reported on the job yet. A finished job reports nothing: its pods are
+// history and re-reporting them after a restart would be noise and writes.
+func (r *Reconciler) reportOnce(tj *trainingv1alpha1.TrainingJob, issues []issue) []phase.Event {
 	key := client.ObjectKeyFromObject(tj)
 	if finished(tj) {
 		r.forget(key)
 		return nil
 	}
-	issues := podIssues(pods)
 	if len(issues) == 0 {
 		return nil
 	}
@@ -98,7 +102,7 @@ func (r *Reconciler) podIssueEvents(tj *trainingv1alpha1.TrainingJob, pods []cor
 	return out
 }
 
-// reportedIssues are the pod issues reported for one TrainingJob.
+// reportedIssues are the issues reported for one TrainingJob.
 type reportedIssues struct {
 	uid  types.UID
 	keys map[string]bool

@@ -146,8 +146,9 @@ type Reconciler struct {
 	// positions caches the LocalQueues' pending workloads.
 	positions *kueue.Positions
 
-	// reported remembers the pod issues already re-emitted per
-	// TrainingJob, so a pod that stays unschedulable is reported once. It
+	// reported remembers the issues already told per TrainingJob (pod
+	// issues, names taken), so a pod that stays unschedulable is reported
+	// once. It
 	// is deliberately in memory: after a restart an issue that persists is
 	// worth one more event. It is keyed by name, so that the reconcile of
 	// a job that is gone, which knows only the name, forgets it.

@@ -128,13 +128,19 @@ func (r *Reconciler) applier() *apply.Applier {
 	return &apply.Applier{Client: r.Client, APIReader: r.APIReader, FieldOwner: r.Settings.OperatorName}
 }
 
-// companionEvents warns about a run whose companion's name is taken.
-func companionEvents(s *scope) []event {
+// companionIssues warns about a run whose companion's name is taken.
+func companionIssues(s *scope) []issue {
 	if s.companionTaken == nil {
 		return nil
 	}
-	return []event{ev(corev1.EventTypeWarning, ReasonCompanionNameTaken,
+	return []issue{runIssue(s, ReasonCompanionNameTaken,
 		"The ranks cannot rely on their host names: "+s.companionTaken.Error())}
+}
+
+// runIssue is a warning about the current run, told once for each thing it
+// says: a name taken by another object later is told again.
+func runIssue(s *scope, reason, message string) issue {
+	return issue{key: fmt.Sprintf("run %d/%s/%s", s.run, reason, message), event: ev(corev1.EventTypeWarning, reason, message)}
 }
 
 // rejected is true when the API server refused the child of the job's

@@ -90,7 +90,8 @@ func find(conds []metav1.Condition, t string) *metav1.Condition {
 }
 
 // events are one reconcile's events: the transitions of the conditions,
-// the checkpoint claim it created and the pod issues not reported yet.
+// the checkpoint claim it created, and the names taken and pod issues not
+// reported yet.
 func (r *Reconciler) events(s *scope, before, tj *trainingv1alpha1.TrainingJob) []phase.Event {
 	if s.stale {
 		return nil
@@ -99,7 +100,6 @@ func (r *Reconciler) events(s *scope, before, tj *trainingv1alpha1.TrainingJob) 
 	if claimCreationRecorded(s, before, tj) {
 		out = append(out, phase.Event{Type: corev1.EventTypeNormal, Reason: "CheckpointClaimCreated", Message: s.claim.message})
 	}
-	out = append(out, networkPolicyEvents(s)...)
-	out = append(out, companionEvents(s)...)
-	return append(out, r.podIssueEvents(tj, s.pods)...)
+	issues := append(networkPolicyIssues(s), companionIssues(s)...)
+	return append(out, r.reportOnce(tj, append(issues, podIssues(s.pods)...))...)
 }
