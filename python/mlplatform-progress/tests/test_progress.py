@@ -154,6 +154,65 @@ class ReporterTest(unittest.TestCase):
         self.assertTrue(r.flush(10), "the report was dropped after a refused connection")
         self.assertEqual([b for _, _, _, b in s.requests], [{"step": 5, "totalSteps": 5}])
 
+    def test_a_long_outage_does_not_kill_the_sender(self):
+        # After about 8.5 hours of failures at the 30 s cap, the backoff's
+        # exponent overflowed a float and the thread died for good.
+        s = self.serve()
+        r = self.reporter(s)
+        r._failures = 2000
+        # One more failure: the token cannot be read yet.
+        os.rename(self.token, self.token + ".later")
+        r.report(step=7)
+        deadline = time.monotonic() + 10
+        while (r._failures == 2000 or r._sending) and r._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.rename(self.token + ".later", self.token)
+        with r._cond:  # the endpoint is back: skip the rest of the 30 s backoff
+            r._not_before = 0.0
+            r._cond.notify_all()
+        self.assertTrue(r.flush(10), "no report went out after a long outage")
+        self.assertTrue(r._thread.is_alive(), "the sender thread died")
+        self.assertEqual(s.requests[-1][3], {"step": 7})
+
+    def test_a_redirect_gets_neither_the_token_nor_counts_as_sent(self):
+        # Whatever answers at the progress URL with a redirect must not get
+        # the pod's token sent on to the address it names.
+        elsewhere = []
+
+        class Catch(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                elsewhere.append(self.headers.get("Authorization"))
+                self.send_response(200)
+                self.end_headers()
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        catch = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Catch)
+        threading.Thread(target=catch.serve_forever, daemon=True).start()
+        self.addCleanup(catch.server_close)
+        self.addCleanup(catch.shutdown)
+        target = "http://127.0.0.1:%d/stolen" % catch.server_address[1]
+        s = self.serve([(302, {"Location": target}), (307, {"Location": target})])
+        r = self.reporter(s)
+        r.report(step=1)
+        r.flush(10)
+        r.report(step=2)
+        r.flush(10)
+        self.assertEqual(elsewhere, [], "the token followed a redirect")
+        self.assertEqual(r.sent, 0, "a redirected report counted as sent")
+        self.assertEqual(len(s.requests), 2)
+
+    def test_numbers_too_large_are_ignored_not_raised(self):
+        s = self.serve()
+        r = self.reporter(s)
+        r.report(step=float("inf"))
+        r.report(step=1, metrics={"n": 10 ** 400, "loss": 0.5})
+        self.assertTrue(r.flush(10))
+        self.assertEqual([b for _, _, _, b in s.requests][-1:], [{"step": 1, "metrics": {"loss": 0.5}}])
+
 
 # The variables the launchers of every framework set; a test's environment
 # starts without them so that the machine's own cannot leak in.

@@ -36,6 +36,9 @@ __all__ = ["report", "flush", "rank", "is_rank_zero", "Reporter"]
 
 _MAX_RETRY_AFTER = 300.0
 _MAX_RETRY_DELAY = 30.0
+# Doublings of the retry delay before it stays at its cap: 2**31 times any
+# sensible min_interval is past _MAX_RETRY_DELAY.
+_MAX_BACKOFF_STEPS = 32
 
 
 class Reporter:
@@ -44,7 +47,10 @@ class Reporter:
     def __init__(self, url, token_file, ca_pem, min_interval=1.0, timeout=10.0, clock=time.monotonic):
         self._url = url
         self._token_file = token_file
-        self._context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
+        context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
+        # No redirects: whatever answered at the progress URL with one would
+        # have the pod's token sent on to the address it names.
+        self._opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), _NoRedirect())
         self._min_interval = min_interval
         self._timeout = timeout
         self._clock = clock
@@ -62,7 +68,7 @@ class Reporter:
     def report(self, step, total=None, epoch=None, metrics=None):
         try:
             body = _body(step, total, epoch, metrics)
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError) as e:
             self._warn("invalid", "mlplatform.progress: report ignored: %s" % e)
             return
         with self._cond:
@@ -105,7 +111,10 @@ class Reporter:
                 # The endpoint could not be reached (the operator restarting,
                 # a NetworkPolicy engine that does not know a new pod yet):
                 # the newest report is retried, backing off, never lost.
-                self._failures += 1
+                # The count stops where the delay reached its cap: a
+                # float power of two overflows after about a thousand
+                # failures (8.5 hours at the cap), which would end the thread.
+                self._failures = min(self._failures + 1, _MAX_BACKOFF_STEPS)
                 delay = min(self._min_interval * 2 ** (self._failures - 1), _MAX_RETRY_DELAY)
                 with self._cond:
                     if self._pending is None:
@@ -123,7 +132,7 @@ class Reporter:
         req = urllib.request.Request(self._url, data=body, method="POST", headers={
             "Authorization": "Bearer " + token, "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=self._timeout, context=self._context) as resp:
+            with self._opener.open(req, timeout=self._timeout) as resp:
                 resp.read()
                 self.sent += 1
                 return self._min_interval
@@ -144,6 +153,13 @@ class Reporter:
             print(msg, file=sys.stderr, flush=True)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Turns every redirect into an HTTPError, which _send reports as a refusal."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
 def _body(step, total, epoch, metrics):
     report = {"step": _count("step", step)}
     if total is not None:
@@ -153,7 +169,10 @@ def _body(step, total, epoch, metrics):
     if metrics:
         values = {}
         for name, value in dict(metrics).items():
-            v = float(value)
+            try:
+                v = float(value)
+            except OverflowError:  # an int beyond a float's range
+                continue
             if math.isfinite(v):
                 values[str(name)] = v
         if values:
