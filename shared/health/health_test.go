@@ -139,8 +139,10 @@ func rows() map[string]row {
 		"Notebook running":  {notebook().observed().with(ready).false(commonv1alpha1.ConditionSuspended, notebooksv1alpha1.ReasonRunning).false(notebooksv1alpha1.ConditionCulled, notebooksv1alpha1.ReasonRunning), status.CurrentStatus, Healthy},
 		// Suspended and culled: settled, so Ready is True (the notebook is
 		// as asked) and Suspended or Culled says it is stopped.
-		"Notebook suspended":                  {notebook().observed().with(ready).true(commonv1alpha1.ConditionSuspended, notebooksv1alpha1.ReasonSuspended), status.CurrentStatus, Suspended},
-		"Notebook culled":                     {notebook().observed().with(ready).true(notebooksv1alpha1.ConditionCulled, notebooksv1alpha1.ReasonIdle), status.CurrentStatus, Suspended},
+		"Notebook suspended": {notebook().observed().with(ready).true(commonv1alpha1.ConditionSuspended, notebooksv1alpha1.ReasonSuspended), status.CurrentStatus, Suspended},
+		"Notebook culled":    {notebook().observed().with(ready).true(notebooksv1alpha1.ConditionCulled, notebooksv1alpha1.ReasonIdle), status.CurrentStatus, Suspended},
+		// Queued: stopped until Kueue admits it, as a queued TrainingJob.
+		"Notebook queued":                     {notebook().observed().with(reconciling(notebooksv1alpha1.ReasonQueued)).true(notebooksv1alpha1.ConditionQueued, notebooksv1alpha1.ReasonQueued), status.InProgressStatus, Suspended},
 		"Notebook image cannot be pulled":     {notebook().observed().with(stalled(notebooksv1alpha1.ReasonPodStartFailed)), status.FailedStatus, Degraded},
 		"Notebook invalid accelerator":        {notebook().observed().with(stalled(notebooksv1alpha1.ReasonInvalidAccelerator)), status.FailedStatus, Degraded},
 		"Notebook spec changed, not observed": {notebook().observed().with(ready).generation(3), status.InProgressStatus, Progressing},

@@ -72,6 +72,7 @@ func TestKstatusOfEveryNotebookState(t *testing.T) {
 		"running and answering":    {scope: scope{running: true, probe: &ok}, want: kstatus.CurrentStatus, wantPhase: notebooksv1alpha1.PhaseRunning, wantReady: metav1.ConditionTrue},
 		"running, Jupyter silent":  {scope: scope{running: true, probe: &notAnswering}, want: kstatus.InProgressStatus, wantPhase: notebooksv1alpha1.PhasePending, wantReady: metav1.ConditionFalse},
 		"suspended":                {suspend: true, want: kstatus.CurrentStatus, wantPhase: notebooksv1alpha1.PhaseSuspended},
+		"waiting in its queue":     {scope: scope{replicas: 1, queue: &queueObservation{exists: true}}, want: kstatus.InProgressStatus, wantPhase: notebooksv1alpha1.PhaseQueued, wantReady: metav1.ConditionFalse},
 		"culled for idleness":      {scope: scope{culled: culling.ReasonIdle}, want: kstatus.CurrentStatus, wantPhase: notebooksv1alpha1.PhaseCulled},
 		"culled at max lifetime":   {scope: scope{culled: culling.ReasonMaxLifetime}, want: kstatus.CurrentStatus, wantPhase: notebooksv1alpha1.PhaseCulled},
 		"old workspace going":      {scope: scope{waiting: "Waiting for the previous workspace claim"}, want: kstatus.InProgressStatus, wantPhase: notebooksv1alpha1.PhasePending, wantReady: metav1.ConditionFalse},
