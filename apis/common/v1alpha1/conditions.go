@@ -57,6 +57,12 @@ const (
 	// it is never adopted, changed or read. Deleting or renaming it, or
 	// renaming the owner, fixes it.
 	ReasonNameTaken = "NameTaken"
+	// ReasonNamespaceReserved: the object is in one of the cluster's own
+	// namespaces (kube-system, kube-public, kube-node-lease, any kube-*),
+	// where the platform's operators create nothing (their admission
+	// policy refuses them every write there). Only creating the object in
+	// another namespace fixes it.
+	ReasonNamespaceReserved = "NamespaceReserved"
 )
 
 // Annotation suffixes shared by every ml-platform kind. The full key carries

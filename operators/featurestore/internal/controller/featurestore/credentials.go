@@ -18,6 +18,7 @@ import (
 
 	featuresv1alpha1 "github.com/ml-platform/ml-platform/apis/features/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/claims"
+	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
@@ -112,6 +113,12 @@ func issued(p []byte) bool {
 // any server learns them, so they are never lost.
 func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Result, error) {
 	fs := s.fs
+	if err := apply.NamespaceReserved("FeatureStore", fs.Namespace); err != nil {
+		// Every store needs the credentials, whose Secret cannot be
+		// written there: nothing is provisioned on the servers either.
+		s.credentialsFailure = &storeResult{outcome: outcomeReserved, message: err.Error()}
+		return ctrl.Result{}, nil
+	}
 	rotateFor := fs.Annotations[featuresv1alpha1.AnnotationRotateCredentials]
 	// Not knowing whether an admin credential changed (its Secret could
 	// not be read) is no reason to rotate: like a credentials Secret that

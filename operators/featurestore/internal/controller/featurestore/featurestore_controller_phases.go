@@ -82,6 +82,7 @@ const (
 	outcomeNameTaken    // a child's name is taken by a foreign object; needs a person
 	outcomeRejected     // the API server refused a child; needs a spec change
 	outcomeUnverifiable // clients cannot verify the backend's server; needs a person
+	outcomeReserved     // the store is in a namespace where nothing is created; needs another namespace
 )
 
 func (s *scope) observations() observations {

@@ -53,7 +53,7 @@ func computeStatus(fs *featuresv1alpha1.FeatureStore, obs observations) {
 		}
 		conditions.MarkFalse(fs, st.condition, reason, st.res.message)
 		switch st.res.outcome {
-		case outcomeConflict, outcomeNameTaken, outcomeMismatch, outcomeRejected, outcomeUnverifiable:
+		case outcomeConflict, outcomeNameTaken, outcomeMismatch, outcomeRejected, outcomeUnverifiable, outcomeReserved:
 			if stalled == nil {
 				stalled = &st.res
 			}
@@ -113,6 +113,8 @@ func reasonFor(o outcome) string {
 		return commonv1alpha1.ReasonChildRejected
 	case outcomeUnverifiable:
 		return featuresv1alpha1.ReasonUnverifiableTLS
+	case outcomeReserved:
+		return commonv1alpha1.ReasonNamespaceReserved
 	default:
 		return commonv1alpha1.ReasonProgressing
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/controller/featurestore"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/postgres"
 	"github.com/ml-platform/ml-platform/operators/featurestore/internal/provisioner/redis"
+	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -339,4 +340,27 @@ func TestTheNextClaimantWaitsForTheFirstStoresCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.WaitGone(t, c, got)
+}
+
+// TestStoreInTheClustersOwnNamespaceStalls: a FeatureStore in a kube-*
+// namespace, where the chart's owned-objects policy refuses the operator
+// every write, stalls at once with NamespaceReserved; no credentials are
+// written and nothing is provisioned on the servers (this operator runs
+// as an administrator here, whom the policy would not stop).
+func TestStoreInTheClustersOwnNamespaceStalls(t *testing.T) {
+	c := adminClient()
+	startOperator(t, nil)
+	fs := newStore(metav1.NamespacePublic, "", "reserved").obj()
+	fs.Name, fs.GenerateName = "", "reserved-"
+	createStore(t, c, fs)
+	t.Cleanup(func() { _ = c.Delete(context.Background(), fs) })
+	got := waitCondition(t, c, fs, commonv1alpha1.ConditionStalled, metav1.ConditionTrue, commonv1alpha1.ReasonNamespaceReserved)
+	if msg := conditions.Get(got, commonv1alpha1.ConditionStalled).Message; !strings.Contains(msg, "create the FeatureStore in another namespace") {
+		t.Errorf("Stalled: %q names no remedy", msg)
+	}
+	testenv.WaitForEvent(t, c, fs, commonv1alpha1.ReasonNamespaceReserved)
+	secret := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: fs.Namespace, Name: featurestore.CredentialsSecretName(fs.Name)}, secret); !apierrors.IsNotFound(err) {
+		t.Errorf("the credentials Secret in %s: %v, want none", fs.Namespace, err)
+	}
 }

@@ -86,6 +86,10 @@ func (r *Reconciler) resolveInputs(ctx context.Context, s *scope) (ctrl.Result, 
 	nb := s.nb
 	s.input = render.Input{Notebook: nb, Config: r.Config}
 	s.policy = r.Config.Culling.PolicyFor(nb.Spec.Culling)
+	if err := apply.NamespaceReserved("Notebook", nb.Namespace); err != nil {
+		s.stalled, s.stalledMsg = commonv1alpha1.ReasonNamespaceReserved, err.Error()
+		return ctrl.Result{}, nil
+	}
 	if msg := undeclaredMounts(nb); msg != "" {
 		s.stalled, s.stalledMsg = commonv1alpha1.ReasonInvalidSpec, msg
 		return ctrl.Result{}, nil

@@ -902,3 +902,33 @@ func cullIdle(t *testing.T, c client.Client, op *operator, nb *notebooksv1alpha1
 		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionCulled)
 	})
 }
+
+// TestNotebookInTheClustersOwnNamespaceStalls: a Notebook in a kube-*
+// namespace, where the chart's owned-objects policy refuses the operator
+// every write, stalls at once with NamespaceReserved and gets no children
+// (this operator runs as an administrator here, whom the policy would
+// not stop). Before, it said it was starting for ever and only
+// ReconcileError events told the refusal.
+func TestNotebookInTheClustersOwnNamespaceStalls(t *testing.T) {
+	c := env.AdminClient(t, scheme)
+	startOperator(t, operatorOptions{})
+	nb := newNotebook(metav1.NamespacePublic, "")
+	nb.Name, nb.GenerateName = "", "reserved-"
+	if err := c.Create(t.Context(), nb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), nb) })
+	got := waitNotebook(t, c, nb, "Stalled", func(nb *notebooksv1alpha1.Notebook) bool {
+		return conditions.IsTrue(nb, commonv1alpha1.ConditionStalled)
+	})
+	stalled := conditions.Get(got, commonv1alpha1.ConditionStalled)
+	if stalled.Reason != commonv1alpha1.ReasonNamespaceReserved || !strings.Contains(stalled.Message, "create the Notebook in another namespace") {
+		t.Errorf("Stalled %s: %q, want %s naming the remedy", stalled.Reason, stalled.Message, commonv1alpha1.ReasonNamespaceReserved)
+	}
+	testenv.WaitForEvent(t, c, nb, commonv1alpha1.ReasonNamespaceReserved)
+	for _, child := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Secret{}} {
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(nb), child); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s in %s: %v, want none", child, nb.Name, nb.Namespace, err)
+		}
+	}
+}

@@ -39,12 +39,17 @@ const decisionRequeue = 100 * time.Millisecond
 // resolveBackend picks the job's backend: the one recorded in status, else
 // spec.backend, else the operator's default. A backend that is not
 // registered, not available in this cluster, or cannot run this job makes
-// the job Stalled with the reason; a finished job needs no backend.
+// the job Stalled with the reason, as does a namespace where the operator
+// may create nothing; a finished job needs no backend.
 func (r *Reconciler) resolveBackend(_ context.Context, s *scope) (ctrl.Result, error) {
 	s.backend = r.Backends.Of(s.tj)
 	be, ok := r.Backends.Get(s.backend)
 	if s.finished {
 		s.be = be
+		return ctrl.Result{}, nil
+	}
+	if err := apply.NamespaceReserved("TrainingJob", s.tj.Namespace); err != nil {
+		s.invalid, s.reason = err, commonv1alpha1.ReasonNamespaceReserved
 		return ctrl.Result{}, nil
 	}
 	if !ok {

@@ -853,3 +853,32 @@ func hasSecretVolume(volumes []corev1.Volume, secret string) bool {
 	}
 	return false
 }
+
+// TestJobInTheClustersOwnNamespaceStalls: a TrainingJob in a kube-*
+// namespace, where the chart's owned-objects policy refuses the operator
+// every write, stalls at once with NamespaceReserved, and the operator
+// tries no child there. Before, its status said "Creating Job" for ever
+// and only ReconcileError events told the refusal.
+func TestJobInTheClustersOwnNamespaceStalls(t *testing.T) {
+	c := adminClient(t)
+	op := startOperator(t, nil)
+	tj := native(newTrainingJob(metav1.NamespacePublic, "", 2))
+	tj.Name, tj.GenerateName = "", "reserved-"
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), tj) })
+	got := waitTJ(t, c, tj, "Stalled", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return condStatus(tj, commonv1alpha1.ConditionStalled) == metav1.ConditionTrue
+	})
+	stalled := conditionOf(got, commonv1alpha1.ConditionStalled)
+	if stalled.Reason != commonv1alpha1.ReasonNamespaceReserved || !strings.Contains(stalled.Message, "create the TrainingJob in another namespace") {
+		t.Errorf("Stalled %s: %q, want %s naming the remedy", stalled.Reason, stalled.Message, commonv1alpha1.ReasonNamespaceReserved)
+	}
+	testenv.WaitForEvent(t, c, tj, commonv1alpha1.ReasonNamespaceReserved)
+	for _, w := range op.nsWrites.in(metav1.NamespacePublic) {
+		if w.Resource != "trainingjobs/status" && w.Resource != "events" {
+			t.Errorf("the operator tried %s %s %s in %s", w.Verb, w.Resource, w.Name, metav1.NamespacePublic)
+		}
+	}
+}
