@@ -62,7 +62,7 @@ lint: ## Run golangci-lint on every module.
 ##@ Test
 
 .PHONY: test
-test: k8s-bin test-deps test-python ## Run unit and integration tests of every module (real kube-apiserver, etcd, kube-controller-manager) and of the Python helper.
+test: k8s-bin test-deps test-python test-hack ## Run unit and integration tests of every module (real kube-apiserver, etcd, kube-controller-manager), of the Python helper and of the image build scripts.
 	@# Built here, outside the tests' timeout (a cold build takes minutes); if
 	@# it cannot be built, the Kueue tests say so and skip.
 	@operators/trainingjob/hack/kueue-bin.sh >/dev/null || echo "make test: Kueue cannot be built; its tests will skip" >&2
@@ -82,6 +82,10 @@ test-race: k8s-bin test-deps ## Run every module's tests with the race detector,
 .PHONY: test-python
 test-python: ## Run the tests of the Python progress helper (python/mlplatform-progress) with Debian's python3, offline.
 	python/mlplatform-progress/hack/test.sh
+
+.PHONY: test-hack
+test-hack: ## Test the image build scripts (hack/images, hack/kind) with stub docker, debootstrap and go: recipe file ownership; builds nothing.
+	hack/images-test.sh
 
 .PHONY: progress-wheel
 progress-wheel: ## Build the Python progress helper's wheel into bin/, offline (python/mlplatform-progress/README.md).

@@ -192,7 +192,15 @@ build_debian() {
       die "apt-get install failed (log: $IMAGES_CACHE/apt-$name.log)"
     fi
     rm -f "$stage/usr/sbin/policy-rc.d"
-    [[ -d $recipe/root ]] && cp -a "$recipe/root/." "$stage/"
+    # The recipe's files, owned by root, group and others unable to write
+    # them, whatever the checkout's owner and umask (git keeps only the
+    # executable bit); directories the root already has (/, /usr/local/bin,
+    # /opt) keep their owner and mode: `cp -a` gave them the checkout's
+    # (uid 1000, 0775), and uid 1000 is the runtime user of some images.
+    if [[ -d $recipe/root ]]; then
+      tar -C "$recipe/root" --owner=0 --group=0 --numeric-owner --mode=go-w -cf - . |
+        tar -C "$stage" --no-overwrite-dir -xpf -
+    fi
     if [[ -x $stage/usr/bin/python3 ]]; then
       install -d -m 755 "$stage/usr/lib/python3/dist-packages/mlplatform"
       install -m 644 "$progress_helper"/*.py "$stage/usr/lib/python3/dist-packages/mlplatform/"
