@@ -84,7 +84,7 @@ test-python: ## Run the tests of the Python progress helper (python/mlplatform-p
 	python/mlplatform-progress/hack/test.sh
 
 .PHONY: test-hack
-test-hack: ## Test the image build scripts (hack/images, hack/kind) with stub docker, debootstrap and go: recipe file ownership; builds nothing.
+test-hack: ## Test the image build scripts (hack/images, hack/kind) with stub docker, debootstrap and go: recipe file ownership, concurrent sessions on one cache and engine; builds nothing.
 	hack/images-test.sh
 
 .PHONY: progress-wheel

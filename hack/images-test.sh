@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Tests how hack/images/build.sh copies a recipe's files into a Debian
-# root. Nothing is built: copies of the scripts run in temporary
+# Tests the image build scripts' handling of a shared cache and a shared
+# Docker engine (hack/images/build.sh, hack/kind/images.sh,
+# hack/kind/binaries.sh), and how build.sh copies a recipe's files into a
+# Debian root. Nothing is built: copies of the scripts run in temporary
 # repositories with tiny inputs, and docker, debootstrap, chroot, mount and
 # go are stubs on PATH (the docker stub keeps its images and tags in a
 # directory, the engine every session shares). Writes only in a temporary
-# folder; takes a few seconds. Run by `make test-hack`, part of `make test`.
+# folder; takes about twenty seconds (mostly the stubs' delays, which make
+# the sessions overlap). Run by `make test-hack`, part of `make test`.
 # The stubs' bodies are single-quoted on purpose: they expand when they run.
 # shellcheck disable=SC2016
 set -euo pipefail
@@ -162,8 +165,115 @@ else
   want opt/ml-platform/run.py -rw-r--r--
 fi
 
+# 2. Two sessions with caches of their own build the same image name and tag
+# from different recipes at the same time, on one engine: each archive holds
+# its own session's root (a build.sh that imports and saves under the shared
+# tag saves whichever session tagged last).
+new_repo "$tmp/ra"
+new_repo "$tmp/rb"
+echo 'echo session a' >"$tmp/ra/images/redis/root/usr/local/bin/start.sh"
+echo 'echo session b' >"$tmp/rb/images/redis/root/usr/local/bin/start.sh"
+for s in a b; do
+  IMAGES_CACHE=$tmp/cache-$s KIND_CACHE=$tmp/kind-$s DOCKER_STUB_SAVE_DELAY=1 \
+    "$tmp/r$s/hack/images/build.sh" redis >"$tmp/set-$s" 2>"$tmp/build-$s.log" &
+  eval "pid_$s=$!"
+done
+for s in a b; do
+  pid=pid_$s
+  if ! wait "${!pid}"; then
+    fail "session $s: build.sh redis: $(tail -5 "$tmp/build-$s.log")"
+    continue
+  fi
+  layer_of "$(awk '{print $2}' "$(cat "$tmp/set-$s")/images.txt")" "$tmp/layer-$s"
+  got=$(cat "$tmp/layer-$s/usr/local/bin/start.sh")
+  [[ $got == "echo session $s" ]] || fail "session $s's archive, keyed by its recipe, holds another build: start.sh is '$got'"
+done
+
+# 3. Two sessions sharing one cache build the same image at the same time:
+# one builds, the other waits and reuses its archive.
+for s in c d; do
+  IMAGES_CACHE=$tmp/cache-shared KIND_CACHE=$tmp/kind-shared DOCKER_STUB_SAVE_DELAY=1 \
+    "$tmp/r1/hack/images/build.sh" redis >"$tmp/set-$s" 2>"$tmp/build-$s.log" &
+  eval "pid_$s=$!"
+done
+for s in c d; do
+  pid=pid_$s
+  wait "${!pid}" || fail "session $s: build.sh redis on a shared cache: $(tail -5 "$tmp/build-$s.log")"
+done
+builds=$(cat "$tmp/build-c.log" "$tmp/build-d.log" | grep -c 'building localhost/ml-platform/redis' || true)
+[[ $builds -eq 1 ]] || fail "two sessions on one cache built the same redis image $builds times, want once"
+[[ $(cat "$tmp/set-c") == "$(cat "$tmp/set-d")" ]] || fail "two sessions on one cache printed different sets: $(cat "$tmp/set-c") $(cat "$tmp/set-d")"
+
+# 4. hack/kind/images.sh: two sessions sharing one cache, with different
+# binaries under the same kubeadm tags, at the same time: every archive holds
+# its own session's binary (the stage was one directory of the cache).
+# new_bin DIR SESSION: the binaries images.sh reads, stamped with SESSION.
+new_bin() {
+  local b=$1 s=$2 n
+  mkdir -p "$b"
+  printf '#!/bin/sh\nfor i in kube-apiserver:v1.34.2 kube-controller-manager:v1.34.2 kube-scheduler:v1.34.2 kube-proxy:v1.34.2 coredns/coredns:v1.12.1 pause:3.10.1 etcd:3.6.5-0; do echo registry.k8s.io/$i; done\n' >"$b/kubeadm"
+  printf '#!/bin/sh\necho "etcd Version: 3.6.5"\n' >"$b/etcd"
+  printf '#!/bin/sh\necho CoreDNS-1.12.1\n' >"$b/coredns"
+  printf '#!/bin/sh\necho "Running kube-router version v2.1.0, built on today"\n' >"$b/kube-router"
+  printf '#!/bin/sh\necho "local-path-provisioner version v0.0.30"\n' >"$b/local-path-provisioner"
+  for n in kube-apiserver kube-controller-manager kube-scheduler kube-proxy pause iptables-wrapper mlp-cni; do
+    printf '%s of session %s\n' "$n" "$s" >"$b/$n"
+  done
+  chmod +x "$b"/*
+}
+rootfs=$tmp/rootfs
+mkdir -p "$rootfs"/{usr/sbin,usr/lib/x86_64-linux-gnu/xtables,etc,bin}
+for f in xtables-nft-multi xtables-legacy-multi iptables-nft iptables-legacy ipset; do echo "$f" >"$rootfs/usr/sbin/$f"; done
+echo xt >"$rootfs/usr/lib/x86_64-linux-gnu/xtables/libxt_mark.so"
+for f in protocols services ethertypes; do echo "$f" >"$rootfs/etc/$f"; done
+printf '#!/bin/sh\nprintf "busybox\\nsh\\n"\n' >"$rootfs/bin/busybox"
+chmod +x "$rootfs/bin/busybox"
+for s in e f; do
+  new_bin "$tmp/bin-$s" "$s"
+  KIND_CACHE=$tmp/kind-images DOCKER_STUB_SAVE_DELAY=0.1 \
+    "$tmp/r1/hack/kind/images.sh" "$tmp/bin-$s" "$rootfs" >"$tmp/set-$s" 2>"$tmp/images-$s.log" &
+  eval "pid_$s=$!"
+done
+for s in e f; do
+  pid=pid_$s
+  if ! wait "${!pid}"; then
+    fail "session $s: kind/images.sh: $(tail -5 "$tmp/images-$s.log")"
+    continue
+  fi
+  while read -r ref archive; do
+    case $ref in
+      */kube-apiserver:*) path=usr/local/bin/kube-apiserver ;;
+      */kube-proxy:*) path=usr/local/bin/kube-proxy ;;
+      */pause:*) path=pause ;;
+      *) continue ;;
+    esac
+    rm -rf "$tmp/layer"
+    layer_of "$archive" "$tmp/layer"
+    got=$(cat "$tmp/layer/$path" 2>/dev/null || echo "nothing")
+    [[ $got == "${path##*/} of session $s" ]] || fail "session $s: the archive of $ref holds '$got' as /$path"
+  done <"$(cat "$tmp/set-$s")/images.txt"
+done
+ls -d "$tmp/kind-images/images/stage"* >/dev/null 2>&1 && fail "kind/images.sh left its stage behind: $(ls -d "$tmp/kind-images/images/stage"*)"
+
+# 5. hack/kind/binaries.sh: two sessions sharing one cache build the same
+# binaries at the same time: each module is built once, both succeed and
+# print the same set.
+: >"$GO_STUB_LOG"
+for s in g h; do
+  KIND_CACHE=$tmp/kind-bin GO_STUB_BUILD_DELAY=0.5 "$tmp/r1/hack/kind/binaries.sh" >"$tmp/set-$s" 2>"$tmp/binaries-$s.log" &
+  eval "pid_$s=$!"
+done
+for s in g h; do
+  pid=pid_$s
+  wait "${!pid}" || fail "session $s: kind/binaries.sh: $(tail -5 "$tmp/binaries-$s.log")"
+done
+builds=$(wc -l <"$GO_STUB_LOG")
+[[ $builds -eq 6 ]] || fail "two sessions on one cache ran go build $builds times, want 6 (once per module): $(cat "$GO_STUB_LOG")"
+[[ $(cat "$tmp/set-g") == "$(cat "$tmp/set-h")" && -f $(cat "$tmp/set-g")/kube-apiserver ]] ||
+  fail "two sessions printed different or incomplete sets: $(cat "$tmp/set-g") $(cat "$tmp/set-h")"
+
 if [[ ${#failures[@]} -gt 0 ]]; then
   echo "images-test.sh: ${#failures[@]} failures" >&2
   exit 1
 fi
-echo "ok: recipe files are root's and leave the root's directories alone"
+echo "ok: recipe files are root's and leave the root's directories alone; concurrent sessions cache only their own images and build each thing once"

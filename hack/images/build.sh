@@ -42,16 +42,35 @@ archive_of() { # REF KEY
   echo "$IMAGES_CACHE/$(echo "$1" | tr '/:' '__')-$2.tar"
 }
 
-# save REF ARCHIVE CHANGE...: imports the staged root as REF and saves it.
+# save REF ARCHIVE CHANGE...: imports the staged root and saves it as REF
+# (save_image: imported untagged, tagged and saved under the engine's lock,
+# since REF's tag is the same for every version of the sources).
 save() {
-  local ref=$1 archive=$2
+  local ref=$1 archive=$2 id
   shift 2
   local changes=() c
   for c in "$@"; do changes+=(--change "$c"); done
-  tar -C "$stage" --numeric-owner -c . | docker import "${changes[@]}" - "$ref" >/dev/null
-  docker save -o "$archive.tmp" "$ref"
-  mv "$archive.tmp" "$archive"
-  log "image $ref: $(docker image inspect -f '{{.Size}}' "$ref" | numfmt --to=iec) in $((SECONDS - start))s"
+  id=$(tar -C "$stage" --numeric-owner -c . | docker import "${changes[@]}" -)
+  save_image "$id" "$ref" "$archive"
+  log "image $ref: $(docker image inspect -f '{{.Size}}' "$id" | numfmt --to=iec) in $((SECONDS - start))s"
+}
+
+# lock_if_missing REF ARCHIVE: when ARCHIVE is not built yet, waits for the
+# lock of REF's name in the cache (every clone and worktree shares it), so
+# that one session at a time builds, writes and prunes that image's
+# archives; the caller checks ARCHIVE again (another session may have built
+# it meanwhile) and calls unlock_image.
+image_lock=""
+lock_if_missing() {
+  if [[ ! -f $2 ]]; then
+    take_lock "$IMAGES_CACHE/locks/$(echo "${1%:*}" | tr '/:' '__').lock" image_lock
+  fi
+}
+unlock_image() {
+  if [[ -n $image_lock ]]; then
+    release_lock "$image_lock"
+    image_lock=""
+  fi
 }
 
 record() { # REF ARCHIVE
@@ -82,6 +101,7 @@ build_operator() {
   key=$(string_key "$script_key" "$ref" "$go_version" \
     "$(content_key "$REPO_ROOT/operators/$op" "$REPO_ROOT/apis" "$REPO_ROOT/shared" "$REPO_ROOT/go.work" "$REPO_ROOT/go.work.sum")")
   archive=$(archive_of "$ref" "$key")
+  lock_if_missing "$ref" "$archive"
   if [[ ! -f $archive ]]; then
     log "building $ref ($key)"
     scratch_root
@@ -90,6 +110,7 @@ build_operator() {
     cleanup
     stage=""
   fi
+  unlock_image
   record "$ref" "$archive"
 }
 
@@ -99,6 +120,7 @@ build_kubeflow() {
   local ref=localhost/ml-platform/kubeflow-training-operator:v1.8.1 key archive start=$SECONDS
   key=$(string_key "$script_key" "$ref" "$go_version" "$(content_key "$REPO_ROOT/tools/kubeflow/go.mod" "$REPO_ROOT/tools/kubeflow/go.sum")")
   archive=$(archive_of "$ref" "$key")
+  lock_if_missing "$ref" "$archive"
   if [[ ! -f $archive ]]; then
     log "building $ref ($key)"
     scratch_root
@@ -108,6 +130,7 @@ build_kubeflow() {
     cleanup
     stage=""
   fi
+  unlock_image
   record "$ref" "$archive"
 }
 
@@ -122,6 +145,7 @@ build_kueue() {
   ref=localhost/ml-platform/kueue:$version
   key=$(string_key "$script_key" "$ref" "$go_version" "$(content_key "$REPO_ROOT/tools/kueue/go.mod" "$REPO_ROOT/tools/kueue/go.sum")")
   archive=$(archive_of "$ref" "$key")
+  lock_if_missing "$ref" "$archive"
   if [[ ! -f $archive ]]; then
     log "building $ref ($key)"
     scratch_root
@@ -131,14 +155,18 @@ build_kueue() {
     cleanup
     stage=""
   fi
+  unlock_image
   record "$ref" "$archive"
 }
 
 # debian_base: a debootstrap minbase root, cached (keyed by suite, mirror
 # and this script) and copied for each Debian image.
 debian_base() {
-  local dir
+  local dir fd=""
   dir=$IMAGES_CACHE/base/$(string_key "$script_key" "$suite" "$mirror")
+  # One debootstrap at a time into $dir.tmp; a session that waited finds
+  # the root complete.
+  if [[ ! -f $dir/.complete ]]; then take_lock "$IMAGES_CACHE/locks/base.lock" fd; fi
   if [[ ! -f $dir/.complete ]]; then
     ensure_packages debootstrap
     rm -rf "$dir.tmp"
@@ -155,6 +183,7 @@ debian_base() {
     mv "$dir.tmp" "$dir"
     prune "$IMAGES_CACHE/base/" "$dir"
   fi
+  if [[ -n $fd ]]; then release_lock "$fd"; fi
   echo "$dir"
 }
 
@@ -175,6 +204,7 @@ build_debian() {
   pkgs=$(grep -v '^#' "$recipe/packages" | xargs)
   key=$(string_key "$script_key" "$ref" "$suite" "$mirror" "$pkgs" "$(content_key "$recipe" "$progress_helper")")
   archive=$(archive_of "$ref" "$key")
+  lock_if_missing "$ref" "$archive"
   if [[ ! -f $archive ]]; then
     log "building $ref ($key): $suite minbase + $pkgs"
     base=$(debian_base)
@@ -223,6 +253,7 @@ build_debian() {
     cleanup
     stage=""
   fi
+  unlock_image
   record "$ref" "$archive"
 }
 
@@ -239,8 +270,9 @@ done
 out=$IMAGES_CACHE/set-$(string_key "${lines[*]}")
 if [[ ! -f $out/images.txt ]]; then
   mkdir -p "$out"
-  printf '%s\n' "${lines[@]}" >"$out/images.txt.tmp"
-  mv "$out/images.txt.tmp" "$out/images.txt"
+  # Another session may write the same set: a temporary file of its own.
+  printf '%s\n' "${lines[@]}" >"$out/images.txt.$$"
+  mv "$out/images.txt.$$" "$out/images.txt"
 fi
 touch "$out"
 echo "$out"

@@ -48,10 +48,14 @@ module_key() {
 build() {
   local name=$1 dir=$2 sources=$3 ldflags=$4
   shift 4
-  local key dest
+  local key dest fd=""
   # shellcheck disable=SC2086
   key=$(string_key "$(module_key "$dir" $sources)" "$go_version" "$script_key" "$ldflags")
   dest=$KIND_CACHE/bin/$name-$key
+  # The cache is shared by concurrent sessions: one at a time builds into
+  # $dest.tmp, publishes and prunes NAME's builds; one that waited finds
+  # the build complete.
+  if [[ ! -f $dest/.complete ]]; then take_lock "$KIND_CACHE/bin/locks/$name.lock" fd; fi
   if [[ ! -f $dest/.complete ]]; then
     log "building $name ($key): $*"
     local start=$SECONDS
@@ -69,6 +73,7 @@ build() {
   built+=("$dest")
   touch "$dest"
   prune "$KIND_CACHE/bin/$name-" "$dest"
+  if [[ -n $fd ]]; then release_lock "$fd"; fi
 }
 
 build kubernetes "$tools" "" "$(k8s_ldflags)" \
@@ -89,13 +94,16 @@ build kube-router "$tools/kube-router" "" "-s -w -X github.com/cloudnativelabs/k
 # One directory of links per combination of builds, so that clones at
 # different versions never see each other's binaries.
 out=$KIND_CACHE/bin/set-$(string_key "${built[*]}")
+take_lock "$KIND_CACHE/bin/locks/set.lock" fd
 if [[ ! -d $out ]]; then
+  rm -rf "$out.tmp"
   mkdir -p "$out.tmp"
   for d in "${built[@]}"; do
     for f in "$d"/*; do ln -sfn "$f" "$out.tmp/$(basename "$f")"; done
   done
-  rm -rf "$out" && mv "$out.tmp" "$out"
+  mv "$out.tmp" "$out"
 fi
 touch "$out"
 prune "$KIND_CACHE/bin/set-" "$out"
+release_lock "$fd"
 echo "$out"

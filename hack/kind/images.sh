@@ -12,7 +12,12 @@ source "$(dirname "$0")/lib.sh"
 bin=${1:?usage: images.sh BIN_DIR ROOTFS_DIR}
 rootfs=${2:?usage: images.sh BIN_DIR ROOTFS_DIR}
 script_key=$(content_key "$0")
-stage=$KIND_CACHE/images/stage
+mkdir -p "$KIND_CACHE/images"
+# Each image's root is staged in a directory of this run's own: the cache is
+# shared by concurrent sessions, and a fixed stage let one session empty or
+# fill another's between its key and its import.
+stage=""
+trap '[[ -z $stage ]] || rm -rf "$stage"' EXIT
 path_env='PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin'
 lines=()
 
@@ -31,7 +36,10 @@ check_version etcd "$("$bin/etcd" --version | sed -n 's/^etcd Version: //p')-0"
 check_version coredns "v$("$bin/coredns" -version | sed -n 's/^CoreDNS-//p')"
 
 new_root() {
-  rm -rf "$stage"
+  [[ -z $stage ]] || rm -rf "$stage"
+  stage=$(mktemp -d "$KIND_CACHE/images/stage.XXXXXX")
+  # The stage is the image's /; mktemp made it 0700.
+  chmod 755 "$stage"
   mkdir -p "$stage/tmp" "$stage/etc" "$stage/run"
   chmod 1777 "$stage/tmp"
   # Name resolution files for static binaries and glibc alike.
@@ -69,24 +77,31 @@ add_libs() {
 }
 
 # finish NAME:TAG CHANGE...: imports the staged root as image NAME:TAG unless
-# an archive of the same content exists, and records it.
+# an archive of the same content exists, and records it. The stage is this
+# run's alone, so the import reads exactly what the key was computed from.
 finish() {
   local ref=$1
   shift
-  local key archive
+  local key archive fd="" id
   key=$(string_key "$script_key" "$ref" "$*" "$(cd "$stage" && find . -printf '%p %l %m\n' | LC_ALL=C sort | sha256sum)" \
     "$(cd "$stage" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum)")
   archive=$KIND_CACHE/images/$(echo "$ref" | tr '/:' '__')-$key.tar
+  # One session at a time writes and prunes an image's archives; one that
+  # waited finds the archive built.
+  if [[ ! -f $archive ]]; then take_lock "$KIND_CACHE/images/locks/$(echo "${ref%:*}" | tr '/' '_').lock" fd; fi
   if [[ ! -f $archive ]]; then
     log "image $ref ($key)"
     local changes=() c
     for c in "$@"; do changes+=(--change "$c"); done
-    tar -C "$stage" --numeric-owner -c . | docker import "${changes[@]}" - "$ref" >/dev/null
-    docker save -o "$archive.tmp" "$ref"
-    # The archive is what the node image loads; Docker need not keep a copy.
-    docker rmi "$ref" >/dev/null
-    mv "$archive.tmp" "$archive"
+    # Untagged, then tagged and saved by save_image under the engine's
+    # lock: another session may build another content under the same tag.
+    id=$(tar -C "$stage" --numeric-owner -c . | docker import "${changes[@]}" -)
+    save_image "$id" "$ref" "$archive"
+    # The archive is what the node image loads; Docker need not keep a
+    # copy. By ID: the tag may name another session's image by now.
+    docker rmi "$id" >/dev/null
   fi
+  if [[ -n $fd ]]; then release_lock "$fd"; fi
   lines+=("$ref $archive")
   touch "$archive"
   prune "$KIND_CACHE/images/$(echo "${ref%:*}" | tr '/' '_')_" "$archive"
@@ -160,12 +175,14 @@ new_root
 add_bin mlp-cni /
 finish "localhost/ml-platform/kind/mlp-cni:$(sha256sum <"$bin/mlp-cni" | cut -c1-12)" 'ENTRYPOINT ["/mlp-cni"]'
 rm -rf "$stage"
+stage=""
 
 out=$KIND_CACHE/images/set-$(string_key "${lines[*]}")
 if [[ ! -f $out/images.txt ]]; then
   mkdir -p "$out"
-  printf '%s\n' "${lines[@]}" >"$out/images.txt.tmp"
-  mv "$out/images.txt.tmp" "$out/images.txt"
+  # Another session may write the same set: a temporary file of its own.
+  printf '%s\n' "${lines[@]}" >"$out/images.txt.$$"
+  mv "$out/images.txt.$$" "$out/images.txt"
 fi
 touch "$out"
 prune "$KIND_CACHE/images/set-" "$out"

@@ -76,6 +76,51 @@ k8s_version() {
 
 mkdir -p "$KIND_CACHE" "$KIND_RUN"
 
+# Concurrent sessions share $KIND_CACHE, $IMAGES_CACHE and the Docker engine.
+# take_lock FILE VAR: waits for an exclusive flock on FILE (created if
+# missing) and stores the file descriptor that holds it in the variable VAR;
+# release_lock "$VAR" lets go, and so does the script's exit (the lock
+# belongs to the open descriptor; commands run meanwhile inherit it and
+# hold it while they run). A lock file is never deleted: another session may
+# be waiting on it. Nested locks are taken in one order only (an image, then
+# its base), never the reverse, so they cannot deadlock.
+take_lock() {
+  # Names of its own: printf -v must reach the caller's VAR (often "fd").
+  local _lock_file=$1 _lock_fd
+  mkdir -p "$(dirname "$_lock_file")"
+  exec {_lock_fd}>"$_lock_file"
+  if ! flock -n "$_lock_fd"; then
+    log "waiting for $_lock_file (another session builds the same thing)"
+    flock "$_lock_fd"
+  fi
+  printf -v "$2" '%s' "$_lock_fd"
+}
+release_lock() {
+  local fd=$1
+  exec {fd}>&-
+}
+
+# save_image ID REF ARCHIVE: writes image ID, named REF, as the `docker save`
+# archive ARCHIVE. Images are imported untagged (docker import prints the
+# ID), because REF's tag does not change with the content (an operator's
+# appVersion, a kubeadm image tag) and the engine is shared: another session
+# may point REF at its own build at any moment. The tag and the save happen
+# under one machine-wide lock (beside $KIND_SESSIONS, as machine-wide as the
+# engine; every cache and clone uses it), and REF must still be ID after the
+# save, so an archive never holds another session's image.
+save_image() {
+  local id=$1 ref=$2 archive=$3 fd
+  take_lock "$KIND_SESSIONS/docker-tag.lock" fd
+  docker tag "$id" "$ref"
+  docker save -o "$archive.tmp" "$ref"
+  if [[ $(docker image inspect -f '{{.Id}}' "$ref") != "$id" ]]; then
+    rm -f "$archive.tmp"
+    die "$ref was tagged anew, not by these scripts, while it was saved: not caching that archive; run again"
+  fi
+  release_lock "$fd"
+  mv "$archive.tmp" "$archive"
+}
+
 # prune PREFIX CURRENT: removes cache entries PREFIX* except CURRENT and the
 # most recent other one (switching between two versions stays cheap), so the
 # cache does not grow with every change.

@@ -30,6 +30,13 @@ if docker image inspect "$image" >/dev/null 2>&1; then
   echo "$image"
   exit 0
 fi
+# One node image build at a time per cache (they are rare and take minutes);
+# a session that waited for another's finds the image built.
+take_lock "$KIND_CACHE/node/build.lock" lock
+if docker image inspect "$image" >/dev/null 2>&1; then
+  echo "$image"
+  exit 0
+fi
 log "building node image $image"
 start=$SECONDS
 # image_of REGEX: the reference in images.txt whose name (without tag) matches.
@@ -40,10 +47,20 @@ image_of() {
   echo "$ref"
 }
 
-stage=$KIND_CACHE/node/stage
-rm -rf "$stage"
-mkdir -p "$(dirname "$stage")"
-cp -a "$rootfs" "$stage"
+# A stage of this run's own (sessions with other caches share nothing but the
+# engine), removed on exit with the build container and the base image.
+stage=$(mktemp -d "$KIND_CACHE/node/stage.XXXXXX")
+build=""
+base=""
+cleanup() {
+  [[ -z $build ]] || docker rm -f "$build" >/dev/null 2>&1 || true
+  [[ -z $base ]] || docker rmi "$base" >/dev/null 2>&1 || true
+  [[ -z $stage ]] || rm -rf "$stage"
+}
+trap cleanup EXIT
+# "$rootfs/." gives the stage the root's own owner and mode, as copying
+# the directory did.
+cp -a "$rootfs/." "$stage/"
 rm -f "$stage/.complete"
 
 # kind's base files, with the modes its Dockerfile gives them.
@@ -99,15 +116,20 @@ sed -e "s#@PROVISIONER_IMAGE@#$(image_of '/local-path-provisioner$')#" -e "s#@HE
   "$KIND_ROOT/manifests/default-storage.yaml" >"$stage/kind/manifests/default-storage.yaml"
 awk '{print $1}' "$images" >"$stage/kind/images"
 
-base=ml-platform/kind-node-base:$key
-tar -C "$stage" --numeric-owner -c . | docker import - "$base" >/dev/null
+# Untagged (its ID) and a container named for this run: another cache's
+# session may build the same key on the same engine at the same time.
+base=$(tar -C "$stage" --numeric-owner -c . | docker import -)
 rm -rf "$stage"
+stage=""
 
 # Preload: containerd in a build container imports every archive into its
 # content store (unpacked on first use, as kind's own node images do).
-build=mlp-kind-build-$key
-docker rm -f "$build" >/dev/null 2>&1 || true
-trap 'docker rm -f "$build" >/dev/null 2>&1 || true; docker rmi "$base" >/dev/null 2>&1 || true' EXIT
+build=mlp-kind-build-$key-$$
+# A build container whose run was killed (its PID is gone) would sleep for
+# ever and keep kind-down from stopping the engine.
+for c in $(docker ps -a --filter name=mlp-kind-build- --format '{{.Names}}'); do
+  kill -0 "${c##*-}" 2>/dev/null || docker rm -f "$c" >/dev/null 2>&1 || true
+done
 docker run -d --name "$build" --entrypoint sleep "$base" infinity >/dev/null
 docker exec "$build" bash -c 'nohup containerd >/dev/null 2>&1 &'
 docker exec "$build" bash -c 'for i in $(seq 1 50); do [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1' ||

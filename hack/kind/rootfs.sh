@@ -28,6 +28,13 @@ if [[ -f $dir/.complete ]]; then
   exit 0
 fi
 
+# One debootstrap at a time into $dir.tmp (the cache is shared by concurrent
+# sessions); one that waited finds the root complete.
+take_lock "$KIND_CACHE/rootfs/build.lock" lock
+if [[ -f $dir/.complete ]]; then
+  echo "$dir"
+  exit 0
+fi
 ensure_packages debootstrap
 tmp=$dir.tmp
 cleanup() {

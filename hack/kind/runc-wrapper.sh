@@ -10,7 +10,8 @@ out=$KIND_CACHE/runc-wrapper/$key/runc-wrapper
 if [[ ! -x $out ]]; then
   log "building runc wrapper ($key)"
   mkdir -p "$(dirname "$out")"
-  (cd "$src" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out.tmp" .)
-  mv "$out.tmp" "$out"
+  # A temporary name of this run's own: concurrent sessions may build it.
+  (cd "$src" && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out.$$.tmp" .)
+  mv "$out.$$.tmp" "$out"
 fi
 echo "$out"
