@@ -22,9 +22,10 @@ import (
 type Backend struct {
 	settings   backend.Settings
 	frameworks map[trainingv1alpha1.Framework]Framework
-	// mu guards missing: why each job kind whose CRD was not served when
-	// the operator started cannot be used, keyed by kind. A kind is taken
-	// out once, when its CRD appears while the operator runs.
+	// mu guards missing: why each job kind whose CRD is not served cannot
+	// be used, keyed by kind. It starts with the kinds not served when the
+	// operator started; a kind is taken out when its CRD appears while the
+	// operator runs, and put back when its CRD is deleted.
 	mu      sync.RWMutex
 	missing map[string]error
 }
@@ -65,7 +66,7 @@ func (b *Backend) JobKind(tj *trainingv1alpha1.TrainingJob) string {
 	return ""
 }
 
-// Missing lists the job kinds whose CRDs are not served yet.
+// Missing lists the job kinds whose CRDs are not served.
 func (b *Backend) Missing() []client.Object {
 	return b.kinds(func(kind string) bool { return b.missing[kind] != nil })
 }
@@ -76,11 +77,23 @@ func (b *Backend) Served() []client.Object {
 }
 
 // MarkInstalled records that the CRD of kind (such as PyTorchJob) appeared
-// after the operator started and the kind is now watched.
+// after the operator started, or came back, and the kind is now watched.
 func (b *Backend) MarkInstalled(kind string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.missing, kind)
+}
+
+// MarkMissing records that the CRD of kind is no longer served while the
+// operator runs (deleted, or being deleted), with why: jobs of kind are
+// Stalled with it until MarkInstalled.
+func (b *Backend) MarkMissing(kind string, why error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.missing == nil {
+		b.missing = map[string]error{}
+	}
+	b.missing[kind] = why
 }
 
 // kinds lists an empty job of each kind that match, in a stable order.

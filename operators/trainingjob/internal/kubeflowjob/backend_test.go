@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 )
@@ -60,5 +62,40 @@ func TestAvailabilityIsPerKind(t *testing.T) {
 	b.MarkInstalled("MPIJob")
 	if err := b.Available(mpi); err != nil || len(b.Missing()) != 0 {
 		t.Errorf("after MPIJob's CRD appeared: %v, missing %d", err, len(b.Missing()))
+	}
+}
+
+// TestAKindWhoseCRDGoesAwayIsMissingUntilItComesBack: the PyTorchJob CRD
+// deleted while the operator runs makes PyTorch jobs wait with the reason
+// given, and only them; its return makes them run again. Marks come from
+// the CRD watch while reconciles read, so they are safe together.
+func TestAKindWhoseCRDGoesAwayIsMissingUntilItComesBack(t *testing.T) {
+	b := NewBackend(settings, nil)
+	pytorch, tf := newTJ(trainingv1alpha1.FrameworkPyTorch, 2).obj(), newTJ(trainingv1alpha1.FrameworkTensorFlow, 2).obj()
+	gone := errors.New("the PyTorchJob CRD is no longer served")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			_ = b.Available(pytorch)
+			_ = b.Served()
+		}
+	}()
+	b.MarkMissing("PyTorchJob", gone)
+	<-done
+	if err := b.Available(pytorch); !errors.Is(err, gone) {
+		t.Errorf("pytorch after its CRD went: %v, want %v", err, gone)
+	}
+	if err := b.Available(tf); err != nil {
+		t.Errorf("tensorflow, whose CRD stays: %v, want available", err)
+	}
+	if m := b.Missing(); len(m) != 1 {
+		t.Errorf("missing %d kinds, want PyTorchJob alone", len(m))
+	} else if _, ok := m[0].(*kubeflowv1.PyTorchJob); !ok {
+		t.Errorf("missing %T, want PyTorchJob", m[0])
+	}
+	b.MarkInstalled("PyTorchJob")
+	if err := b.Available(pytorch); err != nil || len(b.Missing()) != 0 {
+		t.Errorf("after the CRD came back: %v, missing %d", err, len(b.Missing()))
 	}
 }

@@ -221,6 +221,15 @@ func kubeflowMissing(gvk schema.GroupVersionKind) error {
 	return fmt.Errorf("the Kubeflow training-operator's %s CRD (%s) is not installed in this cluster: install it (the chart's kubeflow.enabled; the operator starts the kind when it appears), or use backend: native", gvk.Kind, gvk.GroupVersion())
 }
 
+// kubeflowDeparted explains a Kubeflow job kind gvk whose CRD was deleted
+// while the operator ran: the API server deleted the kind's jobs, and with
+// them their pods.
+func kubeflowDeparted(gvk schema.GroupVersionKind) error {
+	return fmt.Errorf("the Kubeflow training-operator's %s CRD (%s) is no longer served in this cluster: it was deleted, and the API server deleted every %s with it, "+
+		"pods included; install it again (the chart's kubeflow.enabled, or the training-operator's manifests): the job then gets a new %s for its current run "+
+		"(which starts from its last checkpoint, if it keeps one), without counting a restart; or recreate the job with backend: native", gvk.Kind, gvk.GroupVersion(), gvk.Kind, gvk.Kind)
+}
+
 // OwnedObjects are the kinds the operator creates, for shared/manager's
 // label-restricted caches.
 func OwnedObjects() []client.Object {

@@ -58,6 +58,7 @@ func (r *Reconciler) resolveBackend(_ context.Context, s *scope) (ctrl.Result, e
 	}
 	// Both are conditions for a person to act on, not errors to retry.
 	s.reason, s.invalid = unusable(be, s.tj)
+	s.kindAway = s.reason == ReasonBackendUnavailable
 	if s.invalid == nil {
 		s.be = be
 	}
@@ -75,6 +76,12 @@ func unusable(be backend.Backend, tj *trainingv1alpha1.TrainingJob) (string, err
 		return commonv1alpha1.ReasonInvalidSpec, err
 	}
 	return "", nil
+}
+
+// isAvailability is true when be depends on kinds a cluster may lack.
+func isAvailability(be backend.Backend) bool {
+	_, ok := be.(backend.Availability)
+	return ok
 }
 
 // ReasonCompanionNameTaken is the event of a run whose companion (the

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +28,7 @@ import (
 	"github.com/ml-platform/ml-platform/shared/apireject"
 	"github.com/ml-platform/ml-platform/shared/apply"
 	"github.com/ml-platform/ml-platform/shared/conditions"
+	"github.com/ml-platform/ml-platform/shared/crdarrival"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 	"github.com/ml-platform/ml-platform/shared/finalizer"
 	"github.com/ml-platform/ml-platform/shared/kueue"
@@ -59,7 +61,12 @@ type scope struct {
 	// nil when it cannot run the job (the reason is in invalid).
 	backend trainingv1alpha1.Backend
 	be      backend.Backend
-	job     client.Object
+	// kindAway says that the kind of the job's child is not served in
+	// this cluster (backend.Availability): no child of it can exist.
+	// childMissing says that observeJob found no child of the current run.
+	kindAway     bool
+	childMissing bool
+	job          client.Object
 	// state is what the backend observed about job.
 	state   backend.RunState
 	created bool
@@ -142,6 +149,7 @@ func (s *scope) observation() observation {
 		queue:         s.queue,
 
 		deletedByKueue: s.deletedByKueue,
+		childGone:      s.childMissing || s.kindAway,
 	}
 	o.localQueue, o.byDefault = s.localQueue()
 	if s.be != nil {
@@ -239,9 +247,16 @@ func (r *Reconciler) observeJob(ctx context.Context, s *scope) (ctrl.Result, err
 	switch {
 	case err == nil:
 		return ctrl.Result{}, r.adopt(ctx, s, job)
+	case crdarrival.NotServed(err) && !apierrors.IsNotFound(err) && isAvailability(s.be):
+		// The REST mapper no longer knows the kind; a 404 goes on to the
+		// create, which tells a missing kind from a missing job.
+		kindGone(s)
+		s.childMissing = true
+		return ctrl.Result{RequeueAfter: kindGoneRecheck}, nil
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, err
 	}
+	s.childMissing = true
 	if rejected(s.tj) {
 		// The API refused this generation's child; only a change of the
 		// spec (a new generation) tries again.
@@ -340,8 +355,27 @@ func (r *Reconciler) createJob(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := controllerutil.SetControllerReference(s.tj, desired, r.Client.Scheme()); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.create(ctx, s, desired)
+	if err := r.create(ctx, s, desired); err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.reason == ReasonBackendUnavailable {
+		return ctrl.Result{RequeueAfter: kindGoneRecheck}, nil
+	}
+	return ctrl.Result{}, nil
 }
+
+// kindGone says that the API server no longer serves the kind of the
+// job's child, as the kind's CRD watch says it for every job of the kind
+// once it has seen the CRD go.
+func kindGone(s *scope) {
+	ref := s.be.Reference(s.tj, s.run)
+	s.invalid, s.reason = kubeflowDeparted(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)), ReasonBackendUnavailable
+}
+
+// kindGoneRecheck is how soon a job whose child's create found the kind
+// no longer served looks again, in case the watch of the kind's CRD,
+// which wakes every job of the kind when it comes back, saw no departure.
+const kindGoneRecheck = 30 * time.Second
 
 // create creates the run's job and handles what the API server answers.
 func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object) error {
@@ -362,6 +396,13 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 	case apireject.Is(err):
 		s.invalid = fmt.Errorf("the API server rejected %s %s: %s", s.be.Reference(s.tj, s.run).Kind, s.jobName, apireject.Message(err))
 		s.reason = commonv1alpha1.ReasonChildRejected
+		return nil
+	case crdarrival.NotServed(err) && isAvailability(s.be):
+		// The child's CRD is being deleted or is gone (its jobs went with
+		// it). The CRD's watch makes the kind unavailable for every job
+		// (kubeflowArrivals); until it has, this job says so rather than
+		// retrying in a loop.
+		kindGone(s)
 		return nil
 	default:
 		return fmt.Errorf("creating %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)

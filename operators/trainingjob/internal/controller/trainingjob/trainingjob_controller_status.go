@@ -76,6 +76,10 @@ type observation struct {
 	// job is what the backend observed about the run's child; nil when the
 	// child does not exist (yet).
 	job *backend.RunState
+	// childGone says that a missing job is known to be missing: the
+	// reconcile found no child, or its kind is not served (an error while
+	// looking leaves it false).
+	childGone bool
 	// ref names the run's child; backend is the job's backend.
 	ref     *trainingv1alpha1.JobReference
 	backend trainingv1alpha1.Backend
@@ -167,6 +171,11 @@ func setStatus(tj *trainingv1alpha1.TrainingJob, o observation) {
 	if o.job == nil {
 		tj.Status.Phase = trainingv1alpha1.PhasePending
 		conditions.MarkFalse(tj, trainingv1alpha1.ConditionCreated, ReasonJobNotCreated, fmt.Sprintf("%s %s does not exist yet", o.kind, o.jobName))
+		if o.childGone && conditions.IsTrue(tj, trainingv1alpha1.ConditionRunning) {
+			// The running run's child is gone (deleted, or with its CRD),
+			// and its pods with it: nothing runs until a new child does.
+			conditions.MarkFalse(tj, trainingv1alpha1.ConditionRunning, ReasonJobNotCreated, fmt.Sprintf("The run's %s is gone", orDefault(o.kind, "job")))
+		}
 		rules = waitingRules
 	} else {
 		markCreated(tj, o)

@@ -72,6 +72,7 @@ func TestSetStatus(t *testing.T) {
 	missingClaim := &claimObservation{name: "j-checkpoint", reason: "DependencyNotFound", message: "missing"}
 	badClaim := &claimObservation{name: "j-checkpoint", stalled: true, reason: ReasonAccessModeMissing, message: "RWO only"}
 	admitted := []metav1.Condition{{Type: "Queued", Status: metav1.ConditionFalse, Reason: ReasonAdmitted}}
+	running := []metav1.Condition{{Type: "Running", Status: metav1.ConditionTrue, Reason: ReasonRunning, Message: "running"}}
 	restartingBefore := []metav1.Condition{{Type: "Restarting", Status: metav1.ConditionTrue, Reason: "Preempted", Message: "run 2 at noon"}}
 	restartEnd := &runEnd{restart: true, next: 2, record: trainingv1alpha1.RunRecord{Run: 1, Reason: "Preempted"}, message: "restart"}
 	cases := map[string]struct {
@@ -129,6 +130,20 @@ func TestSetStatus(t *testing.T) {
 			want: summary{Phase: "Suspended", Conditions: map[string]string{
 				"Finished": "False/InProgress",
 				"Created":  "False/JobNotCreated", "Running": "False/Suspended", "Suspended": "True/Suspended"}},
+		},
+		"running, its child gone with its CRD: Stalled, not running, not failed": {
+			before: running,
+			o:      observation{childGone: true, invalid: errors.New("the PyTorchJob CRD is no longer served"), invalidReason: ReasonBackendUnavailable},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Finished": "False/InProgress", "Created": "False/JobNotCreated", "Running": "False/JobNotCreated",
+				"Stalled": "True/BackendUnavailable"}},
+		},
+		"running, its child gone, the create finding its kind not served": {
+			before: running,
+			o:      observation{childGone: true, ref: &trainingv1alpha1.JobReference{Kind: "PyTorchJob"}, kind: "PyTorchJob", invalid: errors.New("no longer served"), invalidReason: ReasonBackendUnavailable},
+			want: summary{Phase: "Pending", Conditions: map[string]string{
+				"Finished": "False/InProgress", "Created": "False/JobNotCreated", "Running": "False/JobNotCreated",
+				"Stalled": "True/BackendUnavailable"}},
 		},
 		"run failed, restart decided": {
 			o: observation{job: kfStatus(kubeflowv1.JobCreated, kubeflowv1.JobFailed), end: restartEnd},
