@@ -1,7 +1,11 @@
 package backend
 
 import (
+	"maps"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 )
@@ -47,5 +51,50 @@ func TestWithQueueLabelCarriesTheKueuePriorityClass(t *testing.T) {
 	}
 	if _, ok := got["team"]; ok {
 		t.Errorf("only Kueue's priority label is copied from the TrainingJob: %v", got)
+	}
+}
+
+func TestQueueMarkSaysTheLabelCameFromTheSpec(t *testing.T) {
+	queued := &trainingv1alpha1.TrainingJob{Spec: trainingv1alpha1.TrainingJobSpec{QueueName: "default"}}
+	unqueued := &trainingv1alpha1.TrainingJob{}
+	for name, tc := range map[string]struct {
+		tj          *trainingv1alpha1.TrainingJob
+		annotations map[string]string
+		want        map[string]string
+	}{
+		"queued: marked":                 {tj: queued, annotations: map[string]string{"a": "b"}, want: map[string]string{"a": "b", AnnotationQueueFromSpec: "default"}},
+		"queued from nothing":            {tj: queued, want: map[string]string{AnnotationQueueFromSpec: "default"}},
+		"unqueued: the mark goes":        {tj: unqueued, annotations: map[string]string{"a": "b", AnnotationQueueFromSpec: "team-a"}, want: map[string]string{"a": "b"}},
+		"unqueued without annotations":   {tj: unqueued},
+		"unqueued keeps the others only": {tj: unqueued, annotations: map[string]string{"a": "b"}, want: map[string]string{"a": "b"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := maps.Clone(tc.annotations)
+			got := WithQueueMark(in, tc.tj)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("WithQueueMark (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.annotations, in); diff != "" {
+				t.Errorf("WithQueueMark changed its input (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	for name, tc := range map[string]struct {
+		labels, annotations map[string]string
+		want                bool
+	}{
+		"marked by the operator": {labels: map[string]string{trainingv1alpha1.LabelKueueQueueName: "default"}, annotations: map[string]string{AnnotationQueueFromSpec: "default"}, want: true},
+		// Kueue's default-LocalQueue webhook, or an operator older than the mark.
+		"unmarked":                 {labels: map[string]string{trainingv1alpha1.LabelKueueQueueName: "default"}},
+		"marked for another queue": {labels: map[string]string{trainingv1alpha1.LabelKueueQueueName: "default"}, annotations: map[string]string{AnnotationQueueFromSpec: "team-a"}},
+		"no label":                 {annotations: map[string]string{AnnotationQueueFromSpec: "default"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			child := &metav1.ObjectMeta{Labels: tc.labels, Annotations: tc.annotations}
+			if got := QueueFromSpec(child); got != tc.want {
+				t.Errorf("QueueFromSpec = %t, want %t", got, tc.want)
+			}
+		})
 	}
 }

@@ -72,9 +72,10 @@ func Build(fw Framework, tj *trainingv1alpha1.TrainingJob, run int32, stores []f
 		Suspend:               ptr.To(backend.Suspend(tj)),
 	}
 	meta := metav1.ObjectMeta{
-		Namespace: tj.Namespace,
-		Name:      backend.JobName(tj.Name, run),
-		Labels:    backend.WithQueueLabel(labels, tj),
+		Namespace:   tj.Namespace,
+		Name:        backend.JobName(tj.Name, run),
+		Labels:      backend.WithQueueLabel(labels, tj),
+		Annotations: backend.WithQueueMark(nil, tj),
 	}
 	return fw.New(meta, &tj.Spec, runPolicy, replicas), nil
 }

@@ -105,7 +105,7 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 		// One template serves every rank, so every pod mounts the volume.
 		backend.AddCheckpoint(&template.Spec, tj, run, true)
 	}
-	meta := metav1.ObjectMeta{Namespace: tj.Namespace, Name: topo.job, Labels: backend.WithQueueLabel(labels, tj)}
+	meta := metav1.ObjectMeta{Namespace: tj.Namespace, Name: topo.job, Labels: backend.WithQueueLabel(labels, tj), Annotations: backend.WithQueueMark(nil, tj)}
 	suspend := backend.Suspend(tj)
 	spec := batchv1.JobSpec{
 		CompletionMode:        ptr.To(batchv1.IndexedCompletion),

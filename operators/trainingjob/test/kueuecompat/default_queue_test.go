@@ -142,12 +142,95 @@ func TestKueueUnqueuedJobMovesToTheDefaultQueue(t *testing.T) {
 		return q == "default" && conditionStatus(wl, "Admitted") == "True"
 	})
 	got := s.waitTJ(t, tj, "Admitted from the default queue", func(tj *trainingv1alpha1.TrainingJob) bool {
-		return admitted(tj) && strings.Contains(conditions.Get(tj, trainingv1alpha1.ConditionQueued).Message, "default")
+		return admitted(tj) && strings.Contains(conditions.Get(tj, trainingv1alpha1.ConditionQueued).Message, "LocalQueue default, Kueue's default for the namespace")
 	})
 	t.Logf("Queued condition: %s", conditions.Get(got, trainingv1alpha1.ConditionQueued).Message)
 	if n := s.operatorWriteAttempts(t, job); n > 3 {
 		t.Errorf("the operator wrote (or tried to write) the Job %d times, want its creation, the refused removal of the queue and the move to default: %v", n, s.jobWriteLog(t, job))
 	}
+}
+
+// TestKueueQueueNamedDefaultRemovedRunsTheJob: a job the user queued in a
+// LocalQueue named default, in a namespace that has none (Kueue keeps it
+// waiting forever), runs outside Kueue once its queueName is removed: the
+// label came from its spec, not from Kueue's default LocalQueue, so the
+// operator takes it off, releases its Workload, and unsuspends the Job.
+func TestKueueQueueNamedDefaultRemovedRunsTheJob(t *testing.T) {
+	s := startStack(t)
+	s.createQueues(t, "team-queue", quota{cpu: "4", memory: "8Gi", gpu: "1"})
+
+	tj := s.trainingJob("misqueued", "default", 1, 1)
+	s.create(t, tj)
+	job := s.waitJob(t, "misqueued-r1", "created", func(*batchv1.Job) bool { return true })
+	if q := job.Labels[trainingv1alpha1.LabelKueueQueueName]; q != "default" || !ptr.Deref(job.Spec.Suspend, false) {
+		t.Fatalf("the Job must wait suspended in queue default: label %q suspend %v", q, ptr.Deref(job.Spec.Suspend, false))
+	}
+	s.waitWorkload(t, job, "pending in a LocalQueue that does not exist", func(wl *unstructured.Unstructured) bool {
+		q, _, _ := unstructured.NestedString(wl.Object, "spec", "queueName")
+		return q == "default" && conditionStatus(wl, "QuotaReserved") == "False"
+	})
+	got := s.waitTJ(t, tj, "Queued in queue default", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return queued(tj, tjcontroller.ReasonWaiting) && tj.Status.Queue != nil && tj.Status.Queue.LocalQueue == "default"
+	})
+	if msg := conditions.Get(got, trainingv1alpha1.ConditionQueued).Message; strings.Contains(msg, "Kueue's default") {
+		t.Errorf("the user named the queue, Kueue did not choose it: %s", msg)
+	}
+
+	s.setQueue(t, tj, "")
+	s.waitJob(t, "misqueued-r1", "unsuspended outside Kueue", func(j *batchv1.Job) bool {
+		_, labelled := j.Labels[trainingv1alpha1.LabelKueueQueueName]
+		return !ptr.Deref(j.Spec.Suspend, true) && !labelled
+	})
+	testenv.Eventually(t, "the Job controller creates the pod", func(ctx context.Context) (bool, error) {
+		pods, err := s.podsOf(ctx, job)
+		return len(pods) == 1, err
+	})
+	testenv.Eventually(t, "the Job's Workload is gone", func(ctx context.Context) (bool, error) {
+		wl, err := s.workloadOf(ctx, job)
+		return wl == nil, err
+	})
+	s.waitTJ(t, tj, "no longer Queued", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.Get(tj, trainingv1alpha1.ConditionQueued) == nil && tj.Status.Queue == nil
+	})
+	if n := s.operatorWriteAttempts(t, job); n > 3 {
+		t.Errorf("the operator wrote (or tried to write) the Job %d times, want its creation, the removal of the queue and the unsuspension: %v", n, s.jobWriteLog(t, job))
+	}
+}
+
+// TestKueueQueueNamedDefaultRemovedStaysInTheDefaultQueue: in a namespace
+// with a default LocalQueue, a waiting job whose queueName: default is
+// removed stays there, now by Kueue's rule: Kueue refuses taking the label
+// off once, and the operator neither tries again nor unsuspends the Job,
+// and says that the queue is Kueue's default.
+func TestKueueQueueNamedDefaultRemovedStaysInTheDefaultQueue(t *testing.T) {
+	s := startStack(t)
+	s.createQueues(t, "default", quota{cpu: "4", memory: "8Gi", gpu: "1"})
+
+	// Two accelerators never fit the queue's one: the Job waits.
+	tj := s.trainingJob("named", "default", 1, 2)
+	s.create(t, tj)
+	job := s.waitJob(t, "named-r1", "created", func(*batchv1.Job) bool { return true })
+	s.waitWorkload(t, job, "QuotaReserved=False", func(wl *unstructured.Unstructured) bool { return conditionStatus(wl, "QuotaReserved") == "False" })
+	s.waitTJ(t, tj, "Queued", func(tj *trainingv1alpha1.TrainingJob) bool { return queued(tj, tjcontroller.ReasonWaiting) })
+
+	s.setQueue(t, tj, "")
+	got := s.waitTJ(t, tj, "Queued in Kueue's default LocalQueue", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return queued(tj, tjcontroller.ReasonWaiting) && tj.Status.Queue != nil && tj.Status.Queue.LocalQueue == "default" &&
+			strings.Contains(conditions.Get(tj, trainingv1alpha1.ConditionQueued).Message, "LocalQueue default, Kueue's default for the namespace")
+	})
+	t.Logf("Queued condition: %s", conditions.Get(got, trainingv1alpha1.ConditionQueued).Message)
+	testenv.Consistently(t, "the Job stays suspended in queue default, without a fight", 5*time.Second, func(ctx context.Context) error {
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return err
+		}
+		if !ptr.Deref(job.Spec.Suspend, false) || job.Labels[trainingv1alpha1.LabelKueueQueueName] != "default" {
+			return fmt.Errorf("suspend %v, labels %v", job.Spec.Suspend, job.Labels)
+		}
+		if n := s.operatorWriteAttempts(t, job); n > 3 {
+			return fmt.Errorf("the operator wrote (or tried to write) the Job %d times, want its creation, the refused removal of the queue and the move to default: %v", n, s.jobWriteLog(t, job))
+		}
+		return nil
+	})
 }
 
 // setQueue sets a TrainingJob's queueName.

@@ -2,6 +2,7 @@ package trainingjob
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,12 +12,14 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -290,26 +293,87 @@ func setSpec(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob, mu
 }
 
 // TestQueueRemovedWhileWaiting: a job taken out of its queue before
-// admission loses the label first and then runs without Kueue.
+// admission loses the label first and then runs without Kueue. So does one
+// the user queued in a LocalQueue named default, in a namespace without
+// one (it would wait forever): its label came from its spec, not from
+// Kueue's default LocalQueue.
 func TestQueueRemovedWhileWaiting(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
 	startOperator(t, nil)
 
-	tj := newTrainingJob(ns, "dequeued", 1)
-	tj.Spec.QueueName = "team-a"
+	for name, queue := range map[string]string{"dequeued": "team-a", "misqueued": "default"} {
+		t.Run(queue, func(t *testing.T) {
+			tj := newTrainingJob(ns, name, 1)
+			tj.Spec.QueueName = queue
+			if err := c.Create(t.Context(), tj); err != nil {
+				t.Fatal(err)
+			}
+			job := waitPyTorchJob(t, c, ns, name+"-r1")
+			if !ptr.Deref(job.Spec.RunPolicy.Suspend, false) || job.Labels[trainingv1alpha1.LabelKueueQueueName] != queue {
+				t.Fatalf("the job must be created suspended in queue %s: suspend %v labels %v", queue, job.Spec.RunPolicy.Suspend, job.Labels)
+			}
+			got := waitTJ(t, c, tj, "Queued", func(tj *trainingv1alpha1.TrainingJob) bool {
+				return queuedStatus(tj, ReasonWaiting) && tj.Status.Queue != nil && tj.Status.Queue.LocalQueue == queue
+			})
+			if msg := conditions.Get(got, trainingv1alpha1.ConditionQueued).Message; !strings.Contains(msg, "from queue "+queue) {
+				t.Errorf("the user named the queue, Kueue did not choose it: %s", msg)
+			}
+
+			setSpec(t, c, tj, func(s *trainingv1alpha1.TrainingJobSpec) { s.QueueName = "" })
+			testenv.Eventually(t, "label removed and job unsuspended", func(ctx context.Context) (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(job), job)
+				_, labelled := job.Labels[trainingv1alpha1.LabelKueueQueueName]
+				return !labelled && !ptr.Deref(job.Spec.RunPolicy.Suspend, true), err
+			})
+			waitTJ(t, c, tj, "no longer Queued", func(tj *trainingv1alpha1.TrainingJob) bool {
+				return conditions.Get(tj, trainingv1alpha1.ConditionQueued) == nil && tj.Status.Queue == nil && tj.Status.Phase == trainingv1alpha1.PhasePending
+			})
+		})
+	}
+}
+
+// TestUnmarkedDefaultQueueStaysKueues: a child in queue default that does
+// not carry the operator's mark (Kueue's default-LocalQueue webhook
+// labelled it, or an operator older than the mark created it) stays in
+// Kueue's default LocalQueue once its TrainingJob names no queue: the
+// operator neither takes the label off nor unsuspends the child, and says
+// the queue is Kueue's default.
+func TestUnmarkedDefaultQueueStaysKueues(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+
+	tj := newTrainingJob(ns, "defaulted", 1)
+	tj.Spec.QueueName = "default"
 	if err := c.Create(t.Context(), tj); err != nil {
 		t.Fatal(err)
 	}
-	job := waitPyTorchJob(t, c, ns, "dequeued-r1")
+	job := waitPyTorchJob(t, c, ns, "defaulted-r1")
 	waitTJ(t, c, tj, "Queued", func(tj *trainingv1alpha1.TrainingJob) bool { return queuedStatus(tj, ReasonWaiting) })
+	unmark := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, backend.AnnotationQueueFromSpec))
+	if err := c.Patch(t.Context(), job, unmark); err != nil {
+		t.Fatal(err)
+	}
+	if _, marked := job.Annotations[backend.AnnotationQueueFromSpec]; marked || job.Labels[trainingv1alpha1.LabelKueueQueueName] != "default" {
+		t.Fatalf("the child must be in queue default without the mark: labels %v annotations %v", job.Labels, job.Annotations)
+	}
+	settle(t, c, op, ns, job)
+	op.writes.Reset()
+
 	setSpec(t, c, tj, func(s *trainingv1alpha1.TrainingJobSpec) { s.QueueName = "" })
-	testenv.Eventually(t, "label removed and job unsuspended", func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(job), job)
-		_, labelled := job.Labels[trainingv1alpha1.LabelKueueQueueName]
-		return !labelled && !ptr.Deref(job.Spec.RunPolicy.Suspend, true), err
+	waitTJ(t, c, tj, "Queued in Kueue's default LocalQueue", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return queuedStatus(tj, ReasonWaiting) && tj.Status.Queue != nil && tj.Status.Queue.LocalQueue == "default" &&
+			strings.Contains(conditions.Get(tj, trainingv1alpha1.ConditionQueued).Message, "LocalQueue default, Kueue's default for the namespace")
 	})
-	waitTJ(t, c, tj, "no longer Queued", func(tj *trainingv1alpha1.TrainingJob) bool {
-		return conditions.Get(tj, trainingv1alpha1.ConditionQueued) == nil && tj.Status.Phase == trainingv1alpha1.PhasePending
-	})
+	settle(t, c, op, ns, tj, job)
+	if w := op.writes.Namespace(ns); w.Count("patch", "pytorchjobs")+w.Count("update", "pytorchjobs") != 0 {
+		t.Errorf("the operator wrote the child Kueue keeps in its default LocalQueue: %s", w)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), job); err != nil {
+		t.Fatal(err)
+	}
+	if !ptr.Deref(job.Spec.RunPolicy.Suspend, false) || job.Labels[trainingv1alpha1.LabelKueueQueueName] != "default" {
+		t.Errorf("the child must stay suspended in queue default: suspend %v labels %v", job.Spec.RunPolicy.Suspend, job.Labels)
+	}
 }

@@ -184,15 +184,20 @@ func finished(tj *trainingv1alpha1.TrainingJob) bool { return conditions.IsFinis
 // namespace with a LocalQueue named default, Kueue labels every job created
 // without a queue with it, and refuses taking the label off. Such a child is
 // Kueue's as much as one queued by the user: Kueue admits it, and suspends
-// it again when anybody else unsuspends it. The operator never sets that
-// label itself without spec.queueName, so a child of an unqueued
-// TrainingJob carrying it was put there by Kueue (or stayed there when
-// Kueue refused taking it out, convergeQueueLabel).
+// it again when anybody else unsuspends it. The operator marks each queue
+// label it sets from spec.queueName (backend.QueueFromSpec), so a default
+// label without the mark on a child of an unqueued TrainingJob was put
+// there by Kueue, or stayed there when Kueue refused taking it out
+// (convergeQueueLabel, which then drops the mark), or was set by an
+// operator older than the mark, and keeps the meaning it had then. A
+// marked one is left from a spec.queueName the user since removed, maybe
+// naming a LocalQueue the namespace lacks: convergeQueueLabel takes it off
+// like any other queue's.
 func (s *scope) localQueue() (name string, byDefault bool) {
 	if q := s.tj.Spec.QueueName; q != "" {
 		return q, false
 	}
-	if s.job != nil && s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] == kueue.DefaultLocalQueue {
+	if s.job != nil && s.job.GetLabels()[trainingv1alpha1.LabelKueueQueueName] == kueue.DefaultLocalQueue && !backend.QueueFromSpec(s.job) {
 		return kueue.DefaultLocalQueue, true
 	}
 	return "", false
@@ -575,24 +580,31 @@ func ceilSecond(t time.Time) time.Time {
 // priority class changes and lets a suspended job gain one, but refuses
 // removing it (jobframework's ValidateUpdateForWorkloadPriorityClassName):
 // a label removed from the TrainingJob stays on the job. A child Kueue put
-// in its default LocalQueue keeps that queue (localQueue). It runs before
-// convergeSuspend: a job taken out of its queue loses the label before the
-// operator unsuspends it.
+// in its default LocalQueue keeps that queue (localQueue). Each write of
+// the queue label marks where it came from (backend.WithQueueMark), in the
+// same patch. It runs before convergeSuspend: a job taken out of its queue
+// loses the label before the operator unsuspends it.
 func (r *Reconciler) convergeQueueLabel(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.job == nil || s.finished || s.end != nil || !s.state.SpecSuspended {
 		return ctrl.Result{}, nil
 	}
 	want := queueLabels(s)
 	if maps.Equal(s.job.GetLabels(), want) {
+		// A child whose label is right but unmarked (an older operator's)
+		// is left alone: it keeps what that operator meant (localQueue),
+		// and marking it would cost every waiting job a write on upgrade.
 		return ctrl.Result{}, nil
 	}
-	err := r.patchLabels(ctx, s, want)
+	mark := backend.WithQueueMark(s.job.GetAnnotations(), s.tj)
+	err := r.patchQueue(ctx, s, want, mark)
 	if _, ok := want[trainingv1alpha1.LabelKueueQueueName]; !ok && refusedForDefaultQueue(err) {
 		// Taken out of its queue in a namespace with a default LocalQueue:
 		// Kueue keeps every job there in a queue, so the child moves to the
-		// default one, as a job created without a queue would.
+		// default one, as a job created without a queue would. That is
+		// Kueue's rule, not the spec's: the mark goes (mark has none, as
+		// the spec names no queue), and the label stays from now on.
 		want[trainingv1alpha1.LabelKueueQueueName] = kueue.DefaultLocalQueue
-		err = r.patchLabels(ctx, s, want)
+		err = r.patchQueue(ctx, s, want, mark)
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("setting the queue of %s %s: %w", s.be.Reference(s.tj, s.run).Kind, s.jobName, err)
@@ -611,12 +623,15 @@ func queueLabels(s *scope) map[string]string {
 	return want
 }
 
-// patchLabels sets the labels of the current run's child.
-func (r *Reconciler) patchLabels(ctx context.Context, s *scope, labels map[string]string) error {
+// patchQueue sets the labels and annotations of the current run's child,
+// in one patch.
+func (r *Reconciler) patchQueue(ctx context.Context, s *scope, labels, annotations map[string]string) error {
 	base := s.job.DeepCopyObject().(client.Object)
 	s.job.SetLabels(labels)
+	s.job.SetAnnotations(annotations)
 	if err := r.Client.Patch(ctx, s.job, client.MergeFrom(base)); err != nil {
 		s.job.SetLabels(base.GetLabels())
+		s.job.SetAnnotations(base.GetAnnotations())
 		return err
 	}
 	return nil
