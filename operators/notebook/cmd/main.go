@@ -49,11 +49,11 @@ func main() {
 }
 
 // defaults gives the operator as many workers as probes may run at once.
-// A reconcile probes the notebook's server and waits for the answer (up
-// to the probe's timeout, and as long again for a free probe): with the
-// shared default of one worker, a few servers that accept connections and
-// never answer, which any tenant can run, held back every other notebook's
-// start, culling and changes.
+// No reconcile waits for a Jupyter server (the probes run in the
+// background), but every answer brings its notebook back for the decisions
+// that waited for it: with the shared default of one worker, the answers
+// of a check would queue behind each other, and behind every other
+// notebook's start and changes.
 func defaults(c *manager.Config) {
 	c.MaxConcurrentReconciles = config.Default().Probe.Concurrency
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
-// TestEveryProbeCanRunBesideTheOthers: a reconcile waits for its probe,
-// so with fewer workers than probes a few servers that never answer would
-// hold every worker, and every other notebook would wait behind them.
+// TestEveryProbeCanRunBesideTheOthers: every probe's answer brings its
+// notebook back, so with fewer workers than probes the answers of one
+// check would wait behind each other.
 func TestEveryProbeCanRunBesideTheOthers(t *testing.T) {
 	cfg := manager.DefaultConfig()
 	defaults(&cfg)

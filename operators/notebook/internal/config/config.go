@@ -62,6 +62,10 @@ type Probe struct {
 	Timeout metav1.Duration `json:"timeout"`
 	// Concurrency is the most probes running at once.
 	Concurrency int `json:"concurrency"`
+	// NamespaceConcurrency is the most probes running at once for the
+	// notebooks of one namespace (at most Concurrency), so that one
+	// tenant's servers that never answer cannot take every slot.
+	NamespaceConcurrency int `json:"namespaceConcurrency"`
 }
 
 // NetworkPolicy configures the NetworkPolicy of every notebook.
@@ -127,7 +131,7 @@ func Default() Config {
 			MinCheckPeriod: metav1.Duration{Duration: 30 * time.Second},
 			WarningPeriod:  metav1.Duration{Duration: 10 * time.Minute},
 		},
-		Probe: Probe{Timeout: metav1.Duration{Duration: 5 * time.Second}, Concurrency: 16},
+		Probe: Probe{Timeout: metav1.Duration{Duration: 5 * time.Second}, Concurrency: 16, NamespaceConcurrency: 4},
 		NetworkPolicy: NetworkPolicy{Enabled: true, Egress: Egress{
 			DNS: DNS{Namespace: "kube-system", PodLabels: map[string]string{"k8s-app": "kube-dns"}},
 		}},
@@ -175,8 +179,8 @@ func (c Config) Validate() error {
 	if c.Culling.IdleTimeout.Duration <= 0 || c.Culling.CheckPeriod.Duration <= 0 {
 		errs = append(errs, errors.New("culling.idleTimeout and culling.checkPeriod must be positive"))
 	}
-	if c.Probe.Timeout.Duration <= 0 || c.Probe.Concurrency <= 0 {
-		errs = append(errs, errors.New("probe.timeout and probe.concurrency must be positive"))
+	if c.Probe.Timeout.Duration <= 0 || c.Probe.Concurrency <= 0 || c.Probe.NamespaceConcurrency <= 0 {
+		errs = append(errs, errors.New("probe.timeout, probe.concurrency and probe.namespaceConcurrency must be positive"))
 	}
 	if c.Ingress.Enabled && c.Ingress.Host == "" {
 		errs = append(errs, errors.New("ingress.host is required when ingress.enabled is true"))

@@ -88,6 +88,13 @@ func TestLoad(t *testing.T) {
 	if err != nil || cfg.NetworkPolicy.Egress.DNS.Namespace != "kube-system" || !maps.Equal(cfg.NetworkPolicy.Egress.DNS.PodLabels, map[string]string{"app": "coredns"}) {
 		t.Errorf("Load dns: %+v %v; want the file's labels instead of the default's, in kube-system", cfg.NetworkPolicy.Egress.DNS, err)
 	}
+	if _, err := Load(write("noprobes.yaml", "networkPolicy:\n  operatorNamespace: mlp\nprobe:\n  namespaceConcurrency: 0\n")); err == nil {
+		t.Error("probe.namespaceConcurrency 0 was accepted: no notebook could ever be probed")
+	}
+	cfg, err = Load(write("probes.yaml", "networkPolicy:\n  operatorNamespace: mlp\nprobe:\n  concurrency: 8\n"))
+	if err != nil || cfg.Probe.Concurrency != 8 || cfg.Probe.NamespaceConcurrency != 4 {
+		t.Errorf("Load probe: %+v %v; want the file's concurrency and the default per-namespace limit", cfg.Probe, err)
+	}
 	noDNS := Default()
 	noDNS.NetworkPolicy.OperatorNamespace = "mlp"
 	noDNS.NetworkPolicy.Egress = Egress{Enabled: true}

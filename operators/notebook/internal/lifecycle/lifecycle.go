@@ -13,6 +13,23 @@ import (
 // its probe waits to be probed again.
 const RetryNotAnswering = 15 * time.Second
 
+// freshFor is the longest an answer of the probe serves the decisions. It
+// is longer than a completed probe takes to bring its Notebook back on a
+// loaded operator, so that reconcile takes the answer rather than ask for
+// another, and shorter than a check period, so each timed check asks for
+// a new one.
+const freshFor = 10 * time.Second
+
+// MaxObservationAge is how old an answer of the probe may be for the
+// decisions under policy: freshFor, or half the check period when that is
+// shorter.
+func MaxObservationAge(policy config.Policy) time.Duration {
+	if policy.CheckPeriod > 0 {
+		return min(freshFor, policy.CheckPeriod/2)
+	}
+	return freshFor
+}
+
 // retryNoToken is how soon a running server is looked at again while its
 // token is not in the cache yet.
 const retryNoToken = 2 * time.Second
@@ -34,9 +51,13 @@ type Input struct {
 	WasStopped bool
 	// Running: the StatefulSet asks for a pod and it is ready.
 	Running bool
-	// Probe is what the prober saw of a running server, nil when it was
-	// not probed.
+	// Probe is the latest answer of the running server's probe, nil
+	// before the first.
 	Probe *jupyter.Observation
+	// ProbePending: Probe is older than MaxObservationAge or absent, and
+	// a new probe runs. Decisions on the server's activity wait for its
+	// answer, which brings the Notebook back.
+	ProbePending bool
 	// Warned is the standing cull deadline (status.cullDeadline), zero
 	// when none.
 	Warned time.Time
@@ -61,8 +82,9 @@ type Outcome struct {
 	// Culling is the culling decision, nil when none was made.
 	Culling *culling.Decision
 	// Deferred: a template change waits for a busy kernel. Applied: a
-	// pending template change is applied now.
-	Deferred, Applied bool
+	// pending template change is applied now. AwaitingProbe: a template
+	// change waits for the probe's answer to know whether a kernel is busy.
+	Deferred, Applied, AwaitingProbe bool
 	// RequeueAfter is when to look again, zero for not at all.
 	RequeueAfter time.Duration
 }
@@ -153,11 +175,13 @@ func Start(in Input, out *Outcome) {
 }
 
 // Cull asks the culling policy about a server that keeps running; a cull
-// stops it and records why and when.
+// stops it and records why and when. While a probe is pending nothing is
+// decided, not even the end of the lifetime: an old answer may miss the
+// activity since, and the pending answer comes within the probe's timeout.
 func Cull(in Input, out *Outcome) {
 	probeOK := in.Probe != nil && in.Probe.OK()
 	switch {
-	case out.Replicas != 1:
+	case out.Replicas != 1, in.ProbePending:
 		return
 	case !in.WasStopped && in.Policy.Active():
 		d := culling.Decide(culling.Input{Now: in.Now, Policy: in.Policy, StartedAt: startedAt(out.Annotations), Activity: activity(in), Warned: in.Warned})
@@ -200,12 +224,15 @@ func probeActivity(in Input) time.Time {
 }
 
 // Recheck looks again soon at a running server that did not answer its
-// probe, or was not probed for want of its token.
+// probe, or was not probed for want of its token. A pending probe needs no
+// timer: its answer brings the Notebook back.
 func Recheck(in Input, out *Outcome) {
 	if !in.Running || out.Replicas != 1 {
 		return
 	}
 	switch {
+	case in.ProbePending:
+		// Its answer brings the Notebook back.
 	case in.Probe == nil:
 		out.RequeueAfter = sooner(out.RequeueAfter, retryNoToken)
 	case !in.Probe.OK():
@@ -214,7 +241,9 @@ func Recheck(in Input, out *Outcome) {
 }
 
 // TemplateChange applies a change of the running server's template, unless
-// a kernel is busy: then it waits, unless the user forces it.
+// a kernel is busy: then it waits, unless the user forces it. The latest
+// answer saying busy keeps it waiting even while a newer one is pending;
+// any other waits for the pending one.
 func TemplateChange(in Input, out *Outcome) {
 	if out.Replicas != 1 || !in.Running || !in.Exists || !in.TemplateChanged {
 		return
@@ -227,6 +256,8 @@ func TemplateChange(in Input, out *Outcome) {
 	case in.Probe != nil && in.Probe.OK() && in.Probe.Busy:
 		out.Deferred = true
 		out.RequeueAfter = sooner(out.RequeueAfter, in.Policy.CheckPeriod)
+	case in.ProbePending:
+		out.AwaitingProbe = true
 	default:
 		out.Applied = true
 	}

@@ -23,6 +23,14 @@ var (
 	failed  = &jupyter.Observation{Err: errors.New("refused")}
 )
 
+// pending is the input of a running server whose last answer, probe (nil
+// for none yet), is too old for the decisions: a new probe runs.
+func pending(probe *jupyter.Observation) Input {
+	i := running(probe)
+	i.ProbePending = true
+	return i
+}
+
 // running is the input of a server that runs, was started an hour ago and
 // was probed.
 func running(probe *jupyter.Observation) Input {
@@ -160,6 +168,22 @@ func TestCull(t *testing.T) {
 			wantReplicas: 1,
 		},
 		"stopped: nothing to cull": {in: running(busy), wantReplicas: 0},
+		"idle past the deadline on an old answer, a new one pending: no decision until it is in": {
+			in: func() Input {
+				i := pending(&jupyter.Observation{LastActivity: now.Add(-time.Hour)})
+				i.Warned = now.Add(-time.Minute)
+				return i
+			}(),
+			wantReplicas: 1,
+		},
+		"past the lifetime, an answer pending: no decision until it is in": {
+			in: func() Input {
+				i := pending(nil)
+				i.Policy.MaxLifetime = time.Minute
+				return i
+			}(),
+			wantReplicas: 1,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := &Outcome{Replicas: 1, Annotations: map[string]string{render.AnnotationStartedAt: hourAgo}}
@@ -203,6 +227,8 @@ func TestRecheck(t *testing.T) {
 		"no token yet":                {in: running(nil), replicas: 1, want: 2 * time.Second},
 		"answering":                   {in: running(quiet), replicas: 1},
 		"stopping":                    {in: running(failed), replicas: 0},
+		"probe pending: its answer brings it back, no timer": {in: pending(failed), replicas: 1},
+		"first probe pending":                                {in: pending(nil), replicas: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := &Outcome{Replicas: tc.replicas, RequeueAfter: tc.requeue}
@@ -220,23 +246,34 @@ func TestTemplateChange(t *testing.T) {
 		i.TemplateChanged, i.ForceRequest = true, force
 		return i
 	}
+	changedPending := func(probe *jupyter.Observation, force string) Input {
+		i := changed(probe, force)
+		i.ProbePending = true
+		return i
+	}
 	for name, tc := range map[string]struct {
 		in                        Input
 		handled                   string
 		wantApplied, wantDeferred bool
+		wantAwaiting              bool
 	}{
-		"idle kernel: applied":         {in: changed(quiet, ""), wantApplied: true},
-		"busy kernel: deferred":        {in: changed(busy, ""), wantDeferred: true},
-		"busy kernel, forced: applied": {in: changed(busy, "f2"), handled: "f1", wantApplied: true},
-		"busy, the handled force only": {in: changed(busy, "f1"), handled: "f1", wantDeferred: true},
-		"not answering: applied":       {in: changed(failed, ""), wantApplied: true},
-		"unchanged template":           {in: running(busy)},
+		"idle kernel: applied":                                {in: changed(quiet, ""), wantApplied: true},
+		"busy kernel: deferred":                               {in: changed(busy, ""), wantDeferred: true},
+		"busy kernel, forced: applied":                        {in: changed(busy, "f2"), handled: "f1", wantApplied: true},
+		"busy, the handled force only":                        {in: changed(busy, "f1"), handled: "f1", wantDeferred: true},
+		"not answering: applied":                              {in: changed(failed, ""), wantApplied: true},
+		"unchanged template":                                  {in: running(busy)},
+		"an old idle answer, a new one pending: waits for it": {in: changedPending(quiet, ""), wantAwaiting: true},
+		"no answer yet: waits for it":                         {in: changedPending(nil, ""), wantAwaiting: true},
+		"an old busy answer, a new one pending: deferred":     {in: changedPending(busy, ""), wantDeferred: true},
+		"pending, forced: applied":                            {in: changedPending(quiet, "f2"), handled: "f1", wantApplied: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := &Outcome{Replicas: 1, Annotations: map[string]string{render.AnnotationForceUpdateHandled: tc.handled}}
 			TemplateChange(tc.in, out)
-			if out.Applied != tc.wantApplied || out.Deferred != tc.wantDeferred {
-				t.Errorf("applied %v deferred %v, want %v %v", out.Applied, out.Deferred, tc.wantApplied, tc.wantDeferred)
+			if out.Applied != tc.wantApplied || out.Deferred != tc.wantDeferred || out.AwaitingProbe != tc.wantAwaiting {
+				t.Errorf("applied %v deferred %v awaiting the probe %v, want %v %v %v",
+					out.Applied, out.Deferred, out.AwaitingProbe, tc.wantApplied, tc.wantDeferred, tc.wantAwaiting)
 			}
 			if tc.wantDeferred && out.RequeueAfter != idle.CheckPeriod {
 				t.Errorf("a deferred change is looked at again after %v, want %v", out.RequeueAfter, idle.CheckPeriod)

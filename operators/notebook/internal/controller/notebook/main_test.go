@@ -17,11 +17,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	notebookstesting "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1/testing"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/config"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/lifecycle"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 	"github.com/ml-platform/ml-platform/shared/manager"
@@ -99,6 +101,26 @@ type operator struct {
 	reconciler *Reconciler
 	prober     *fakeProber
 	clock      *clocktesting.FakeClock
+
+	mu sync.Mutex
+	// decidedAt is, per Notebook, the fake time of the latest reconcile
+	// that finished without waiting for a probe: one that decided on an
+	// answer fresh at that time, or needed none.
+	decidedAt map[client.ObjectKey]time.Time
+}
+
+// recordDecision wraps the Runner's AfterWrite to fill decidedAt.
+func (op *operator) recordDecision(r *Reconciler) {
+	after := r.runner.AfterWrite
+	r.runner.AfterWrite = func(s *scope, before, obj *notebooksv1alpha1.Notebook, written bool) {
+		after(s, before, obj, written)
+		if s.probePending {
+			return
+		}
+		op.mu.Lock()
+		defer op.mu.Unlock()
+		op.decidedAt[client.ObjectKeyFromObject(s.nb)] = s.now
+	}
 }
 
 func testConfig() config.Config {
@@ -118,7 +140,7 @@ type operatorOptions struct {
 
 func startOperator(t *testing.T, o operatorOptions) *operator {
 	t.Helper()
-	op := &operator{prober: newFakeProber(), clock: clocktesting.NewFakeClock(t0)}
+	op := &operator{prober: newFakeProber(), clock: clocktesting.NewFakeClock(t0), decidedAt: map[client.ObjectKey]time.Time{}}
 	base := o.restConfig
 	if base == nil {
 		base = operatorConfig
@@ -148,18 +170,53 @@ func startOperator(t *testing.T, o operatorOptions) *operator {
 			r.Namespaces = mc.CacheNamespaces()
 			return r, nil
 		},
+		Register: func(mgr ctrl.Manager, r *Reconciler, opts controller.Options) error {
+			if err := r.SetupWithManager(mgr, opts); err != nil {
+				return err
+			}
+			op.recordDecision(r)
+			return nil
+		},
 	})
 	return op
 }
 
-// reconcile runs one reconcile directly, as a timed culling check does.
+// reconcile runs a culling check as a timed requeue does: a reconcile,
+// which asks for a new probe when the last answer is older than the fake
+// clock allows; the answer then brings the Notebook back to the
+// operator's own workers, and reconcile waits until one of them has
+// decided on it. What the test checks next was decided on an answer as of
+// the fake clock's now, by one reconcile: a second one of the test's at
+// the same time could decide the same cull again from a cache that does
+// not show the first yet. The result is the first reconcile's.
 func (op *operator) reconcile(t *testing.T, nb *notebooksv1alpha1.Notebook) ctrl.Result {
 	t.Helper()
-	res, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(nb)})
+	key := client.ObjectKeyFromObject(nb)
+	res := op.reconcileOnce(t, key)
+	now := op.clock.Now()
+	testenv.Eventually(t, "a reconcile decided on an answer as of now", func(context.Context) (bool, error) {
+		op.mu.Lock()
+		defer op.mu.Unlock()
+		return !op.decidedAt[key].Before(now), nil
+	})
+	return res
+}
+
+func (op *operator) reconcileOnce(t *testing.T, key client.ObjectKey) ctrl.Result {
+	t.Helper()
+	res, err := op.reconciler.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
 	if err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
 	return res
+}
+
+// answer has the fake server answer o from now on, and moves the clock
+// past the age of the last answer the decisions may use, so that the next
+// check probes again.
+func (op *operator) answer(nb *notebooksv1alpha1.Notebook, o jupyter.Observation) {
+	op.prober.set(nb, o)
+	op.clock.Step(lifecycle.MaxObservationAge(op.reconciler.Config.Culling.PolicyFor(nb.Spec.Culling)) + time.Second)
 }
 
 func newNotebook(ns, name string) *notebooksv1alpha1.Notebook {

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -18,10 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
@@ -41,12 +44,9 @@ import (
 )
 
 // Prober reads a Jupyter server's activity. *jupyter.Prober implements it;
-// tests substitute scripted activity.
-type Prober interface {
-	Probe(ctx context.Context, t jupyter.Target) jupyter.Observation
-}
-
-var _ Prober = (*jupyter.Prober)(nil)
+// tests substitute scripted activity. The Reconciler never calls it
+// itself: its jupyter.Monitor does, in the background.
+type Prober = jupyter.Observer
 
 // +kubebuilder:rbac:groups=notebooks.mlplatform.dev,resources=notebooks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=notebooks.mlplatform.dev,resources=notebooks/status,verbs=get;update;patch
@@ -125,9 +125,19 @@ type Reconciler struct {
 	// PhaseMetrics times the reconcile's phases.
 	PhaseMetrics *phase.Metrics
 
+	// probes runs Prober in the background (SetupWithManager builds it):
+	// the tenant's Jupyter server answers when it likes, and a reconcile
+	// must not wait for it.
+	probes *jupyter.Monitor
+
 	metrics *notebookMetrics
 	runner  *phase.Runner[*notebooksv1alpha1.Notebook, *scope]
 }
+
+// probedBuffer is how many answered probes may wait for the controller to
+// take them in. A probe that finds it full waits for room rather than lose
+// the answer; its slot is free by then.
+const probedBuffer = 1024
 
 // NewReconciler wires a Reconciler to a manager.
 func NewReconciler(mgr ctrl.Manager, cfg config.Config, catalog accelerator.Catalog) (*Reconciler, error) {
@@ -177,6 +187,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		// The cache's lifetime bounds the load on Kueue's API, in real
 		// time: r.Clock is the culling's, which tests move by hand.
 		r.positions = kueue.NewPositions(kueue.VisibilityFetch(r.Visibility), r.QueuePositionRefresh/2, clock.RealClock{})
+	}
+	probed := make(chan event.TypedGenericEvent[*notebooksv1alpha1.Notebook], probedBuffer)
+	r.probes = jupyter.NewMonitor(r.Prober, r.Clock, jupyter.Limits{
+		Total: r.Config.Probe.Concurrency, PerNamespace: r.Config.Probe.NamespaceConcurrency,
+	}, func(ctx context.Context, nb types.NamespacedName) {
+		e := event.TypedGenericEvent[*notebooksv1alpha1.Notebook]{Object: &notebooksv1alpha1.Notebook{ObjectMeta: metav1.ObjectMeta{Namespace: nb.Namespace, Name: nb.Name}}}
+		select {
+		case probed <- e:
+		case <-ctx.Done():
+		}
+	})
+	if err := mgr.Add(r.probes); err != nil {
+		return err
 	}
 	// The context only reaches the informers the indexes are added to,
 	// which the manager starts and stops.
@@ -230,6 +253,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 			arrival = r.kueueArrival().Register(b)
 		}
 	}
+	// A probe's answer brings its Notebook back, so decisions that wait
+	// for it are taken as soon as it is in.
+	b = b.WatchesRawSource(source.Channel(probed, &handler.TypedEnqueueRequestForObject[*notebooksv1alpha1.Notebook]{}))
 	for _, src := range events.Sources(r.failedCreateOwner) {
 		b = b.WatchesRawSource(src)
 	}
@@ -270,6 +296,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := patch.Get(ctx, r.Client, r.APIReader, req.NamespacedName, nb); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.metrics.forget(req.NamespacedName, r.Clock.Now())
+			r.probes.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -277,6 +304,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The garbage collector removes the owned children; a retained
 		// workspace was never owned. Nothing holds the Notebook.
 		r.metrics.forget(req.NamespacedName, r.Clock.Now())
+		r.probes.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 

@@ -67,7 +67,11 @@ type scope struct {
 
 	// running: the StatefulSet asks for a pod and it is ready.
 	running bool
-	probe   *jupyter.Observation
+	// probe is the latest answer of this run of the server, however old;
+	// nil before the first. probePending: a newer one is asked for, and
+	// the decisions that need the server's activity wait for it.
+	probe        *jupyter.Observation
+	probePending bool
 
 	// Decisions.
 	replicas     int32
@@ -78,8 +82,10 @@ type scope struct {
 	restarted    bool
 	wasCulledFor time.Duration
 	deferred     bool
-	applied      bool // a deferred or pending template change was applied
-	stsWritten   bool
+	// awaitingProbe: a template change waits for the probe's answer.
+	awaitingProbe bool
+	applied       bool // a deferred or pending template change was applied
+	stsWritten    bool
 }
 
 func (r *Reconciler) resolveInputs(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -412,8 +418,8 @@ func (r *Reconciler) deleteOwned(ctx context.Context, live client.Object) error 
 
 func ptrTo[T any](v T) *T { return &v }
 
-// observeServer reads the StatefulSet and its pods, and probes Jupyter
-// when the pod is ready.
+// observeServer reads the StatefulSet and its pods, and, when the pod is
+// ready, what the Monitor last saw of Jupyter.
 func (r *Reconciler) observeServer(ctx context.Context, s *scope) (ctrl.Result, error) {
 	nb := s.nb
 	sts, err := getOwned(ctx, r.Client, client.ObjectKey{Namespace: nb.Namespace, Name: nb.Name}, &appsv1.StatefulSet{})
@@ -435,15 +441,58 @@ func (r *Reconciler) observeServer(ctx context.Context, s *scope) (ctrl.Result, 
 			return ctrl.Result{}, err
 		}
 	}
-	if s.running && s.token != "" {
-		endpoint := render.URL(nb, r.Config)
-		if r.Endpoint != nil {
-			endpoint = r.Endpoint(nb)
-		}
-		obs := r.Prober.Probe(ctx, jupyter.Target{BaseURL: endpoint, Token: s.token})
-		s.probe = &obs
+	if !s.running || s.token == "" {
+		r.probes.Forget(client.ObjectKeyFromObject(nb))
+		return ctrl.Result{}, nil
 	}
+	r.observeJupyter(s)
 	return ctrl.Result{}, nil
+}
+
+// observeJupyter reads the latest answer of the running server's probe
+// and asks the Monitor for a new one when it is older than the decisions
+// may use (lifecycle.MaxObservationAge). It never waits for the server:
+// the answer brings the Notebook back.
+func (r *Reconciler) observeJupyter(s *scope) {
+	nb := s.nb
+	key := client.ObjectKeyFromObject(nb)
+	run := serverRun(nb, s.sts, s.pods)
+	latest, ok := r.probes.Latest(key, run)
+	if ok {
+		s.probe = &latest.Observation
+		if s.now.Sub(latest.At) <= lifecycle.MaxObservationAge(s.policy) {
+			return
+		}
+	}
+	endpoint := render.URL(nb, r.Config)
+	if r.Endpoint != nil {
+		endpoint = r.Endpoint(nb)
+	}
+	r.probes.Request(key, run, jupyter.Target{BaseURL: endpoint, Token: s.token})
+	s.probePending = true
+}
+
+// serverRun identifies the run of the Notebook's server that a probe now
+// sees: the operator's start of it and the pod that serves it. The
+// cache may not hold the pod yet; the run then changes once it does, and
+// the server is probed again.
+func serverRun(nb *notebooksv1alpha1.Notebook, sts *appsv1.StatefulSet, pods []corev1.Pod) jupyter.Run {
+	run := jupyter.Run{Notebook: nb.UID, StartedAt: sts.Annotations[render.AnnotationStartedAt]}
+	for _, p := range pods {
+		if p.DeletionTimestamp.IsZero() && podReady(&p) {
+			run.Pod = p.UID
+		}
+	}
+	return run
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func hasLivePod(pods []corev1.Pod) bool {
@@ -477,7 +526,7 @@ func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, 
 		Now: s.now, Policy: s.policy, Suspend: s.nb.Spec.Suspend,
 		RestartRequest: s.nb.Annotations[notebooksv1alpha1.AnnotationRestart],
 		ForceRequest:   s.nb.Annotations[notebooksv1alpha1.AnnotationForceUpdate],
-		Exists:         s.sts != nil, WasStopped: true, Running: s.running, Probe: s.probe,
+		Exists:         s.sts != nil, WasStopped: true, Running: s.running, Probe: s.probe, ProbePending: s.probePending,
 		ReportInterval: r.Config.ReportInterval.Duration,
 	}
 	if s.sts != nil {
@@ -490,12 +539,12 @@ func (r *Reconciler) decideLifecycle(_ context.Context, s *scope) (ctrl.Result, 
 	out := lifecycle.Decide(in)
 	s.replicas, s.annotations, s.decision = out.Replicas, out.Annotations, out.Culling
 	s.culled, s.justCulled, s.restarted, s.wasCulledFor = out.Culled, out.JustCulled, out.Restarted, out.WasCulledFor
-	s.deferred, s.applied = out.Deferred, out.Applied
+	s.deferred, s.applied, s.awaitingProbe = out.Deferred, out.Applied, out.AwaitingProbe
 	return ctrl.Result{RequeueAfter: out.RequeueAfter}, nil
 }
 
 func (r *Reconciler) ensureStatefulSet(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.deferred {
+	if s.deferred || s.awaitingProbe {
 		// Keep the running pod; nothing else on the StatefulSet changes
 		// while it runs.
 		return ctrl.Result{}, nil

@@ -129,8 +129,8 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 	nb = runningNotebook(t, c, op, nb, t0)
 	waitCacheCurrent(t, c, op, nb)
 
-	// An hour of idle culling checks within the idle timeout, minute by
-	// minute: the prober runs every time, nothing is written.
+	// Forty minutes of idle culling checks within the idle timeout, minute
+	// by minute: the prober runs every time, nothing is written.
 	op.Writes.Reset()
 	before := op.prober.count(nb)
 	for range 40 {
@@ -145,21 +145,24 @@ func TestSettledAndIdleChecksCostNoWrites(t *testing.T) {
 	}
 
 	// Activity within the report interval costs nothing either; a new
-	// report costs one status write.
-	op.prober.set(nb, idleAt(op.clock.Now().Add(-30*time.Second)))
-	op.reconcile(t, nb)
-	if n := op.writesIn(nb.Namespace).Count("patch", "notebooks/status"); n != 1 {
-		t.Fatalf("new activity: %s, want one status patch", op.writesIn(nb.Namespace))
-	}
+	// report costs one status write. The check asks for a probe and
+	// decides nothing on the old answer; the new answer brings the
+	// Notebook back, and that reconcile reports it.
+	activity := op.clock.Now().Add(-30 * time.Second)
+	op.answer(nb, idleAt(activity))
+	op.reconcileOnce(t, client.ObjectKeyFromObject(nb))
 	// The next check reads the operator's cache, as timed checks do a
 	// minute apart; let it see the write first.
-	reported := op.clock.Now().Add(-30 * time.Second).Truncate(time.Second)
+	reported := activity.Truncate(time.Second)
 	testenv.Eventually(t, "the operator's cache sees the report", func(ctx context.Context) (bool, error) {
 		got, err := getNotebook(ctx, op.reconciler.Client, nb)
 		return err == nil && got.Status.LastActivity != nil && got.Status.LastActivity.Time.Equal(reported), err
 	})
+	if n := op.writesIn(nb.Namespace).Count("patch", "notebooks/status"); n != 1 {
+		t.Fatalf("new activity: %s, want one status patch", op.writesIn(nb.Namespace))
+	}
 	op.Writes.Reset()
-	op.prober.set(nb, idleAt(op.clock.Now()))
+	op.answer(nb, idleAt(op.clock.Now()))
 	op.reconcile(t, nb)
 	if n := op.writesIn(nb.Namespace).Total(); n != 0 {
 		t.Fatalf("activity within the report interval wrote: %s", op.writesIn(nb.Namespace))
@@ -329,7 +332,9 @@ func TestBusyNotebookWithoutCullingReportsActivity(t *testing.T) {
 	for i := range 3 {
 		op.clock.SetTime(t0.Add(time.Hour + time.Duration(i)*interval))
 		waitCacheCurrent(t, c, op, nb)
-		res := op.reconcile(t, nb)
+		op.reconcile(t, nb)
+		// Once more, with the answer in, for the requeue it asks for.
+		res := op.reconcileOnce(t, client.ObjectKeyFromObject(nb))
 		if res.RequeueAfter <= 0 || res.RequeueAfter > interval {
 			t.Fatalf("a running notebook without culling is looked at again after %v, want within the report interval %v", res.RequeueAfter, interval)
 		}
@@ -356,7 +361,7 @@ func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
 	sts, _ := getStatefulSet(t.Context(), c, nb)
 	oldHash := sts.Annotations[render.AnnotationTemplateHash]
 
-	op.prober.set(nb, jupyter.Observation{LastActivity: t0, Busy: true, Kernels: 1})
+	op.answer(nb, jupyter.Observation{LastActivity: t0, Busy: true, Kernels: 1})
 	updateNotebook(t, c, nb, func(nb *notebooksv1alpha1.Notebook) { nb.Spec.Image = "registry.example.com/jupyter:2" })
 	got := waitNotebook(t, c, nb, "UpdatePending", func(nb *notebooksv1alpha1.Notebook) bool {
 		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionUpdatePending)
@@ -390,7 +395,7 @@ func TestRestartWhileKernelBusyIsDeferred(t *testing.T) {
 	waitNotebook(t, c, nb, "UpdatePending again", func(nb *notebooksv1alpha1.Notebook) bool {
 		return conditions.IsTrue(nb, notebooksv1alpha1.ConditionUpdatePending)
 	})
-	op.prober.set(nb, idleAt(t0))
+	op.answer(nb, idleAt(t0))
 	op.reconcile(t, nb)
 	sts, _ = getStatefulSet(t.Context(), c, nb)
 	if img := sts.Spec.Template.Spec.Containers[0].Image; img != "registry.example.com/jupyter:3" {
