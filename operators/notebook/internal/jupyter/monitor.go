@@ -63,8 +63,10 @@ type Monitor struct {
 	// done is told of each probe whose snapshot was stored.
 	done func(context.Context, types.NamespacedName)
 
-	mu        sync.Mutex
-	ctx       context.Context // set by Start; nil until then
+	mu sync.Mutex
+	// ctx is Start's, nil until then; stopped is set once it has ended.
+	ctx       context.Context
+	stopped   bool
 	notebooks map[types.NamespacedName]*watched
 	// queue holds the notebooks waiting for a slot, oldest first.
 	queue []types.NamespacedName
@@ -111,6 +113,11 @@ func (m *Monitor) Start(ctx context.Context) error {
 	m.dispatch()
 	m.mu.Unlock()
 	<-ctx.Done()
+	// Once stopped, dispatch starts no probe: every probe it started is
+	// counted before Wait.
+	m.mu.Lock()
+	m.stopped = true
+	m.mu.Unlock()
 	m.probes.Wait()
 	return nil
 }
@@ -192,7 +199,7 @@ func (m *Monitor) unqueue(nb types.NamespacedName) {
 // namespace at its limit is skipped, not waited for: its next probe starts
 // when one of its own ends. It runs with mu held.
 func (m *Monitor) dispatch() {
-	if m.ctx == nil || m.ctx.Err() != nil {
+	if m.ctx == nil || m.stopped {
 		return
 	}
 	for i := 0; i < len(m.queue) && m.inFlight < m.limits.Total; {

@@ -34,8 +34,7 @@ func (h *hangingServers) start(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := h.active.Add(1)
 		defer h.active.Add(-1)
-		for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
-		}
+		raiseTo(&h.most, n)
 		select {
 		case <-h.release:
 		case <-r.Context().Done():
@@ -47,6 +46,16 @@ func (h *hangingServers) start(t *testing.T) *httptest.Server {
 		srv.Close()
 	})
 	return srv
+}
+
+// raiseTo sets most to n unless it holds more already.
+func raiseTo(most *atomic.Int32, n int32) {
+	for {
+		m := most.Load()
+		if n <= m || most.CompareAndSwap(m, n) {
+			return
+		}
+	}
 }
 
 // answering is a Jupyter server with one idle kernel.

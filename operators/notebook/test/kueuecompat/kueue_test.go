@@ -273,7 +273,9 @@ func (s *stack) waitReleased(t *testing.T, nb *notebooksv1alpha1.Notebook) {
 	}
 }
 
-// reconcile runs one reconcile directly, as a timed culling check does.
+// reconcile runs one reconcile directly, as a timed culling check does:
+// it asks for a probe, and the answer brings the Notebook back to the
+// operator, which decides on it.
 func (s *stack) reconcile(t *testing.T, nb *notebooksv1alpha1.Notebook) {
 	t.Helper()
 	if _, err := s.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(nb)}); err != nil {

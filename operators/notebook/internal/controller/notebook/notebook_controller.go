@@ -92,8 +92,10 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	Config    config.Config
 	Catalog   accelerator.Catalog
-	Prober    Prober
-	Clock     clock.PassiveClock
+	// Prober probes the Jupyter servers, from the Monitor that
+	// SetupWithManager builds around it, never from a reconcile.
+	Prober Prober
+	Clock  clock.PassiveClock
 	// Endpoint is the base URL the prober uses for a Notebook; the
 	// in-cluster URL when nil.
 	Endpoint func(nb *notebooksv1alpha1.Notebook) string
@@ -188,16 +190,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		// time: r.Clock is the culling's, which tests move by hand.
 		r.positions = kueue.NewPositions(kueue.VisibilityFetch(r.Visibility), r.QueuePositionRefresh/2, clock.RealClock{})
 	}
-	probed := make(chan event.TypedGenericEvent[*notebooksv1alpha1.Notebook], probedBuffer)
-	r.probes = jupyter.NewMonitor(r.Prober, r.Clock, jupyter.Limits{
-		Total: r.Config.Probe.Concurrency, PerNamespace: r.Config.Probe.NamespaceConcurrency,
-	}, func(ctx context.Context, nb types.NamespacedName) {
-		e := event.TypedGenericEvent[*notebooksv1alpha1.Notebook]{Object: &notebooksv1alpha1.Notebook{ObjectMeta: metav1.ObjectMeta{Namespace: nb.Namespace, Name: nb.Name}}}
-		select {
-		case probed <- e:
-		case <-ctx.Done():
-		}
-	})
+	var answers source.Source
+	r.probes, answers = r.newMonitor()
 	if err := mgr.Add(r.probes); err != nil {
 		return err
 	}
@@ -255,7 +249,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	}
 	// A probe's answer brings its Notebook back, so decisions that wait
 	// for it are taken as soon as it is in.
-	b = b.WatchesRawSource(source.Channel(probed, &handler.TypedEnqueueRequestForObject[*notebooksv1alpha1.Notebook]{}))
+	b = b.WatchesRawSource(answers)
 	for _, src := range events.Sources(r.failedCreateOwner) {
 		b = b.WatchesRawSource(src)
 	}
@@ -273,6 +267,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		return err
 	}
 	return arrival.Start(mgr, c, "notebook")
+}
+
+// newMonitor builds the Monitor that probes the Jupyter servers in the
+// background, and the source through which each answer brings its
+// Notebook back to the controller.
+func (r *Reconciler) newMonitor() (*jupyter.Monitor, source.Source) {
+	answered := make(chan event.TypedGenericEvent[*notebooksv1alpha1.Notebook], probedBuffer)
+	limits := jupyter.Limits{Total: r.Config.Probe.Concurrency, PerNamespace: r.Config.Probe.NamespaceConcurrency}
+	m := jupyter.NewMonitor(r.Prober, r.Clock, limits, func(ctx context.Context, nb types.NamespacedName) {
+		e := event.TypedGenericEvent[*notebooksv1alpha1.Notebook]{
+			Object: &notebooksv1alpha1.Notebook{ObjectMeta: metav1.ObjectMeta{Namespace: nb.Namespace, Name: nb.Name}},
+		}
+		select {
+		case answered <- e:
+		case <-ctx.Done():
+		}
+	})
+	return m, source.Channel(answered, &handler.TypedEnqueueRequestForObject[*notebooksv1alpha1.Notebook]{})
 }
 
 // failedCreateOwner maps a FailedCreate event to the Notebook of its
