@@ -1,3 +1,4 @@
 // Package jupyter probes a Jupyter server's REST API for kernel and terminal
-// activity without counting the probe itself as activity.
+// activity without counting the probe itself as activity, and its Monitor
+// runs those probes in the background, a few per namespace at a time.
 package jupyter

@@ -166,6 +166,10 @@ func markServing(s *scope) notebooksv1alpha1.Phase {
 		// progress.
 		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonPodStartFailed, podReason+": "+podMessage)
 		return notebooksv1alpha1.PhaseFailed
+	case s.running && s.probe == nil && s.probePending:
+		// Not answering is for a probe that failed to say.
+		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonStarting, "The pod is ready; waiting for the Jupyter server's first answer")
+		return notebooksv1alpha1.PhasePending
 	case s.running:
 		conditions.MarkReconciling(nb, notebooksv1alpha1.ReasonJupyterNotReady, "The pod is ready but Jupyter does not answer its REST API with the Notebook's token")
 		return notebooksv1alpha1.PhasePending

@@ -234,6 +234,9 @@ func TestCullingWarnsCullsAndRestarts(t *testing.T) {
 	if sts, _ := getStatefulSet(t.Context(), c, nb); *sts.Spec.Replicas != 1 || sts.Annotations[render.AnnotationCulled] != "" {
 		t.Fatal("a failed probe culled the notebook")
 	}
+	if got, _ := getNotebook(t.Context(), c, nb); !reconcilingWith(notebooksv1alpha1.ReasonJupyterNotReady)(got) || isReady(got) {
+		t.Errorf("a failed probe shows %+v, want Reconciling %s and not Ready", got.Status.Conditions, notebooksv1alpha1.ReasonJupyterNotReady)
+	}
 
 	// Answering again and still idle: culled.
 	op.prober.set(nb, idleAt(t0.Add(5*time.Minute)))

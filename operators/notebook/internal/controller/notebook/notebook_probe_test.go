@@ -7,12 +7,17 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	notebooksv1alpha1 "github.com/ml-platform/ml-platform/apis/notebooks/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/notebook/internal/jupyter"
+	"github.com/ml-platform/ml-platform/operators/notebook/internal/render"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -70,7 +75,9 @@ func TestReconcileDoesNotWaitForAHangingServer(t *testing.T) {
 	testenv.Eventually(t, "a probe of the server is in flight", func(context.Context) (bool, error) {
 		return server.probes.Load() > 0, nil
 	})
-	waitNotebook(t, c, nb, "Reconciling JupyterNotReady while the probe hangs", reconcilingWith(notebooksv1alpha1.ReasonJupyterNotReady))
+	// Status is written while the probe hangs; not answering is for a
+	// probe that failed, which this one has not yet.
+	waitNotebook(t, c, nb, "Reconciling Starting while the first probe hangs", reconcilingWith(notebooksv1alpha1.ReasonStarting))
 
 	// The gate stays shut until every reconcile below has returned: a
 	// reconcile that waited for the server would never return.
@@ -100,5 +107,42 @@ func TestReconcileDoesNotWaitForAHangingServer(t *testing.T) {
 	got := waitNotebook(t, c, nb, "Ready once the server answers", isReady)
 	if got.Status.LastActivity == nil || !got.Status.LastActivity.Time.Equal(t0) {
 		t.Errorf("lastActivity = %v, want the answer's %v", got.Status.LastActivity, t0)
+	}
+}
+
+// TestServerRunChangesWithTheServer: an answer is kept for one run of the
+// server, so the run must change whenever the server may have: another
+// start by the operator, another pod, another Notebook of the same name.
+// A pod not ready or on its way out serves nothing yet.
+func TestServerRunChangesWithTheServer(t *testing.T) {
+	nb := newNotebook("team", "nb")
+	nb.UID = "nb-1"
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{render.AnnotationStartedAt: "2026-03-02T09:00:00Z"}}}
+	pod := func(uid types.UID, ready corev1.ConditionStatus, deleting bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{Time: t0}
+		}
+		return p
+	}
+	base := serverRun(nb, sts, []corev1.Pod{pod("pod-1", corev1.ConditionTrue, false)})
+	if want := (jupyter.Run{Notebook: "nb-1", StartedAt: "2026-03-02T09:00:00Z", Pod: "pod-1"}); base != want {
+		t.Fatalf("run %+v, want %+v", base, want)
+	}
+	restarted := sts.DeepCopy()
+	restarted.Annotations[render.AnnotationStartedAt] = "2026-03-02T10:00:00Z"
+	recreated := nb.DeepCopy()
+	recreated.UID = "nb-2"
+	for name, run := range map[string]jupyter.Run{
+		"started again":    serverRun(nb, restarted, []corev1.Pod{pod("pod-1", corev1.ConditionTrue, false)}),
+		"another pod":      serverRun(nb, sts, []corev1.Pod{pod("pod-2", corev1.ConditionTrue, false)}),
+		"pod not ready":    serverRun(nb, sts, []corev1.Pod{pod("pod-1", corev1.ConditionFalse, false)}),
+		"pod terminating":  serverRun(nb, sts, []corev1.Pod{pod("pod-1", corev1.ConditionTrue, true)}),
+		"another Notebook": serverRun(recreated, sts, []corev1.Pod{pod("pod-1", corev1.ConditionTrue, false)}),
+	} {
+		if run == base {
+			t.Errorf("%s: the run is unchanged (%+v), so an answer of the old server would be used", name, run)
+		}
 	}
 }
