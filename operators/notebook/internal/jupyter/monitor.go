@@ -51,8 +51,10 @@ type Limits struct {
 
 // Monitor probes Jupyter servers in the background, so that no reconcile
 // waits on a server its tenant controls. A reconcile reads the latest
-// Snapshot of its notebook and asks for a new one when that is too old;
-// when the probe ends, Done is called and the notebook is reconciled again.
+// Snapshot of its notebook's current run and asks for a new one when that
+// is too old; when the probe ends, the Monitor tells its done function,
+// and the notebook is reconciled again. The notebooks are known by name;
+// the Run says which server an answer is of.
 // At most one probe per notebook is queued or in flight, so a flood of
 // reconciles never becomes a flood of probes, and what the Monitor holds
 // is bounded by the notebooks it was asked about until they are forgotten.
@@ -157,14 +159,6 @@ func (m *Monitor) Request(nb types.NamespacedName, run Run, t Target) {
 		m.queue = append(m.queue, nb)
 		m.dispatch()
 	}
-}
-
-// Pending reports whether a probe of the notebook is queued or in flight.
-func (m *Monitor) Pending(nb types.NamespacedName) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	w := m.notebooks[nb]
-	return w != nil && !w.forgotten && (w.queued || w.probing)
 }
 
 // Forget drops what the Monitor holds for the notebook: it was deleted,

@@ -187,8 +187,11 @@ func TestAFloodOfRequestsIsOneProbe(t *testing.T) {
 	testenv.Eventually(t, "the probe answered", func(context.Context) (bool, error) {
 		return log.count(nb) == 1, nil
 	})
-	if m.Pending(nb) {
-		t.Error("a probe is still pending after the only one answered")
+	m.mu.Lock()
+	w := *m.notebooks[nb]
+	m.mu.Unlock()
+	if w.queued || w.probing || w.again {
+		t.Errorf("after the only probe answered: %+v, want nothing queued or in flight", w)
 	}
 	if n := o.probes.Load(); n != 1 {
 		t.Errorf("1000 requests ran %d probes, want 1", n)
