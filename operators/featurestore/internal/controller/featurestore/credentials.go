@@ -117,7 +117,7 @@ func (r *Reconciler) ensureCredentials(ctx context.Context, s *scope) (ctrl.Resu
 		// Every store needs the credentials, whose Secret cannot be
 		// written there: nothing is provisioned on the servers either.
 		s.credentialsFailure = &storeResult{outcome: outcomeReserved, message: err.Error()}
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil //nolint:nilerr // reported as Stalled, a retry cannot help
 	}
 	rotateFor := fs.Annotations[featuresv1alpha1.AnnotationRotateCredentials]
 	// Not knowing whether an admin credential changed (its Secret could

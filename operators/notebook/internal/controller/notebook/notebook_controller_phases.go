@@ -94,7 +94,7 @@ func (r *Reconciler) resolveInputs(ctx context.Context, s *scope) (ctrl.Result, 
 	s.policy = r.Config.Culling.PolicyFor(nb.Spec.Culling)
 	if err := apply.NamespaceReserved("Notebook", nb.Namespace); err != nil {
 		s.stalled, s.stalledMsg = commonv1alpha1.ReasonNamespaceReserved, err.Error()
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil //nolint:nilerr // reported as Stalled, a retry cannot help
 	}
 	if msg := undeclaredMounts(nb); msg != "" {
 		s.stalled, s.stalledMsg = commonv1alpha1.ReasonInvalidSpec, msg

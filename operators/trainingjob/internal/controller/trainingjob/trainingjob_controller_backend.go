@@ -50,7 +50,7 @@ func (r *Reconciler) resolveBackend(_ context.Context, s *scope) (ctrl.Result, e
 	}
 	if err := apply.NamespaceReserved("TrainingJob", s.tj.Namespace); err != nil {
 		s.invalid, s.reason = err, commonv1alpha1.ReasonNamespaceReserved
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil //nolint:nilerr // reported as Stalled, a retry cannot help
 	}
 	if !ok {
 		s.invalid, s.reason = fmt.Errorf("backend %s is not one this operator runs (%v)", s.backend, r.Backends.Names()), ReasonBackendUnavailable
