@@ -1006,7 +1006,7 @@ func TestNativeMountsTheFeatureStoreOnceReady(t *testing.T) {
 // succeeded on its restart explains nothing.
 func TestNativeCleanPodPolicy(t *testing.T) {
 	c := adminClient(t)
-	startOperator(t, nil)
+	op := startOperator(t, nil)
 	cases := map[trainingv1alpha1.CleanPodPolicy]struct{ keepFinished, keepStraggler bool }{
 		trainingv1alpha1.CleanPodPolicyRunning: {keepFinished: true},
 		trainingv1alpha1.CleanPodPolicyAll:     {},
@@ -1033,6 +1033,10 @@ func TestNativeCleanPodPolicy(t *testing.T) {
 				s.Phase = corev1.PodFailed
 				s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.Now()}}
 			})
+			// The Job controller fails the Job after it saw the pod fail;
+			// the operator's watches of the two need not agree on that
+			// order, so the test lets its cache see the pod first.
+			settle(t, c, op, ns, failed)
 			failBatchJob(t, c, job)
 			got := waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
 				return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
