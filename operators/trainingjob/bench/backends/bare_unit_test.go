@@ -21,7 +21,7 @@ func TestBareJobIsTheNativeJobOfNobody(t *testing.T) {
 	if job.Name != "j00007-r1" || job.Namespace != "team" || len(job.OwnerReferences) != 0 {
 		t.Errorf("Job %s/%s owners %v, want team/j00007-r1 owned by nobody", job.Namespace, job.Name, job.OwnerReferences)
 	}
-	if *job.Spec.Completions != 4 || *job.Spec.CompletionMode != batchv1.IndexedCompletion || job.Spec.Template.Spec.Subdomain != "j00007-r1" {
+	if *job.Spec.Completions != 4 || *job.Spec.CompletionMode != batchv1.IndexedCompletion || job.Spec.Template.Spec.Subdomain != "trainingjob-ranks" {
 		t.Errorf("completions %d mode %s subdomain %q, want the native backend's 4 Indexed ranks", *job.Spec.Completions, *job.Spec.CompletionMode, job.Spec.Template.Spec.Subdomain)
 	}
 	for _, l := range []map[string]string{job.Labels, job.Spec.Template.Labels} {

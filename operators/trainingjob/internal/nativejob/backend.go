@@ -12,23 +12,22 @@ import (
 
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
 	"github.com/ml-platform/ml-platform/shared/featureref"
 )
 
 // RolePods is the one role the native backend records in status.roles.
 const RolePods = "Pods"
 
-// Backend runs each run as one Indexed batch/v1 Job and a headless
-// Service.
+// Backend runs each run as one Indexed batch/v1 Job. The ranks of a run
+// of several pods find each other by host name in the namespace's headless
+// Service for the ranks, which package rankdns creates and publishes.
 type Backend struct {
 	settings  backend.Settings
 	launchers map[trainingv1alpha1.Framework]launcher
 }
 
-var (
-	_ backend.Backend    = (*Backend)(nil)
-	_ backend.Companions = (*Backend)(nil)
-)
+var _ backend.Backend = (*Backend)(nil)
 
 // NewBackend returns the native backend.
 func NewBackend(s backend.Settings) *Backend {
@@ -62,8 +61,8 @@ func (*Backend) Reference(tj *trainingv1alpha1.TrainingJob, run int32) trainingv
 // Empty returns an empty Job.
 func (*Backend) Empty(*trainingv1alpha1.TrainingJob) client.Object { return &batchv1.Job{} }
 
-// Owned lists Jobs and Services.
-func (*Backend) Owned() []client.Object { return []client.Object{&batchv1.Job{}, &corev1.Service{}} }
+// Owned lists Jobs.
+func (*Backend) Owned() []client.Object { return []client.Object{&batchv1.Job{}} }
 
 // SuspendPatch sets spec.suspend.
 func (*Backend) SuspendPatch(suspend bool) client.Patch {
@@ -72,8 +71,9 @@ func (*Backend) SuspendPatch(suspend bool) client.Patch {
 
 // Build returns the Indexed Job of a run: completions = parallelism = the
 // ranks, rank i at completion index i with host name <job>-<i> in the
-// subdomain of the run's headless Service (a run of one pod has no
-// Service). The Job never retries a pod
+// subdomain of the namespace's headless Service for the ranks
+// (rankdns.Service; a run of one pod has no peers and no subdomain). The
+// Job never retries a pod
 // (restartPolicy Never, backoffLimit 0): any failure ends the run, and the
 // operator's failure classification decides whether the next run starts
 // from the checkpoint. A job with a queue name is created suspended with
@@ -91,7 +91,7 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 	topo := topologyOf(tj, run, l)
 	template.Spec.RestartPolicy = corev1.RestartPolicyNever
 	if topo.pods > 1 {
-		template.Spec.Subdomain = topo.job
+		template.Spec.Subdomain = rankdns.Service
 	}
 	c := &template.Spec.Containers[0]
 	env := l.env(topo)
@@ -131,27 +131,6 @@ func (b *Backend) Build(tj *trainingv1alpha1.TrainingJob, run int32, stores []fe
 // value before the kubelet expands the completion index into it, which
 // only shortens it.
 const execRemedy = "use fewer workers, a shorter job name, or backend: kubeflow"
-
-// Companions is the run's headless Service. It has no selector: the
-// operator publishes the ranks' host names itself (package rankdns), as
-// soon as each has an address and before it is ready, because ranks must
-// find each other to become ready at all. A run of one pod has nobody to
-// find and gets none.
-func (b *Backend) Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object {
-	l, ok := b.launchers[tj.Spec.Framework]
-	if !ok || tj.WorkerPods() <= 1 {
-		return nil
-	}
-	labels := backend.Labels(b.settings.OperatorName, tj.Name, run)
-	return []client.Object{&corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: backend.JobName(tj.Name, run), Labels: labels},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone,
-			Ports:     []corev1.ServicePort{{Name: l.port.Name, Port: l.port.ContainerPort, Protocol: corev1.ProtocolTCP}},
-		},
-	}}
-}
 
 // Observe reads a Job. A run is Running once every rank is ready or has
 // succeeded (every rank came up, which is when a distributed training has

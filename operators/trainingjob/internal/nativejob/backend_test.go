@@ -44,54 +44,45 @@ func TestBuildIsOneIndexedJobThatNeverRetries(t *testing.T) {
 	if *spec.ActiveDeadlineSeconds != 600 || *spec.Suspend {
 		t.Errorf("activeDeadlineSeconds %d suspend %t", *spec.ActiveDeadlineSeconds, *spec.Suspend)
 	}
-	if spec.Template.Spec.Subdomain != "mnist-r2" {
-		t.Errorf("subdomain %q, want the Service's name", spec.Template.Spec.Subdomain)
+	// The ranks are the subdomain of the namespace's Service for them,
+	// which package rankdns creates; the run makes no Service.
+	if spec.Template.Spec.Subdomain != rankdns.Service {
+		t.Errorf("subdomain %q, want the namespace's Service for the ranks", spec.Template.Spec.Subdomain)
 	}
-	svc := b.Companions(tj, 2)[0].(*corev1.Service)
-	// No selector: the operator publishes the ranks (package rankdns),
-	// those of the run the Service's labels name.
-	if svc.Name != spec.Template.Spec.Subdomain || svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector != nil || !rankdns.Published(svc, settings.OperatorName) {
-		t.Errorf("service %s clusterIP %q selector %v labels %v, want headless, published by the operator", svc.Name, svc.Spec.ClusterIP, svc.Spec.Selector, svc.Labels)
+	if _, ok := any(b).(backend.Companions); ok {
+		t.Error("the native backend makes companions: a run needs no object beside its Job")
 	}
-	for _, k := range []string{trainingv1alpha1.LabelJobName, trainingv1alpha1.LabelRun} {
-		if svc.Labels[k] != spec.Template.Labels[k] {
-			t.Errorf("service label %s=%q, the pods' %q", k, svc.Labels[k], spec.Template.Labels[k])
-		}
-	}
-	if p := spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort != svc.Spec.Ports[0].Port {
-		t.Errorf("container ports %v, service ports %v", p, svc.Spec.Ports)
+	if p := spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort == 0 {
+		t.Errorf("container ports %v", p)
 	}
 }
 
 // TestSinglePodRunHasNoServiceAndNoPeerNames: a run of one pod has nobody
-// to find, so it gets no headless Service (whose Endpoints and
-// EndpointSlice the cluster would write about 6 times per run), no
-// subdomain, and no host name of a Service in its environment.
+// to find, so it gets no subdomain (no slice of its ranks is written) and
+// no host name of a Service in its environment.
 func TestSinglePodRunHasNoServiceAndNoPeerNames(t *testing.T) {
 	for _, fw := range []trainingv1alpha1.Framework{trainingv1alpha1.FrameworkPyTorch, trainingv1alpha1.FrameworkXGBoost, trainingv1alpha1.FrameworkTensorFlow, trainingv1alpha1.FrameworkPaddle} {
 		t.Run(string(fw), func(t *testing.T) {
 			b := NewBackend(settings)
 			tj := newTJ(fw, 1)
-			if svcs := b.Companions(tj, 1); len(svcs) != 0 {
-				t.Errorf("a single-pod run has companions %v, want none", svcs)
-			}
 			obj, err := b.Build(tj, 1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			spec := obj.(*batchv1.Job).Spec.Template.Spec
 			if spec.Subdomain != "" {
-				t.Errorf("subdomain %q without a Service", spec.Subdomain)
+				t.Errorf("subdomain %q for a run of one pod", spec.Subdomain)
 			}
 			for k, v := range expand(spec.Containers[0].Env, 0) {
-				if strings.Contains(v, "mnist-r1") && k != "PADDLE_JOB_ID" {
+				if strings.Contains(v, rankdns.Service) || strings.Contains(v, "mnist-r1") && k != "PADDLE_JOB_ID" {
 					t.Errorf("%s=%q names a host of the run's Service", k, v)
 				}
 			}
 		})
 	}
-	if svcs := NewBackend(settings).Companions(newTJ(trainingv1alpha1.FrameworkPyTorch, 2), 1); len(svcs) != 1 {
-		t.Errorf("a two-pod run has %d companions, want its headless Service", len(svcs))
+	obj, err := NewBackend(settings).Build(newTJ(trainingv1alpha1.FrameworkPyTorch, 2), 1, nil)
+	if err != nil || obj.(*batchv1.Job).Spec.Template.Spec.Subdomain != rankdns.Service {
+		t.Errorf("a two-pod run: %v, want its ranks in the namespace's Service (%v)", obj, err)
 	}
 }
 

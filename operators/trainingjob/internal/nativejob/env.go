@@ -14,6 +14,7 @@ import (
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/mpi"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
 )
 
 // EnvCompletionIndex is the variable the Job controller sets to a pod's
@@ -39,9 +40,8 @@ type launcher struct {
 	shape func(tj *trainingv1alpha1.TrainingJob, t topology, job *batchv1.JobSpec)
 }
 
-// topology is a run's ranks: its Job (also the headless Service's name),
-// namespace and pod count. Rank i runs as completion index i, host
-// <job>-<i>.<job>.
+// topology is a run's ranks: its Job, namespace and pod count. Rank i
+// runs as completion index i, host <job>-<i>.<rankdns.Service>.
 type topology struct {
 	job, namespace string
 	pods           int32
@@ -50,15 +50,15 @@ type topology struct {
 }
 
 // host is the stable name of rank i, resolvable in the namespace through
-// the headless Service, as Kubeflow's per-pod Service names are. A run of
-// one pod has no peers and so no Service (it, its Endpoints and its
-// EndpointSlice cost the cluster about 7 writes per run for nothing): its
-// one rank reaches itself as localhost.
+// the namespace's headless Service for the ranks (rankdns.Service), as
+// Kubeflow's per-pod Service names are: the run's Job name makes it unique
+// in the namespace. A run of one pod has no peers and publishes no name:
+// its one rank reaches itself as localhost.
 func (t topology) host(i int32) string {
 	if t.pods <= 1 {
 		return "localhost"
 	}
-	return fmt.Sprintf("%s-%d.%s", t.job, i, t.job)
+	return fmt.Sprintf("%s-%d.%s", t.job, i, rankdns.Service)
 }
 
 // fqdn is host(i) with the namespace and .svc, for the frameworks whose

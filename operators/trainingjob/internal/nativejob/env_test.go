@@ -18,6 +18,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
 	"github.com/ml-platform/ml-platform/shared/accelerator"
 )
 
@@ -65,7 +66,7 @@ func kubeflowHosts(job string, coordinator string, pods int) func(string) string
 			if parts[1] != coordinator {
 				idx++
 			}
-			return fmt.Sprintf("%s-%d.%s", job, idx, job)
+			return fmt.Sprintf("%s-%d.%s", job, idx, rankdns.Service)
 		})
 	}
 }
@@ -274,7 +275,7 @@ func TestJAXEnvironmentIsKubeflowTrainers(t *testing.T) {
 	for rank := range 3 {
 		got := expand(c.Env, rank)
 		want := map[string]string{
-			"JAX_COORDINATOR_ADDRESS": "mnist-r1-0.mnist-r1.team-a.svc:8899",
+			"JAX_COORDINATOR_ADDRESS": "mnist-r1-0.trainingjob-ranks.team-a.svc:8899",
 			"JAX_COORDINATOR_PORT":    "8899",
 			"JAX_NUM_PROCESSES":       "3",
 			"JAX_PROCESS_ID":          fmt.Sprint(rank),
@@ -308,7 +309,7 @@ func TestSinglePodJAXCoordinatesOnLocalhost(t *testing.T) {
 func TestHostListsThatNoContainerCouldStartWithAreRefused(t *testing.T) {
 	long := func(workers int32) *trainingv1alpha1.TrainingJob {
 		tj := newTJ(trainingv1alpha1.FrameworkTensorFlow, workers)
-		tj.Name, tj.Namespace = strings.Repeat("j", 40), strings.Repeat("n", 40)
+		tj.Name, tj.Namespace = strings.Repeat("j", 40), strings.Repeat("n", 63)
 		return tj
 	}
 	obj, err := NewBackend(settings).Build(long(512), 1, nil)

@@ -41,7 +41,7 @@ func TestBuildMPIIsALauncherAndSSHServersInOneIndexedJob(t *testing.T) {
 		t.Errorf("the launcher's command (-want +got):\n%s", diff)
 	}
 	env := expand(c.Env, 0)
-	wantHosts := "localhost slots=2\nmnist-r2-1.mnist-r2.team-a.svc slots=2\nmnist-r2-2.mnist-r2.team-a.svc slots=2\n"
+	wantHosts := "localhost slots=2\nmnist-r2-1.trainingjob-ranks.team-a.svc slots=2\nmnist-r2-2.trainingjob-ranks.team-a.svc slots=2\n"
 	if diff := cmp.Diff(wantHosts, env[mpi.EnvHostfile]); diff != "" {
 		t.Errorf("hostfile (-want +got):\n%s", diff)
 	}

@@ -1,6 +1,7 @@
 // Package rankdns publishes the host names of a native run's ranks
-// (<job>-<index>.<service>) in EndpointSlices that the operator writes
-// itself, for the run's headless Service, which has no selector.
+// (<job>-<index>.<Service>) in EndpointSlices that the operator writes
+// itself, for one headless Service per namespace that has no selector and
+// that every run of the namespace shares.
 //
 // With a selector, kube-controller-manager's endpoint controllers keep an
 // Endpoints object and an EndpointSlice per run and rewrite both at every
@@ -15,6 +16,16 @@
 // comes first; it deletes the slice once no rank runs. A healthy run costs
 // two writes. No legacy Endpoints object exists at all; cluster DNS
 // (CoreDNS) reads EndpointSlices.
+//
+// The Service is the namespace's, not a run's: a run's ranks are its
+// subdomain, and the run's Job name, unique in the namespace, makes their
+// host names unique. It is created for the first run of several pods in
+// the namespace and stays, owned by nobody: it has no selector, no ports
+// and no address, and costs a cluster nothing but the object. A Service
+// per run cost a create and the controllers' work on it for every run.
+// Each run's slices are its own: named as its Job and owned by it, they
+// go with it. Runs started by an earlier version, whose ranks are the
+// subdomain of a Service of their own (named as their Job), keep it.
 //
 // Only pods that the run's Job controls are published, under the host
 // name the Job controller gave them: a pod that merely carries the run's
@@ -56,15 +67,21 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/shared/apply"
+	"github.com/ml-platform/ml-platform/shared/manager"
 )
 
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
 
 // Name is the controller's name.
 const Name = "rankdns"
 
-// ReasonNotPublished is the warning, on the run's Service and its
-// TrainingJob, that the ranks' host names could not be written.
+// Service is the name of the namespace's headless Service whose subdomain
+// the ranks of every native run of several pods share.
+const Service = "trainingjob-ranks"
+
+// ReasonNotPublished is the warning, on the run's Job and its TrainingJob,
+// that the ranks' host names could not be written.
 const ReasonNotPublished = "RankNamesNotPublished"
 
 // ManagedBy is the value of the slices' endpointslice.kubernetes.io/managed-by
@@ -79,24 +96,33 @@ const MaxEndpoints = 1000
 
 // Published tells whether the operator publishes the ranks of svc: a
 // headless Service of the operator's with no selector. A run's Service
-// created by an earlier version has a selector; the endpoint controllers
-// serve it, and the operator leaves it to them.
+// created by an earlier version still has a selector; the endpoint
+// controllers serve it, and the operator leaves it to them.
 func Published(svc *corev1.Service, operatorName string) bool {
 	return svc.Spec.Selector == nil && svc.Spec.ClusterIP == corev1.ClusterIPNone &&
-		svc.Labels[commonv1alpha1.LabelManagedBy] == operatorName && svc.Labels[trainingv1alpha1.LabelJobName] != ""
+		svc.Labels[commonv1alpha1.LabelManagedBy] == operatorName
 }
 
-// Reconciler converges the EndpointSlices of one run's Service.
+// NewService is the namespace's headless Service for the ranks.
+func NewService(namespace, operatorName string) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: Service, Labels: manager.ManagedByLabels(operatorName)},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone},
+	}
+}
+
+// Reconciler converges the EndpointSlices of one run, keyed by its Job.
 type Reconciler struct {
-	// Client reads through the operator's caches (Services, pods and
+	// Client reads through the operator's caches (Jobs, Services, pods and
 	// slices carry its managed-by label) and writes.
 	Client client.Client
-	// APIReader reads a slice that a create found existing but the cache
-	// does not hold yet: the operator's own, or somebody else's.
+	// APIReader reads an object that a create found existing but the
+	// cache does not hold: the operator's own, or somebody else's.
 	APIReader    client.Reader
 	Recorder     record.EventRecorder
 	OperatorName string
-	// Period paces the writes of one Service's slices (DefaultPeriod when
+	// Period paces the writes of one run's slices (DefaultPeriod when
 	// zero; see pacer).
 	Period time.Duration
 	// Clock is the pacer's clock; nil is the real one.
@@ -105,14 +131,16 @@ type Reconciler struct {
 	pace *pacer
 }
 
-// subdomainField indexes the cached pods by subdomain: a run's ranks are
-// found without reading the namespace's other pods, and pods without one
-// (every run of one pod) cost the index nothing.
-const subdomainField = "spec.subdomain"
+// jobField indexes the cached pods that have a subdomain by the Job that
+// controls them: a run's ranks are found without reading the namespace's
+// other pods, and pods without one (every run of one pod) cost the index
+// nothing.
+const jobField = "rankdns.job"
 
-// serviceField indexes the cached slices the operator manages by their
-// Service.
-const serviceField = "rankdns.service"
+// ownerField indexes the cached slices the operator manages by the name
+// of their controller: the run's Job, or the Service of the run's name
+// that an earlier version made.
+const ownerField = "rankdns.owner"
 
 // DefaultPeriod is the least time between two writes of one run's slices,
 // and the longest a rank with an address waits for the run's other ranks
@@ -120,47 +148,56 @@ const serviceField = "rankdns.service"
 // start.
 const DefaultPeriod = time.Second
 
+// foreignRecheck is how often a run whose Service name somebody else's
+// Service holds looks again: the operator's cache does not hold that
+// Service, so its removal wakes nothing.
+const foreignRecheck = 2 * time.Minute
+
 // SetupWithManager registers the controller. Pod changes that do not change
 // what a rank publishes (its address, host name, node, whether it still
 // runs) wake nothing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	r.pace = newPacer(cmp.Or[clock.PassiveClock](r.Clock, clock.RealClock{}))
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, subdomainField, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, jobField, func(o client.Object) []string {
 		if pod, ok := o.(*corev1.Pod); ok && pod.Spec.Subdomain != "" {
-			return []string{pod.Spec.Subdomain}
+			if job := jobOf(pod); job != "" {
+				return []string{job}
+			}
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &discoveryv1.EndpointSlice{}, serviceField, func(o client.Object) []string {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok && s.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
-			return []string{s.Labels[discoveryv1.LabelServiceName]}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &discoveryv1.EndpointSlice{}, ownerField, func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil && o.GetLabels()[discoveryv1.LabelManagedBy] == ManagedBy {
+			return []string{ref.Name}
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&corev1.Service{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			svc, ok := o.(*corev1.Service)
-			return ok && Published(svc, r.OperatorName)
+		// A run's Job: its creation (or its arrival in the cache after
+		// its ranks' pods) and its deletion.
+		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			job, ok := o.(*batchv1.Job)
+			return ok && job.Spec.Template.Spec.Subdomain != "" && job.Labels[trainingv1alpha1.LabelJobName] != ""
 		}), predicate.Funcs{UpdateFunc: func(ctrlevent.UpdateEvent) bool { return false }})).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToService), builder.WithPredicates(rankChanged())).
-		// A Job that reaches the cache after its ranks' pods.
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToService), builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(e ctrlevent.CreateEvent) bool {
-				job, ok := e.Object.(*batchv1.Job)
-				return ok && ptr.Deref(job.Spec.Parallelism, 1) > 1
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRun), builder.WithPredicates(rankChanged())).
+		// The Service's creation and deletion wake the runs it serves: a
+		// deleted one is made again.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.serviceToRuns), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+				before, ok1 := e.ObjectOld.(*corev1.Service)
+				after, ok2 := e.ObjectNew.(*corev1.Service)
+				return ok1 && ok2 && Published(before, r.OperatorName) != Published(after, r.OperatorName)
 			},
-			UpdateFunc:  func(ctrlevent.UpdateEvent) bool { return false },
-			DeleteFunc:  func(ctrlevent.DeleteEvent) bool { return false },
 			GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
 		})).
 		// A slice somebody changed or deleted is made what it must be again
 		// (the operator's own writes come back as a reconcile that finds
 		// nothing to do); its creation is the operator's own.
-		Owns(&discoveryv1.EndpointSlice{}, builder.WithPredicates(predicate.Funcs{
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(sliceToRun), builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(ctrlevent.CreateEvent) bool { return false },
 			GenericFunc: func(ctrlevent.GenericEvent) bool { return false },
 		})).
@@ -169,21 +206,52 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Complete(r)
 }
 
-// podToService maps a rank's pod to its run's Service, the pod's subdomain.
-func podToService(_ context.Context, o client.Object) []reconcile.Request {
+// jobOf is the name of the Job that controls a pod, or "".
+func jobOf(pod *corev1.Pod) string {
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "Job" && ref.APIVersion == batchv1.SchemeGroupVersion.String() {
+		return ref.Name
+	}
+	return ""
+}
+
+// podToRun maps a rank's pod to its run's Job.
+func podToRun(_ context.Context, o client.Object) []reconcile.Request {
 	pod, ok := o.(*corev1.Pod)
 	if !ok || pod.Spec.Subdomain == "" || pod.Labels[trainingv1alpha1.LabelJobName] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Spec.Subdomain}}}
+	if job := jobOf(pod); job != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.Namespace, Name: job}}}
+	}
+	return nil
 }
 
-// jobToService maps a run's Job to the Service of the same name.
-func jobToService(_ context.Context, o client.Object) []reconcile.Request {
-	if o.GetLabels()[trainingv1alpha1.LabelJobName] == "" {
+// sliceToRun maps a slice to its run's Job, which bears the name of the
+// slice's controller (the Job, or the run's own Service of an earlier
+// version).
+func sliceToRun(_ context.Context, o client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(o)
+	if ref == nil || o.GetLabels()[discoveryv1.LabelManagedBy] != ManagedBy {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
+}
+
+// serviceToRuns maps a Service to the runs whose ranks are its subdomain.
+// A Service's creation and deletion are rare; the namespace's Jobs are
+// read from the cache.
+func (r *Reconciler) serviceToRuns(ctx context.Context, o client.Object) []reconcile.Request {
+	jobs := &batchv1.JobList{}
+	if err := r.Client.List(ctx, jobs, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range jobs.Items {
+		if jobs.Items[i].Spec.Template.Spec.Subdomain == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
+		}
+	}
+	return out
 }
 
 // rankChanged passes the events that change what a pod publishes: its
@@ -224,41 +292,47 @@ func running(p *corev1.Pod) bool {
 	return p.DeletionTimestamp.IsZero() && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// Reconcile writes the slices that Desired returns for the Service and its
-// pods, when they differ from the cached ones, paced (see Period).
+// Reconcile writes the slices that Desired returns for a run's Job and
+// its pods, when they differ from the cached ones, paced (see Period), and
+// creates the namespace's Service when it is missing.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// A write already waits, and nothing can make it go sooner: its
 	// reconcile will read everything afresh.
 	if wait := r.pace.scheduled(req.NamespacedName); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	svc := &corev1.Service{}
-	if err := r.Client.Get(ctx, req.NamespacedName, svc); err != nil {
-		// A deleted Service takes its slices along (they are its own).
-		r.pace.forget(req.NamespacedName)
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
+		// A deleted Job takes its slices along (they are its own).
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !Published(svc, r.OperatorName) || !svc.DeletionTimestamp.IsZero() {
-		r.pace.forget(req.NamespacedName)
+	subdomain := job.Spec.Template.Spec.Subdomain
+	if subdomain == "" || job.Labels[trainingv1alpha1.LabelJobName] == "" || !job.DeletionTimestamp.IsZero() {
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
+	}
+	svc, err := r.service(ctx, job)
+	if err != nil || svc == nil {
+		r.pace.forget(req.NamespacedName)
+		if apply.IsForeign(err) {
+			r.warnOnce(job, err)
+			return ctrl.Result{RequeueAfter: foreignRecheck}, nil
+		}
+		return ctrl.Result{}, err
 	}
 	// Read only: the cache's own objects, not copies.
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(svc.Namespace), client.MatchingFields{subdomainField: svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, err
-	}
-	// The run's Job bears the Service's name and owns it; only the pods it
-	// controls are ranks.
-	job := &batchv1.Job{}
-	if err := r.Client.Get(ctx, req.NamespacedName, job); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingFields{jobField: job.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	have := &discoveryv1.EndpointSliceList{}
-	if err := r.Client.List(ctx, have, client.InNamespace(svc.Namespace), client.MatchingFields{serviceField: svc.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, have, client.InNamespace(job.Namespace), client.MatchingFields{ownerField: job.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
-	want := Desired(svc, job.UID, pods.Items)
-	w := plan(svc, want, have.Items)
+	want := Desired(svc, job, pods.Items)
+	owner := ownerOf(svc, job)
+	w := plan(owner, want, have.Items)
 	if w.none() {
 		r.pace.settled(req.NamespacedName)
 		return ctrl.Result{}, nil
@@ -266,23 +340,83 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if wait := r.pace.wait(req.NamespacedName, w.adds, complete(want, job), r.period()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if err := r.apply(ctx, svc, w); err != nil {
+	if err := r.apply(ctx, owner, w); err != nil {
 		// A write from a cache that lags the operator's own last write is
 		// retried, and says nothing.
 		if !apierrors.IsConflict(err) && !errors.Is(err, errCacheLags) {
-			// On the TrainingJob too: its status stays Running while the
-			// ranks wait for each other's names, and its events are where
-			// a user looks.
-			for _, obj := range []runtime.Object{svc, trainingJobOf(job)} {
-				if obj != nil {
-					r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotPublished, "The ranks' host names could not be published: %v", err)
-				}
-			}
+			r.warn(job, err)
 		}
 		return ctrl.Result{}, err
 	}
 	r.pace.wrote(req.NamespacedName, w.keep+len(w.create)+len(w.update) == 0)
 	return ctrl.Result{}, nil
+}
+
+// service is the Service whose subdomain the run's ranks are, nil when
+// the operator does not publish it: a run's own Service of an earlier
+// version that is gone or has a selector. The namespace's Service is
+// created when missing; a Service of its name that is not the operator's
+// headless one without a selector is a ForeignError.
+func (r *Reconciler) service(ctx context.Context, job *batchv1.Job) (*corev1.Service, error) {
+	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Spec.Template.Spec.Subdomain}
+	svc := &corev1.Service{}
+	err := r.Client.Get(ctx, key, svc)
+	switch {
+	case err == nil && Published(svc, r.OperatorName) && svc.DeletionTimestamp.IsZero():
+		return svc, nil
+	case key.Name != Service:
+		return nil, client.IgnoreNotFound(err)
+	case err == nil:
+		// The cache holds only the operator's Services: this one was
+		// changed since the operator made it.
+		return nil, &apply.ForeignError{Kind: "Service", Namespace: key.Namespace, Name: key.Name, Owner: "the " + r.OperatorName + " as a headless Service without a selector",
+			Remedy: "let it be deleted: the operator makes it again"}
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	svc = NewService(key.Namespace, r.OperatorName)
+	creator := &apply.Applier{Client: r.Client, APIReader: r.APIReader}
+	if err := creator.Create(ctx, svc, apply.ManagedBy(r.OperatorName, "rename it: the native backend's ranks need its name in this namespace")); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			err = errCacheLags
+		}
+		return nil, fmt.Errorf("creating the ranks' Service %s: %w", Service, err)
+	}
+	return svc, nil
+}
+
+// ownerOf is the controller of a run's slices: the run's own Service of
+// an earlier version (named as the Job), else the Job.
+func ownerOf(svc *corev1.Service, job *batchv1.Job) client.Object {
+	if svc.Name == job.Name {
+		return svc
+	}
+	return job
+}
+
+// warn says on the run's Job and its TrainingJob why the ranks have no
+// names: the TrainingJob's status stays Running while the ranks wait for
+// each other's names, and its events are where a user looks.
+func (r *Reconciler) warn(job *batchv1.Job, err error) {
+	for _, obj := range []runtime.Object{job, trainingJobOf(job)} {
+		if obj != nil {
+			r.Recorder.Eventf(obj, corev1.EventTypeWarning, ReasonNotPublished, "The ranks' host names could not be published: %v", err)
+		}
+	}
+}
+
+// warnOnce warns about a Service name taken once for each run and
+// message: looking again every foreignRecheck says nothing new.
+func (r *Reconciler) warnOnce(job *batchv1.Job, err error) {
+	if r.pace.told(client.ObjectKeyFromObject(job), err.Error()) {
+		r.warn(job, err)
+	}
+}
+
+// forget drops what the pacer keeps of a run that is gone.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.pace.forget(key)
+	r.pace.untell(key)
 }
 
 // trainingJobOf is the TrainingJob that controls a run's Job, as an
@@ -316,7 +450,7 @@ func (r *Reconciler) period() time.Duration {
 	return r.Period
 }
 
-// writes are what it takes to turn a Service's slices into the wanted ones.
+// writes are what it takes to turn a run's slices into the wanted ones.
 type writes struct {
 	create, update, delete []discoveryv1.EndpointSlice
 	// keep are the wanted slices that need no write.
@@ -328,14 +462,14 @@ type writes struct {
 
 func (w writes) none() bool { return len(w.create)+len(w.update)+len(w.delete) == 0 }
 
-// plan compares the wanted slices with the Service's cached ones. Slices
-// of another owner are not the Service's: a create of such a name fails,
-// and says so.
-func plan(svc *corev1.Service, want, have []discoveryv1.EndpointSlice) writes {
+// plan compares the wanted slices with the run's cached ones, which owner
+// controls. Slices of another owner are not the run's: a create of such a
+// name fails, and says so.
+func plan(owner metav1.Object, want, have []discoveryv1.EndpointSlice) writes {
 	var w writes
 	byName := map[string]*discoveryv1.EndpointSlice{}
 	for i := range have {
-		if metav1.IsControlledBy(&have[i], svc) {
+		if metav1.IsControlledBy(&have[i], owner) {
 			byName[have[i].Name] = &have[i]
 		}
 	}
@@ -377,15 +511,15 @@ func endpointKey(e discoveryv1.Endpoint) string {
 	return fmt.Sprint(ptr.Deref(e.Hostname, ""), e.Addresses)
 }
 
-// apply makes the writes.
-func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, w writes) error {
+// apply makes the writes of the slices that controller controls.
+func (r *Reconciler) apply(ctx context.Context, controller client.Object, w writes) error {
 	// A slice of the name that is somebody else's is a ForeignError, never
 	// overwritten; the operator's own that the cache does not show yet
 	// (written by the last reconcile) is retried.
 	creator := &apply.Applier{Client: r.Client, APIReader: r.APIReader}
-	owner := apply.ControlledBy(svc, "Service")
-	// The Service is the operator's: the name to change is the job's.
-	owner.Name, owner.Remedy = "the Service "+svc.Name, "give the TrainingJob another name"
+	owner := apply.ControlledBy(controller, "run")
+	// The run is the operator's: the name to change is the job's.
+	owner.Name, owner.Remedy = "the run "+controller.GetName(), "give the TrainingJob another name"
 
 	for i := range w.create {
 		s := &w.create[i]
@@ -410,14 +544,15 @@ func (r *Reconciler) apply(ctx context.Context, svc *corev1.Service, w writes) e
 	return nil
 }
 
-// pacer spaces the writes of each Service's slices: ranks that get their
+// pacer spaces the writes of each run's slices: ranks that get their
 // addresses together, or end together, are one write. A write that
-// publishes every rank of the run goes out at once when the Service's
-// last write is at least a period old, else when it is. A write that
-// publishes only some of them, or only takes ranks away, waits a period
-// from when it was first seen: the run's other ranks get their addresses,
-// or end, within moments. It remembers only the Services with a write in
-// the last period or one pending.
+// publishes every rank of the run goes out at once when the run's last
+// write is at least a period old, else when it is. A write that publishes
+// only some of them, or only takes ranks away, waits a period from when
+// it was first seen: the run's other ranks get their addresses, or end,
+// within moments. It remembers only the runs with a write in the last
+// period or one pending, and the warnings told about runs that still
+// exist.
 type pacer struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
@@ -425,16 +560,37 @@ type pacer struct {
 	since map[types.NamespacedName]time.Time
 	// at is when a write that had to wait is due.
 	at map[types.NamespacedName]time.Time
+	// said is the last warning told about a run.
+	said map[types.NamespacedName]string
 }
 
 func newPacer(c clock.PassiveClock) *pacer {
 	return &pacer{
 		clock: c, last: map[types.NamespacedName]time.Time{}, since: map[types.NamespacedName]time.Time{},
-		at: map[types.NamespacedName]time.Time{},
+		at: map[types.NamespacedName]time.Time{}, said: map[types.NamespacedName]string{},
 	}
 }
 
-// scheduled is how long until the Service's waiting write is due; zero
+// told records that message is told about the run, and says whether it
+// was not told last.
+func (p *pacer) told(key types.NamespacedName, message string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.said[key] == message {
+		return false
+	}
+	p.said[key] = message
+	return true
+}
+
+// untell forgets the warnings told about a run that is gone.
+func (p *pacer) untell(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.said, key)
+}
+
+// scheduled is how long until the run's waiting write is due; zero
 // when none waits or it is due.
 func (p *pacer) scheduled(key types.NamespacedName) time.Duration {
 	p.mu.Lock()
@@ -450,7 +606,7 @@ func (p *pacer) scheduled(key types.NamespacedName) time.Duration {
 	return 0
 }
 
-// wait is how long the Service's pending write must still wait; adds says
+// wait is how long the run's pending write must still wait; adds says
 // it publishes something new, complete that it then shows every rank.
 // While it waits for the run's other ranks, a reconcile still reads them:
 // the last rank's address sends it at once.
@@ -480,7 +636,7 @@ func (p *pacer) wait(key types.NamespacedName, adds, complete bool, period time.
 	return wait
 }
 
-// wrote records a write; gone says the Service has no slice left, and so
+// wrote records a write; gone says the run has no slice left, and so
 // nothing to pace.
 func (p *pacer) wrote(key types.NamespacedName, gone bool) {
 	p.mu.Lock()
@@ -529,13 +685,15 @@ func same(cur, want *discoveryv1.EndpointSlice) bool {
 		equality.Semantic.DeepEqual(cur.Ports, want.Ports)
 }
 
-// Desired returns the slices that publish svc's running ranks among pods:
-// one per thousand completion indexes that has a rank with an address,
-// none when no rank runs. A rank is a pod that the run's Job (named as the
-// Service, with UID job) controls, with a completion index, the Service as
-// its subdomain, a host name and an address of the Service's IP family,
-// that has not ended and is not being deleted. No Job, no ranks.
-func Desired(svc *corev1.Service, job types.UID, pods []corev1.Pod) []discoveryv1.EndpointSlice {
+// Desired returns the slices that publish the running ranks of a run's
+// Job among pods, in svc: one per thousand completion indexes that has a
+// rank with an address, none when no rank runs. A rank is a pod that the
+// Job controls, with a completion index, the Service as its subdomain, a
+// host name and an address of the Service's IP family, that has not ended
+// and is not being deleted. The slices bear the Job's name and are
+// controlled by the Job, or by the run's own Service of an earlier
+// version.
+func Desired(svc *corev1.Service, job *batchv1.Job, pods []corev1.Pod) []discoveryv1.EndpointSlice {
 	family := corev1.IPv4Protocol
 	if len(svc.Spec.IPFamilies) > 0 {
 		family = svc.Spec.IPFamilies[0]
@@ -543,7 +701,7 @@ func Desired(svc *corev1.Service, job types.UID, pods []corev1.Pod) []discoveryv
 	chunks := map[int][]discoveryv1.Endpoint{}
 	for i := range pods {
 		p := &pods[i]
-		index, ok := rankIndex(p, svc.Name, job)
+		index, ok := rankIndex(p, job, svc.Name)
 		if !ok || !running(p) {
 			continue
 		}
@@ -568,27 +726,29 @@ func Desired(svc *corev1.Service, job types.UID, pods []corev1.Pod) []discoveryv
 		}
 		ports = append(ports, discoveryv1.EndpointPort{Name: ptr.To(sp.Name), Port: ptr.To(port), Protocol: ptr.To(cmp.Or(sp.Protocol, corev1.ProtocolTCP))})
 	}
+	controller := metav1.OwnerReference{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}
+	if svc.Name == job.Name {
+		controller = metav1.OwnerReference{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true)}
+	}
 	out := make([]discoveryv1.EndpointSlice, 0, len(chunks))
 	for _, chunk := range slices.Sorted(maps.Keys(chunks)) {
 		eps := chunks[chunk]
 		slices.SortFunc(eps, func(a, b discoveryv1.Endpoint) int {
 			return cmp.Or(cmp.Compare(*a.Hostname, *b.Hostname), cmp.Compare(a.TargetRef.Name, b.TargetRef.Name))
 		})
-		name := svc.Name
+		name := job.Name
 		if chunk > 0 {
-			name = fmt.Sprintf("%s-%d", svc.Name, chunk)
+			name = fmt.Sprintf("%s-%d", job.Name, chunk)
 		}
 		labels := map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: ManagedBy}
 		for _, k := range []string{commonv1alpha1.LabelManagedBy, trainingv1alpha1.LabelJobName, trainingv1alpha1.LabelRun} {
-			labels[k] = svc.Labels[k]
+			labels[k] = job.Labels[k]
 		}
 		out = append(out, discoveryv1.EndpointSlice{
 			TypeMeta: metav1.TypeMeta{APIVersion: discoveryv1.SchemeGroupVersion.String(), Kind: "EndpointSlice"},
 			ObjectMeta: metav1.ObjectMeta{
-				Namespace: svc.Namespace, Name: name, Labels: labels,
-				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true),
-				}},
+				Namespace: job.Namespace, Name: name, Labels: labels,
+				OwnerReferences: []metav1.OwnerReference{controller},
 			},
 			AddressType: discoveryv1.AddressType(family),
 			Endpoints:   eps,
@@ -598,14 +758,14 @@ func Desired(svc *corev1.Service, job types.UID, pods []corev1.Pod) []discoveryv
 	return out
 }
 
-// rankIndex is the completion index of a rank of the run whose Job and
-// Service are named job, and whether p is one.
-func rankIndex(p *corev1.Pod, job string, uid types.UID) (int, bool) {
+// rankIndex is the completion index of a rank of job, whose ranks are the
+// subdomain service, and whether p is one.
+func rankIndex(p *corev1.Pod, job *batchv1.Job, service string) (int, bool) {
 	owner := metav1.GetControllerOf(p)
-	if uid == "" || owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() || owner.Name != job || owner.UID != uid {
+	if job.UID == "" || owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() || owner.Name != job.Name || owner.UID != job.UID {
 		return 0, false
 	}
-	if p.Spec.Subdomain != job || p.Spec.Hostname == "" {
+	if p.Spec.Subdomain != service || p.Spec.Hostname == "" {
 		return 0, false
 	}
 	index, err := strconv.Atoi(p.Annotations[batchv1.JobCompletionIndexAnnotation])

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
@@ -23,13 +24,40 @@ const (
 	jobUID   = types.UID("job-uid")
 )
 
+// service is the namespace's Service, as the API server returns it.
 func service() *corev1.Service {
+	svc := NewService("team-a", operator)
+	svc.UID = "svc-uid"
+	return svc
+}
+
+// runService is the Service of the run's own that an earlier version
+// made, named as its Job, with the framework's port.
+func runService() *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mnist-r1", UID: "svc-uid", Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mnist-r1", UID: "run-svc-uid", Labels: map[string]string{
 			commonv1alpha1.LabelManagedBy: operator, trainingv1alpha1.LabelJobName: "mnist", trainingv1alpha1.LabelRun: "1",
 		}},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "rdzv", Port: 29500, Protocol: corev1.ProtocolTCP}}},
 	}
+}
+
+// runJob is the run's Job as the operator's cache holds it.
+func runJob() *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mnist-r1", UID: jobUID, Labels: map[string]string{
+			commonv1alpha1.LabelManagedBy: operator, trainingv1alpha1.LabelJobName: "mnist", trainingv1alpha1.LabelRun: "1",
+		}},
+		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Subdomain: Service}}},
+	}
+}
+
+// inSubdomain is ranks of the run under another subdomain.
+func inSubdomain(subdomain string, pods ...corev1.Pod) []corev1.Pod {
+	for i := range pods {
+		pods[i].Spec.Subdomain = subdomain
+	}
+	return pods
 }
 
 // rank is the pod of completion index i as the Job controller makes it,
@@ -42,7 +70,7 @@ func rank(i int) corev1.Pod {
 			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: fmt.Sprint(i)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "mnist-r1", UID: jobUID, Controller: ptr.To(true)}},
 		},
-		Spec: corev1.PodSpec{Hostname: fmt.Sprintf("mnist-r1-%d", i), Subdomain: "mnist-r1", NodeName: "node-a"},
+		Spec: corev1.PodSpec{Hostname: fmt.Sprintf("mnist-r1-%d", i), Subdomain: Service, NodeName: "node-a"},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1),
 			PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)}, {IP: fmt.Sprintf("fd00::%x", i+1)}},
@@ -59,8 +87,8 @@ func hosts(slice discoveryv1.EndpointSlice) []string {
 }
 
 func TestDesiredPublishesEachRunningRankUnderItsHostName(t *testing.T) {
-	svc := service()
-	got := Desired(svc, jobUID, []corev1.Pod{rank(2), rank(0), rank(1)})
+	svc, job := service(), runJob()
+	got := Desired(svc, job, []corev1.Pod{rank(2), rank(0), rank(1)})
 	if len(got) != 1 {
 		t.Fatalf("%d slices, want 1: %+v", len(got), got)
 	}
@@ -69,15 +97,15 @@ func TestDesiredPublishesEachRunningRankUnderItsHostName(t *testing.T) {
 		t.Errorf("slice %s/%s type %s", s.Namespace, s.Name, s.AddressType)
 	}
 	// What cluster DNS and kube-controller-manager read.
-	if s.Labels[discoveryv1.LabelServiceName] != "mnist-r1" || s.Labels[discoveryv1.LabelManagedBy] != ManagedBy {
+	if s.Labels[discoveryv1.LabelServiceName] != Service || s.Labels[discoveryv1.LabelManagedBy] != ManagedBy {
 		t.Errorf("labels %v: want the Service's name and a manager other than kube-controller-manager's", s.Labels)
 	}
 	// What the operator's label-restricted cache selects.
 	if s.Labels[commonv1alpha1.LabelManagedBy] != operator || s.Labels[trainingv1alpha1.LabelJobName] != "mnist" || s.Labels[trainingv1alpha1.LabelRun] != "1" {
 		t.Errorf("labels %v: want the operator's", s.Labels)
 	}
-	if !metav1.IsControlledBy(&s, svc) {
-		t.Errorf("owners %v: want the Service, so the slice goes with it", s.OwnerReferences)
+	if !metav1.IsControlledBy(&s, job) || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Job" {
+		t.Errorf("owners %v: want the run's Job, so the slice goes with the run", s.OwnerReferences)
 	}
 	if want := []string{"mnist-r1-0=10.0.0.1", "mnist-r1-1=10.0.0.2", "mnist-r1-2=10.0.0.3"}; fmt.Sprint(hosts(s)) != fmt.Sprint(want) {
 		t.Errorf("endpoints %v, want %v", hosts(s), want)
@@ -86,15 +114,45 @@ func TestDesiredPublishesEachRunningRankUnderItsHostName(t *testing.T) {
 	if !*e.Conditions.Ready || e.TargetRef.UID != "pod-0" || *e.NodeName != "node-a" {
 		t.Errorf("endpoint %+v: want ready (ranks find each other before they are ready), the pod and its node", e)
 	}
-	if len(s.Ports) != 1 || *s.Ports[0].Name != "rdzv" || *s.Ports[0].Port != 29500 || *s.Ports[0].Protocol != corev1.ProtocolTCP {
+	// The namespace's Service has no port; the names need none.
+	if len(s.Ports) != 0 {
 		t.Errorf("ports %+v", s.Ports)
 	}
 
 	// An IPv6 Service publishes the ranks' IPv6 addresses.
 	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
-	got = Desired(svc, jobUID, []corev1.Pod{rank(0)})
+	got = Desired(svc, job, []corev1.Pod{rank(0)})
 	if len(got) != 1 || got[0].AddressType != discoveryv1.AddressTypeIPv6 || got[0].Endpoints[0].Addresses[0] != "fd00::1" {
 		t.Errorf("IPv6 Service: %+v", got)
+	}
+}
+
+// TestDesiredKeepsARunsOwnServiceOfAnEarlierVersion: a run started before
+// the namespace's Service existed has its ranks in a Service of its own,
+// named as its Job; its slices stay that Service's, with its port.
+func TestDesiredKeepsARunsOwnServiceOfAnEarlierVersion(t *testing.T) {
+	svc, job := runService(), runJob()
+	job.Spec.Template.Spec.Subdomain = svc.Name
+	got := Desired(svc, job, inSubdomain(svc.Name, rank(0), rank(1)))
+	if len(got) != 1 {
+		t.Fatalf("%d slices, want 1", len(got))
+	}
+	s := got[0]
+	if s.Name != "mnist-r1" || s.Labels[discoveryv1.LabelServiceName] != "mnist-r1" || !metav1.IsControlledBy(&s, svc) {
+		t.Errorf("slice %s labels %v owners %v: want the run's Service's", s.Name, s.Labels, s.OwnerReferences)
+	}
+	if len(s.Ports) != 1 || *s.Ports[0].Name != "rdzv" || *s.Ports[0].Port != 29500 || *s.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("ports %+v", s.Ports)
+	}
+	if fmt.Sprint(hosts(s)) != "[mnist-r1-0=10.0.0.1 mnist-r1-1=10.0.0.2]" {
+		t.Errorf("endpoints %v", hosts(s))
+	}
+	// Ranks in the namespace's Service are not this Service's.
+	if got := Desired(svc, job, []corev1.Pod{rank(0)}); len(got) != 0 {
+		t.Errorf("a rank of another subdomain is published: %v", hosts(got[0]))
+	}
+	if ownerOf(svc, job) != client.Object(svc) || ownerOf(service(), job) != client.Object(job) {
+		t.Error("the slices' controller: want the run's own Service, else the Job")
 	}
 }
 
@@ -103,7 +161,7 @@ func TestDesiredPublishesEachRunningRankUnderItsHostName(t *testing.T) {
 // with no address yet, and ranks that ended or are going away name
 // nobody; with no rank left there is no slice.
 func TestDesiredPublishesNoPodThatIsNotARunningRankOfTheRun(t *testing.T) {
-	svc := service()
+	svc, job := service(), runJob()
 	mutate := func(f func(p *corev1.Pod)) corev1.Pod {
 		p := rank(5)
 		f(&p)
@@ -112,7 +170,7 @@ func TestDesiredPublishesNoPodThatIsNotARunningRankOfTheRun(t *testing.T) {
 	for name, p := range map[string]corev1.Pod{
 		"no owner":              mutate(func(p *corev1.Pod) { p.OwnerReferences = nil }),
 		"another Job's UID":     mutate(func(p *corev1.Pod) { p.OwnerReferences[0].UID = "forged" }),
-		"another run's Job":     mutate(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "mnist-r2"; p.Spec.Subdomain = "mnist-r2" }),
+		"another run's Job":     mutate(func(p *corev1.Pod) { p.OwnerReferences[0].Name = "mnist-r2"; p.Spec.Hostname = "mnist-r2-5" }),
 		"owner not controller":  mutate(func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }),
 		"a Job of another API":  mutate(func(p *corev1.Pod) { p.OwnerReferences[0].APIVersion = "example.com/v1" }),
 		"another subdomain":     mutate(func(p *corev1.Pod) { p.Spec.Subdomain = "other" }),
@@ -127,16 +185,16 @@ func TestDesiredPublishesNoPodThatIsNotARunningRankOfTheRun(t *testing.T) {
 		"failed":                mutate(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
 		"being deleted":         mutate(func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) }),
 	} {
-		if got := Desired(svc, jobUID, []corev1.Pod{p}); len(got) != 0 {
+		if got := Desired(svc, job, []corev1.Pod{p}); len(got) != 0 {
 			t.Errorf("%s: published %v", name, hosts(got[0]))
 		}
 		// Next to a rank, it is left out and the rank stays.
-		if got := Desired(svc, jobUID, []corev1.Pod{p, rank(0)}); len(got) != 1 || fmt.Sprint(hosts(got[0])) != "[mnist-r1-0=10.0.0.1]" {
+		if got := Desired(svc, job, []corev1.Pod{p, rank(0)}); len(got) != 1 || fmt.Sprint(hosts(got[0])) != "[mnist-r1-0=10.0.0.1]" {
 			t.Errorf("%s next to rank 0: %+v", name, got)
 		}
 	}
-	// Before the cache holds the Job, nobody is a rank.
-	if got := Desired(svc, "", []corev1.Pod{rank(0)}); len(got) != 0 {
+	// A Job without a UID (not one the API server made) has no ranks.
+	if got := Desired(svc, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "mnist-r1"}}, []corev1.Pod{rank(0)}); len(got) != 0 {
 		t.Errorf("no Job: published %v", hosts(got[0]))
 	}
 }
@@ -149,7 +207,7 @@ func TestDesiredKeepsARankInOneSliceOfAThousand(t *testing.T) {
 	for i := range 1024 {
 		pods = append(pods, rank(i))
 	}
-	got := Desired(service(), jobUID, pods)
+	got := Desired(service(), runJob(), pods)
 	if len(got) != 2 || got[0].Name != "mnist-r1" || got[1].Name != "mnist-r1-1" || len(got[0].Endpoints) != MaxEndpoints || len(got[1].Endpoints) != 24 {
 		t.Fatalf("slices %d", len(got))
 	}
@@ -157,21 +215,21 @@ func TestDesiredKeepsARankInOneSliceOfAThousand(t *testing.T) {
 		t.Errorf("second slice starts at %s", *got[1].Endpoints[0].Hostname)
 	}
 	// Ranks 0 to 999 end: the second slice is the same, the first goes.
-	again := Desired(service(), jobUID, pods[MaxEndpoints:])
+	again := Desired(service(), runJob(), pods[MaxEndpoints:])
 	if len(again) != 1 || again[0].Name != "mnist-r1-1" || !same(&got[1], &again[0]) {
 		t.Errorf("after ranks 0-999 ended: %d slices, first %s", len(again), again[0].Name)
 	}
 }
 
 func TestPublishedOnlyForTheOperatorsSelectorlessHeadlessServices(t *testing.T) {
-	if !Published(service(), operator) {
-		t.Error("the native backend's Service is not published")
+	if !Published(service(), operator) || !Published(runService(), operator) {
+		t.Error("the namespace's Service, or a run's own of an earlier version, is not published")
 	}
 	for name, f := range map[string]func(*corev1.Service){
 		"an earlier version's Service with a selector": func(s *corev1.Service) { s.Spec.Selector = map[string]string{"a": "b"} },
-		"not headless":         func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.10" },
-		"another manager's":    func(s *corev1.Service) { s.Labels[commonv1alpha1.LabelManagedBy] = "someone" },
-		"no TrainingJob label": func(s *corev1.Service) { delete(s.Labels, trainingv1alpha1.LabelJobName) },
+		"not headless":      func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.10" },
+		"another manager's": func(s *corev1.Service) { s.Labels[commonv1alpha1.LabelManagedBy] = "someone" },
+		"no labels":         func(s *corev1.Service) { s.Labels = nil },
 	} {
 		svc := service()
 		f(svc)
@@ -216,7 +274,7 @@ func TestRankChangedWakesOnlyForWhatARankPublishes(t *testing.T) {
 }
 
 func TestSameComparesWhatTheSliceSays(t *testing.T) {
-	a := Desired(service(), jobUID, []corev1.Pod{rank(0), rank(1)})[0]
+	a := Desired(runService(), runJob(), inSubdomain("mnist-r1", rank(0), rank(1)))[0]
 	b := *a.DeepCopy()
 	// What the API server adds does not count.
 	b.ResourceVersion, b.UID, b.Generation = "7", "x", 3
@@ -335,33 +393,33 @@ func TestPacerMakesRanksThatComeTogetherOneWrite(t *testing.T) {
 
 // TestPlanTellsAdditionsFromRemovals: what the pacer is told.
 func TestPlanTellsAdditionsFromRemovals(t *testing.T) {
-	svc := service()
-	two := Desired(svc, jobUID, []corev1.Pod{rank(0), rank(1)})
-	one := Desired(svc, jobUID, []corev1.Pod{rank(0)})
+	svc, job := service(), runJob()
+	two := Desired(svc, job, []corev1.Pod{rank(0), rank(1)})
+	one := Desired(svc, job, []corev1.Pod{rank(0)})
 	foreign := *two[0].DeepCopy()
 	foreign.OwnerReferences = nil
 
-	if w := plan(svc, two, nil); len(w.create) != 1 || !w.adds {
+	if w := plan(job, two, nil); len(w.create) != 1 || !w.adds {
 		t.Errorf("no slice yet: %+v", w)
 	}
-	if w := plan(svc, two, []discoveryv1.EndpointSlice{foreign}); len(w.create) != 1 || len(w.update)+len(w.delete) != 0 {
-		t.Errorf("a slice of another owner is not the Service's: %+v", w)
+	if w := plan(job, two, []discoveryv1.EndpointSlice{foreign}); len(w.create) != 1 || len(w.update)+len(w.delete) != 0 {
+		t.Errorf("a slice of another owner is not the run's: %+v", w)
 	}
-	if w := plan(svc, two, one); len(w.update) != 1 || !w.adds {
+	if w := plan(job, two, one); len(w.update) != 1 || !w.adds {
 		t.Errorf("a new rank: %+v", w)
 	}
-	if w := plan(svc, one, two); len(w.update) != 1 || w.adds {
+	if w := plan(job, one, two); len(w.update) != 1 || w.adds {
 		t.Errorf("a rank ended: %+v", w)
 	}
-	if w := plan(svc, nil, two); len(w.delete) != 1 || w.adds || w.keep != 0 {
+	if w := plan(job, nil, two); len(w.delete) != 1 || w.adds || w.keep != 0 {
 		t.Errorf("every rank ended: %+v", w)
 	}
-	if w := plan(svc, two, two); !w.none() || w.keep != 1 {
+	if w := plan(job, two, two); !w.none() || w.keep != 1 {
 		t.Errorf("nothing changed: %+v", w)
 	}
-	moved := Desired(svc, jobUID, []corev1.Pod{rank(0), rank(1)})
+	moved := Desired(svc, job, []corev1.Pod{rank(0), rank(1)})
 	moved[0].Endpoints[1].Addresses = []string{"10.9.9.9"}
-	if w := plan(svc, moved, two); len(w.update) != 1 || !w.adds {
+	if w := plan(job, moved, two); len(w.update) != 1 || !w.adds {
 		t.Errorf("a rank's new address: %+v", w)
 	}
 }
@@ -381,10 +439,9 @@ func TestRankChangedWakesForACreatedOrDeletedRankOnlyWithAnAddress(t *testing.T)
 // TestCompleteCountsTheRanksTheJobRuns: the slice goes out at once when it
 // names as many ranks as the run's Job runs at once.
 func TestCompleteCountsTheRanksTheJobRuns(t *testing.T) {
-	svc := service()
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "mnist-r1", UID: jobUID}, Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2)}}
-	two := Desired(svc, jobUID, []corev1.Pod{rank(0), rank(1)})
-	one := Desired(svc, jobUID, []corev1.Pod{rank(0)})
+	svc, job := service(), runJob()
+	two := Desired(svc, job, []corev1.Pod{rank(0), rank(1)})
+	one := Desired(svc, job, []corev1.Pod{rank(0)})
 	if !complete(two, job) {
 		t.Error("both ranks of two: not complete")
 	}
@@ -401,7 +458,7 @@ func TestCompleteCountsTheRanksTheJobRuns(t *testing.T) {
 	for i := range pods {
 		pods[i] = rank(i)
 	}
-	if want := Desired(svc, jobUID, pods); len(want) != 2 || !complete(want, big) || complete(want[:1], big) {
+	if want := Desired(svc, job, pods); len(want) != 2 || !complete(want, big) || complete(want[:1], big) {
 		t.Errorf("1 001 ranks in %d slices: complete %t, the first slice alone %t", len(want), complete(want, big), complete(want[:1], big))
 	}
 }

@@ -15,8 +15,9 @@ import (
 // nativeEnvCase is one framework's documented environment on the native
 // backend (charts/trainingjob-operator/README.md, Backends), written out
 // by hand from the frameworks' documentation rather than derived from the
-// operator's code: job is the run's Job (and headless Service), rank the
-// pod's completion index.
+// operator's code: job is the run's Job, whose ranks are the subdomain of
+// the namespace's headless Service trainingjob-ranks, rank the pod's
+// completion index.
 type nativeEnvCase struct {
 	framework trainingv1alpha1.Framework
 	workers   int32
@@ -32,8 +33,8 @@ func nativeEnvTable() map[string]nativeEnvCase {
 			r, n := strconv.Itoa(rank), strconv.Itoa(pods)
 			return map[string]string{
 				"PYTHONUNBUFFERED": "1",
-				"MASTER_ADDR":      job + "-0." + job, "MASTER_PORT": "23456",
-				"PET_MASTER_ADDR": job + "-0." + job, "PET_MASTER_PORT": "23456",
+				"MASTER_ADDR":      job + "-0.trainingjob-ranks", "MASTER_PORT": "23456",
+				"PET_MASTER_ADDR": job + "-0.trainingjob-ranks", "PET_MASTER_PORT": "23456",
 				"WORLD_SIZE": n, "RANK": r, "PET_NODE_RANK": r, "PET_NNODES": n, "PET_NPROC_PER_NODE": "1",
 			}
 		}},
@@ -41,9 +42,9 @@ func nativeEnvTable() map[string]nativeEnvCase {
 		"xgboost": {trainingv1alpha1.FrameworkXGBoost, 3, "xgboost", func(job, _ string, rank, pods int) map[string]string {
 			return map[string]string{
 				"PYTHONUNBUFFERED": "1",
-				"MASTER_ADDR":      job + "-0." + job, "MASTER_PORT": "9999",
+				"MASTER_ADDR":      job + "-0.trainingjob-ranks", "MASTER_PORT": "9999",
 				"WORLD_SIZE": strconv.Itoa(pods), "RANK": strconv.Itoa(rank),
-				"WORKER_PORT": "9999", "WORKER_ADDRS": job + "-1." + job + "," + job + "-2." + job,
+				"WORKER_PORT": "9999", "WORKER_ADDRS": job + "-1.trainingjob-ranks," + job + "-2.trainingjob-ranks",
 			}
 		}},
 		// TensorFlow's TF_CONFIG (cluster and task) for
@@ -52,7 +53,7 @@ func nativeEnvTable() map[string]nativeEnvCase {
 		"tensorflow": {trainingv1alpha1.FrameworkTensorFlow, 3, "tensorflow", func(job, ns string, rank, pods int) map[string]string {
 			workers := make([]string, pods)
 			for i := range workers {
-				workers[i] = fmt.Sprintf("%s-%d.%s.%s.svc:2222", job, i, job, ns)
+				workers[i] = fmt.Sprintf("%s-%d.trainingjob-ranks.%s.svc:2222", job, i, ns)
 			}
 			cfg, _ := json.Marshal(map[string]any{
 				"cluster":     map[string]any{"worker": workers},
@@ -75,7 +76,7 @@ func nativeEnvTable() map[string]nativeEnvCase {
 		"jax": {trainingv1alpha1.FrameworkJAX, 3, "jax", func(job, ns string, rank, pods int) map[string]string {
 			return map[string]string{
 				"PYTHONUNBUFFERED":        "1",
-				"JAX_COORDINATOR_ADDRESS": fmt.Sprintf("%s-0.%s.%s.svc:8899", job, job, ns),
+				"JAX_COORDINATOR_ADDRESS": fmt.Sprintf("%s-0.trainingjob-ranks.%s.svc:8899", job, ns),
 				"JAX_COORDINATOR_PORT":    "8899",
 				"JAX_NUM_PROCESSES":       strconv.Itoa(pods),
 				"JAX_PROCESS_ID":          strconv.Itoa(rank),

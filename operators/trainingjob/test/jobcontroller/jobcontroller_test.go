@@ -138,8 +138,8 @@ func TestTheJobControllerRunsEveryRankToSuccess(t *testing.T) {
 	}
 	pods := waitPods(t, c, ns, "ddp-r1", 3)
 	for i, p := range pods {
-		if p.Annotations[batchv1.JobCompletionIndexAnnotation] != strconv.Itoa(i) || p.Spec.Hostname != fmt.Sprintf("ddp-r1-%d", i) || p.Spec.Subdomain != "ddp-r1" {
-			t.Errorf("pod %s: index %q hostname %q subdomain %q, want rank %d at ddp-r1-%d.ddp-r1", p.Name, p.Annotations[batchv1.JobCompletionIndexAnnotation], p.Spec.Hostname, p.Spec.Subdomain, i, i)
+		if p.Annotations[batchv1.JobCompletionIndexAnnotation] != strconv.Itoa(i) || p.Spec.Hostname != fmt.Sprintf("ddp-r1-%d", i) || p.Spec.Subdomain != "trainingjob-ranks" {
+			t.Errorf("pod %s: index %q hostname %q subdomain %q, want rank %d at ddp-r1-%d.trainingjob-ranks", p.Name, p.Annotations[batchv1.JobCompletionIndexAnnotation], p.Spec.Hostname, p.Spec.Subdomain, i, i)
 		}
 		// The Job controller keeps the operator's own definition of the
 		// completion index, which RANK expands from.

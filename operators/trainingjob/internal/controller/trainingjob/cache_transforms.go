@@ -169,7 +169,10 @@ func shareSelectors(obj any) (any, error) {
 
 func slimJob(obj any) (any, error) {
 	if job, ok := obj.(*batchv1.Job); ok {
-		job.Spec = batchv1.JobSpec{Suspend: job.Spec.Suspend, Parallelism: job.Spec.Parallelism}
+		// The ranks' subdomain names the Service whose slices package
+		// rankdns writes for the run.
+		template := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Subdomain: manager.Intern(job.Spec.Template.Spec.Subdomain)}}
+		job.Spec = batchv1.JobSpec{Suspend: job.Spec.Suspend, Parallelism: job.Spec.Parallelism, Template: template}
 		job.Status.UncountedTerminatedPods = nil
 		for i := range job.Status.Conditions {
 			c := &job.Status.Conditions[i]

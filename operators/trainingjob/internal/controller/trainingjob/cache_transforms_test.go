@@ -53,10 +53,10 @@ func TestCacheTransformsKeepWhatTheOperatorReads(t *testing.T) {
 		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
 	}
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "job-r1", Labels: map[string]string{trainingv1alpha1.LabelJobName: "job"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "job-r1", UID: "j1", Labels: map[string]string{trainingv1alpha1.LabelJobName: "job"}},
 		Spec: batchv1.JobSpec{
 			Suspend: ptr.To(true), Parallelism: ptr.To[int32](4),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{container}}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{container}, Subdomain: rankdns.Service}},
 		},
 		Status: batchv1.JobStatus{Active: 2, Ready: ptr.To[int32](1), Conditions: []batchv1.JobCondition{
 			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", Message: "Reached expected number of succeeded pods"},
@@ -70,6 +70,10 @@ func TestCacheTransformsKeepWhatTheOperatorReads(t *testing.T) {
 	}
 	if len(slimJob.Spec.Template.Spec.Containers) != 0 || slimJob.Spec.Selector != nil || slimJob.Labels[trainingv1alpha1.LabelJobName] != "job" {
 		t.Errorf("slim Job keeps its template or loses its labels: %+v", slimJob)
+	}
+	// Package rankdns finds the ranks' Service by their subdomain.
+	if slimJob.Spec.Template.Spec.Subdomain != rankdns.Service {
+		t.Errorf("slim Job's subdomain %q, want the ranks'", slimJob.Spec.Template.Spec.Subdomain)
 	}
 
 	pod := corev1.Pod{
@@ -121,18 +125,15 @@ func TestCacheTransformsKeepWhatTheOperatorReads(t *testing.T) {
 		t.Errorf("slim pod keeps conditions or a QoS class nothing reads: %+v", slimPod.Status)
 	}
 	// A running rank's published name and address come out the same.
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "job-r1", UID: "s1", Labels: map[string]string{trainingv1alpha1.LabelJobName: "job", trainingv1alpha1.LabelRun: "1", commonv1alpha1.LabelManagedBy: OperatorName}},
-		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "rdzv", Port: 29500}}},
-	}
+	svc := rankdns.NewService("", OperatorName)
 	rank := pod.DeepCopy()
-	rank.Spec.Hostname, rank.Spec.Subdomain, rank.Spec.NodeName = "job-r1-0", "job-r1", "node-1"
+	rank.Spec.Hostname, rank.Spec.Subdomain, rank.Spec.NodeName = "job-r1-0", rankdns.Service, "node-1"
 	rank.Status.Phase = corev1.PodRunning
 	rank.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.7"}, {IP: "fd00::7"}}
 	slimRank := slim(rank).(*corev1.Pod)
 	for _, family := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
 		svc.Spec.IPFamilies = []corev1.IPFamily{family}
-		got, want := rankdns.Desired(svc, "j1", []corev1.Pod{*slimRank}), rankdns.Desired(svc, "j1", []corev1.Pod{*rank})
+		got, want := rankdns.Desired(svc, slimJob, []corev1.Pod{*slimRank}), rankdns.Desired(svc, job, []corev1.Pod{*rank})
 		if len(want) != 1 || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: rank slices from the slim pod %+v, from the whole one %+v", family, got, want)
 		}

@@ -2,6 +2,7 @@ package trainingjob
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 
@@ -69,6 +70,12 @@ func TestChartPolicyConfinesTheServiceAccountToItsObjects(t *testing.T) {
 		"create a labelled slice for the kubernetes Service": func(ctx context.Context) error {
 			return op.Create(ctx, labelledHijack.DeepCopy(), client.DryRunAll)
 		},
+		"create a slice labelled as a run's for the kubernetes Service": func(ctx context.Context) error {
+			asRun := hijack.DeepCopy()
+			maps.Copy(asRun.Labels, backend.Labels(operatorName, "train", 1))
+			asRun.Labels[discoveryv1.LabelManagedBy] = rankdns.ManagedBy
+			return op.Create(ctx, asRun, client.DryRunAll)
+		},
 		"delete the pods of kube-system": func(ctx context.Context) error {
 			return op.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("kube-system"), client.DryRunAll)
 		},
@@ -116,27 +123,34 @@ func TestChartPolicyConfinesTheServiceAccountToItsObjects(t *testing.T) {
 	}
 }
 
-// runChildren are a native run's Job, its headless Service and the
-// EndpointSlice of its ranks, labelled as the operator labels them
-// (backend.Labels, rankdns.Desired).
+// runChildren are a native run's Job, the namespace's headless Service for
+// the ranks and the run's EndpointSlice of its ranks, labelled as the
+// operator labels them (backend.Labels, rankdns.NewService,
+// rankdns.Desired), and the slice of a run that an earlier version started
+// with a Service of its own.
 func runChildren(ns, job string, run int32) []client.Object {
 	labels := backend.Labels(operatorName, job, run)
 	name := backend.JobName(job, run)
 	sliceLabels := backend.Labels(operatorName, job, run)
-	sliceLabels[discoveryv1.LabelServiceName], sliceLabels[discoveryv1.LabelManagedBy] = name, rankdns.ManagedBy
+	sliceLabels[discoveryv1.LabelServiceName], sliceLabels[discoveryv1.LabelManagedBy] = rankdns.Service, rankdns.ManagedBy
+	earlier := backend.Labels(operatorName, job, run+1)
+	earlier[discoveryv1.LabelServiceName], earlier[discoveryv1.LabelManagedBy] = backend.JobName(job, run+1), rankdns.ManagedBy
 	return []client.Object{
 		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: batchv1.JobSpec{
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "pytorch", Image: "train"}},
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "pytorch", Image: "train"}}, Subdomain: rankdns.Service,
 			}},
 		}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "rdzv", Port: 29500}},
-		}},
+		rankdns.NewService(ns, operatorName),
 		&discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: sliceLabels},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.7"}, Hostname: ptr.To(name + "-0")}},
+		},
+		&discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: backend.JobName(job, run+1), Labels: earlier},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.8"}, Hostname: ptr.To(backend.JobName(job, run+1) + "-0")}},
 		},
 	}
 }

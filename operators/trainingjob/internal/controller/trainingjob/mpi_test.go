@@ -21,6 +21,7 @@ import (
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/mpi"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/rankdns"
 	"github.com/ml-platform/ml-platform/shared/podsecurity"
 	"github.com/ml-platform/ml-platform/shared/testenv"
 )
@@ -108,8 +109,8 @@ func TestNativeMPIRunsALauncherOverSSHWithKeysItOwns(t *testing.T) {
 		env[e.Name] = e.Value
 	}
 	wantHosts := "localhost slots=2\n" +
-		"allreduce-r1-1.allreduce-r1." + ns + ".svc slots=2\n" +
-		"allreduce-r1-2.allreduce-r1." + ns + ".svc slots=2\n"
+		"allreduce-r1-1." + rankdns.Service + "." + ns + ".svc slots=2\n" +
+		"allreduce-r1-2." + rankdns.Service + "." + ns + ".svc slots=2\n"
 	if diff := cmp.Diff(wantHosts, env[mpi.EnvHostfile]); diff != "" {
 		t.Errorf("hostfile (-want +got):\n%s", diff)
 	}
@@ -117,7 +118,7 @@ func TestNativeMPIRunsALauncherOverSSHWithKeysItOwns(t *testing.T) {
 	for _, v := range pod.Volumes {
 		mounted = mounted || v.Secret != nil && v.Secret.SecretName == secret.Name
 	}
-	if !mounted || pod.Subdomain != "allreduce-r1" {
+	if !mounted || pod.Subdomain != rankdns.Service {
 		t.Errorf("pods mount the Secret %t, subdomain %q", mounted, pod.Subdomain)
 	}
 	if err := podsecurity.CheckRestricted(&spec.Template.ObjectMeta, &pod); err != nil {

@@ -123,12 +123,13 @@ func createRun(t *testing.T, c client.Client, tj *trainingv1alpha1.TrainingJob) 
 	return waitBatchJob(t, c, tj.Namespace, backend.JobName(tj.Name, 1))
 }
 
-// waitService waits for the headless Service of job's run.
+// waitService waits for the namespace's headless Service whose subdomain
+// job's ranks are.
 func waitService(t *testing.T, c client.Client, job *batchv1.Job) *corev1.Service {
 	t.Helper()
 	svc := &corev1.Service{}
-	testenv.Eventually(t, "the headless Service", func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(job), svc)
+	testenv.Eventually(t, "the ranks' headless Service", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: job.Spec.Template.Spec.Subdomain}, svc)
 		return err == nil, client.IgnoreNotFound(err)
 	})
 	return svc
@@ -185,8 +186,9 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 		t.Errorf("Job: owners %v mode %v completions %d backoffLimit %d", job.OwnerReferences, *job.Spec.CompletionMode, *job.Spec.Completions, *job.Spec.BackoffLimit)
 	}
 	svc := waitService(t, c, job)
-	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !metav1.IsControlledBy(svc, job) && !ownedBy(svc, job) {
-		t.Errorf("Service clusterIP %q owners %v, want headless and owned by the Job", svc.Spec.ClusterIP, svc.OwnerReferences)
+	// The namespace's, which outlives every run: nobody owns it.
+	if svc.Name != rankdns.Service || svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector != nil || len(svc.OwnerReferences) != 0 || !rankdns.Published(svc, operatorName) {
+		t.Errorf("Service %s clusterIP %q selector %v owners %v labels %v, want the namespace's headless one, owned by nobody", svc.Name, svc.Spec.ClusterIP, svc.Spec.Selector, svc.OwnerReferences, svc.Labels)
 	}
 	got := waitTJ(t, c, tj, "Created", func(tj *trainingv1alpha1.TrainingJob) bool {
 		return hasConds(tj, map[string]metav1.ConditionStatus{
@@ -221,8 +223,8 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 		t.Errorf("roles %+v, want %+v", got.Status.Roles, want)
 	}
 	testenv.WaitForEvent(t, c, tj, "Succeeded")
-	// The NetworkPolicy, Job and Service creates, three status patches,
-	// one event.
+	// The NetworkPolicy and Job creates, three status patches, one event,
+	// and the namespace's Service, made for the first run of several pods.
 	if w := op.nsWrites.in(ns); len(w) > 7 {
 		t.Errorf("a quiet native lifecycle cost %d writes, want at most 7: %v", len(w), w)
 	}
@@ -242,15 +244,6 @@ func TestNativeLifecycleToSucceededWithinTheWriteBudget(t *testing.T) {
 	clk.advance(600*time.Second - time.Since(end.Time) + time.Second)
 	poke(t, c, tj)
 	testenv.WaitGone(t, c, tj)
-}
-
-func ownedBy(obj client.Object, owner client.Object) bool {
-	for _, r := range obj.GetOwnerReferences() {
-		if r.UID == owner.GetUID() {
-			return true
-		}
-	}
-	return false
 }
 
 func TestNativeUserErrorFailsWithoutANewRun(t *testing.T) {
@@ -705,9 +698,10 @@ func TestBackendAdmission(t *testing.T) {
 
 // TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce runs one
 // reconcile of a new TrainingJob by hand, with no manager running: it
-// must already create the run's Job and Service and record the backend
-// (the operator's default, native) with the rest of the status, in one
-// status write; a second reconcile writes nothing.
+// must already create the run's Job and record the backend (the
+// operator's default, native) with the rest of the status, in one status
+// write; a second reconcile writes nothing. A run makes no Service: its
+// ranks are the subdomain of the namespace's (package rankdns).
 func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
@@ -725,8 +719,8 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "first-r1"}, job); err != nil {
 		t.Fatalf("the first reconcile created no Job: %v", err)
 	}
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "first-r1"}, &corev1.Service{}); err != nil {
-		t.Fatalf("the first reconcile created no Service: %v", err)
+	if job.Spec.Template.Spec.Subdomain != rankdns.Service {
+		t.Errorf("the ranks' subdomain %q, want the namespace's Service %s", job.Spec.Template.Spec.Subdomain, rankdns.Service)
 	}
 	got, err := getTJ(t.Context(), c, tj)
 	if err != nil {
@@ -735,7 +729,7 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 	if got.Status.Backend != trainingv1alpha1.BackendNative || got.Status.Job == nil || got.Status.Job.Name != "first-r1" || !conditions.IsTrue(got, trainingv1alpha1.ConditionCreated) {
 		t.Errorf("status after the first reconcile: backend %q job %+v conditions %+v", got.Status.Backend, got.Status.Job, got.Status.Conditions)
 	}
-	want := map[string]int{"create jobs": 1, "create services": 1, "patch trainingjobs/status": 1}
+	want := map[string]int{"create jobs": 1, "patch trainingjobs/status": 1}
 	if diff := cmp.Diff(want, writes.Namespace(ns).Snapshot()); diff != "" {
 		t.Errorf("writes of the first reconcile (-want +got):\n%s", diff)
 	}
@@ -750,9 +744,8 @@ func TestFirstReconcileCreatesTheRunAndRecordsTheBackendOnce(t *testing.T) {
 }
 
 // TestSinglePodNativeRunCreatesNoService: a run of one pod has no peers,
-// so its first reconcile creates the Job alone, with no headless Service
-// (whose Endpoints and EndpointSlice would cost the cluster about 6 more
-// writes) and no host of one in the pod's environment.
+// so its first reconcile creates the Job alone, with no subdomain (no
+// Service, no slice) and no host of one in the pod's environment.
 func TestSinglePodNativeRunCreatesNoService(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
@@ -776,8 +769,11 @@ func TestSinglePodNativeRunCreatesNoService(t *testing.T) {
 	if len(services.Items) != 0 {
 		t.Errorf("a single-pod run has Services %v, want none", services.Items)
 	}
+	if job.Spec.Template.Spec.Subdomain != "" {
+		t.Errorf("a single-pod run's subdomain %q", job.Spec.Template.Spec.Subdomain)
+	}
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		if strings.Contains(e.Value, "alone-r1.") {
+		if strings.Contains(e.Value, "alone-r1.") || strings.Contains(e.Value, rankdns.Service) {
 			t.Errorf("%s=%q names a host of a Service that does not exist", e.Name, e.Value)
 		}
 	}
@@ -1158,14 +1154,15 @@ func handReconciler(t *testing.T) (*Reconciler, *testenv.WriteCounter) {
 	return r, writes
 }
 
-// TestNativeRanksArePublishedByTheOperator: the run's Service has no
-// selector, and the operator writes the EndpointSlice that gives each rank
-// its host name (<job>-<index>.<service>) once it has an address: a
-// create and few updates (paced), none of the legacy Endpoints, nothing
-// for a pod that only carries the run's labels, and no slice once the
-// ranks ended; a slice somebody changed or deleted is made right again, and
-// a restarted operator writes nothing. The operator acts as the chart's
-// ServiceAccount, so this also proves the chart grants what it needs.
+// TestNativeRanksArePublishedByTheOperator: the namespace's Service has no
+// selector, and the operator writes the run's EndpointSlice that gives
+// each rank its host name (<job>-<index>.<service>) once it has an
+// address: a create and few updates (paced), none of the legacy
+// Endpoints, nothing for a pod that only carries the run's labels, and no
+// slice once the ranks ended; a slice somebody changed or deleted, and the
+// Service deleted, are made right again, and a restarted operator writes
+// nothing. The operator acts as the chart's ServiceAccount, so this also
+// proves the chart grants what it needs.
 func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
@@ -1202,8 +1199,8 @@ func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(job), slice)
 		return err == nil && fmt.Sprint(sliceHosts(slice)) == want, client.IgnoreNotFound(err)
 	})
-	if slice.Labels[discoveryv1.LabelServiceName] != svc.Name || !metav1.IsControlledBy(slice, svc) {
-		t.Errorf("slice labels %v owners %v: want the Service's", slice.Labels, slice.OwnerReferences)
+	if slice.Labels[discoveryv1.LabelServiceName] != svc.Name || !metav1.IsControlledBy(slice, job) {
+		t.Errorf("slice labels %v owners %v: want the Service's name, controlled by the run's Job", slice.Labels, slice.OwnerReferences)
 	}
 	op.Writes.Namespace(ns).WaitQuiet(t, time.Second)
 	var sliceWrites []testenv.Write
@@ -1244,6 +1241,20 @@ func TestNativeRanksArePublishedByTheOperator(t *testing.T) {
 	})
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(job), slice); err != nil {
 		t.Fatal(err)
+	}
+
+	// Somebody deletes the namespace's Service: the operator makes it
+	// again, and the run's slice, its own, stays.
+	if err := c.Delete(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the ranks' Service made again", func(ctx context.Context) (bool, error) {
+		again := &corev1.Service{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(svc), again)
+		return err == nil && again.UID != svc.UID && rankdns.Published(again, operatorName), client.IgnoreNotFound(err)
+	})
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(slice), slice); err != nil || fmt.Sprint(sliceHosts(slice)) != want {
+		t.Errorf("the run's slice after the Service came back: %v (err %v)", sliceHosts(slice), err)
 	}
 
 	// A restarted operator finds the names published and writes nothing.
@@ -1307,9 +1318,10 @@ func TestNativeRanksArePublishedTogether(t *testing.T) {
 	}
 }
 
-// TestNativeRankNamesThatCannotBePublishedAreReported: a slice of the run
-// Service's name that somebody else made is never overwritten; the
-// operator says on the Service and on the job why the ranks have no names.
+// TestNativeRankNamesThatCannotBePublishedAreReported: a slice of the
+// run's name that somebody else made is never overwritten; the operator
+// says on the run's Job and on the TrainingJob why the ranks have no
+// names.
 func TestNativeRankNamesThatCannotBePublishedAreReported(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
@@ -1330,11 +1342,10 @@ func TestNativeRankNamesThatCannotBePublishedAreReported(t *testing.T) {
 			s.PodIP, s.PodIPs = fmt.Sprintf("10.2.0.%d", i+1), []corev1.PodIP{{IP: fmt.Sprintf("10.2.0.%d", i+1)}}
 		})
 	}
-	svc := waitService(t, c, job)
-	// On the Service, and on the job, whose status stays Running.
-	for _, obj := range []client.Object{svc, tj} {
+	// On the Job, and on the TrainingJob, whose status stays Running.
+	for _, obj := range []client.Object{job, tj} {
 		ev := testenv.WaitForEvent(t, c, obj, rankdns.ReasonNotPublished)
-		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "EndpointSlice "+ns+"/squat-r1 exists and does not belong to the Service squat-r1") {
+		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "EndpointSlice "+ns+"/squat-r1 exists and does not belong to the run squat-r1") {
 			t.Errorf("event on the %T: %s %q: want a Warning that names the conflict", obj, ev.Type, ev.Message)
 		}
 	}
@@ -1399,17 +1410,18 @@ func TestRunPodsReadsTheRunsPodsFromTheIndex(t *testing.T) {
 	}
 }
 
-// TestNativeServiceNameTakenIsReported: a Service of the run's name that
-// is not the run's is never used or touched. With a selector of its own,
-// cluster DNS would give its pods the ranks' host names; the job's events
-// say so, since the run's status stays its child's.
+// TestNativeServiceNameTakenIsReported: a Service of the ranks' Service
+// name that is not the operator's is never used or touched. With a
+// selector of its own, cluster DNS would give its pods the ranks' host
+// names; the job's events say so, once, since the run's status stays its
+// child's. Once it is gone, the operator makes its own.
 func TestNativeServiceNameTakenIsReported(t *testing.T) {
 	c := adminClient(t)
 	ns := createNamespace(t, c)
-	startOperator(t, nil)
+	op := startOperator(t, nil)
 
 	foreign := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-r1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rankdns.Service},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
 			Selector:  map[string]string{"app": "impostor"},
@@ -1420,9 +1432,15 @@ func TestNativeServiceNameTakenIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	tj := native(newTrainingJob(ns, "taken", 2))
-	createRun(t, c, tj)
-	ev := testenv.WaitForEvent(t, c, tj, ReasonCompanionNameTaken)
-	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "Service "+ns+"/taken-r1 exists and does not belong to run 1 of this TrainingJob") {
+	job := createRun(t, c, tj)
+	pods := runRanks(t, c, job)
+	for i, pod := range pods {
+		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+			s.PodIP, s.PodIPs = fmt.Sprintf("10.4.0.%d", i+1), []corev1.PodIP{{IP: fmt.Sprintf("10.4.0.%d", i+1)}}
+		})
+	}
+	ev := testenv.WaitForEvent(t, c, tj, rankdns.ReasonNotPublished)
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "Service "+ns+"/"+rankdns.Service+" exists and does not belong to the "+operatorName) {
 		t.Errorf("event %s %q", ev.Type, ev.Message)
 	}
 	got := &corev1.Service{}
@@ -1431,5 +1449,68 @@ func TestNativeServiceNameTakenIsReported(t *testing.T) {
 	}
 	if len(got.OwnerReferences) != 0 || len(got.Labels) != 0 || got.Spec.Selector["app"] != "impostor" {
 		t.Errorf("the foreign Service was changed: owners %v labels %v selector %v", got.OwnerReferences, got.Labels, got.Spec.Selector)
+	}
+	slices := &discoveryv1.EndpointSliceList{}
+	if err := c.List(t.Context(), slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: rankdns.ManagedBy}); err != nil || len(slices.Items) != 0 {
+		t.Errorf("the operator published ranks in a Service not its own (err %v): %d slices", err, len(slices.Items))
+	}
+	// Told once, however often the ranks change.
+	setPodStatus(t, c, pods[0], func(s *corev1.PodStatus) { s.PodIP, s.PodIPs = "10.4.1.1", []corev1.PodIP{{IP: "10.4.1.1"}} })
+	settle(t, c, op, ns, pods[0])
+	events := &corev1.EventList{}
+	testenv.Eventually(t, "the warning counted", func(ctx context.Context) (bool, error) {
+		err := c.List(ctx, events, client.InNamespace(ns), client.MatchingFields{"reason": rankdns.ReasonNotPublished, "involvedObject.name": tj.Name})
+		return err == nil && len(events.Items) == 1, err
+	})
+	if n := events.Items[0].Count; n > 1 {
+		t.Errorf("the Service's name taken was told %d times on the job", n)
+	}
+}
+
+// TestNativeRunOfAnEarlierVersionKeepsItsOwnService: a run that an earlier
+// version started has its ranks in a headless Service of its own, named as
+// its Job; after the upgrade the operator still publishes them there, in a
+// slice that Service controls, and makes no use of the namespace's.
+func TestNativeRunOfAnEarlierVersionKeepsItsOwnService(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	labels := backend.Labels(operatorName, "old", 1)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old-r1", Labels: labels},
+		Spec: batchv1.JobSpec{
+			CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2),
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Subdomain: "old-r1", Containers: []corev1.Container{{Name: "pytorch", Image: "train"}},
+			}},
+		},
+	}
+	if err := c.Create(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old-r1", Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "pytorchjob-port", Port: 23456}}},
+	}
+	if err := c.Create(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	for i, pod := range runRanks(t, c, job) {
+		setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+			s.PodIP, s.PodIPs = fmt.Sprintf("10.5.0.%d", i+1), []corev1.PodIP{{IP: fmt.Sprintf("10.5.0.%d", i+1)}}
+		})
+	}
+	slice := &discoveryv1.EndpointSlice{}
+	testenv.Eventually(t, "the earlier run's EndpointSlice", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), slice)
+		return err == nil && fmt.Sprint(sliceHosts(slice)) == "[old-r1-0=10.5.0.1 old-r1-1=10.5.0.2]", client.IgnoreNotFound(err)
+	})
+	if slice.Labels[discoveryv1.LabelServiceName] != "old-r1" || !metav1.IsControlledBy(slice, svc) || len(slice.Ports) != 1 || *slice.Ports[0].Port != 23456 {
+		t.Errorf("slice labels %v owners %v ports %v: want the run's own Service's, with its port", slice.Labels, slice.OwnerReferences, slice.Ports)
+	}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: rankdns.Service}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the namespace's Service was made for a run that does not use it (err %v)", err)
 	}
 }

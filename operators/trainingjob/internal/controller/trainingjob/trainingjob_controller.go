@@ -233,7 +233,7 @@ func kubeflowDeparted(gvk schema.GroupVersionKind) error {
 // OwnedObjects are the kinds the operator creates, for shared/manager's
 // label-restricted caches.
 func OwnedObjects() []client.Object {
-	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}, &discoveryv1.EndpointSlice{}}
+	owned := []client.Object{&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}, &discoveryv1.EndpointSlice{}}
 	return append(owned, nativejob.NewBackend(backend.Settings{}).Owned()...)
 }
 
@@ -286,9 +286,6 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 		return err
 	}
 	for _, obj := range r.Backends.Owned() {
-		if _, ok := obj.(*corev1.Service); ok {
-			continue
-		}
 		b = b.Owns(obj, builder.WithPredicates(r.childMatters()))
 	}
 	if r.WatchesFeatureStores {
@@ -316,8 +313,8 @@ func (r *Reconciler) SetupWithManagerAs(mgr ctrl.Manager, opts controller.Option
 	if err != nil {
 		return err
 	}
-	// The native backend's Services have no selector: the ranks' host
-	// names are the operator's to publish.
+	// The ranks of the native backend's runs find each other by the host
+	// names that the operator publishes.
 	names := &rankdns.Reconciler{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, OperatorName: r.Settings.OperatorName, Period: r.RankNamesPeriod}
 	if err := names.SetupWithManager(mgr, opts); err != nil {
 		return err
