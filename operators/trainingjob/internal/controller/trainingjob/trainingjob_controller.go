@@ -134,6 +134,12 @@ type Reconciler struct {
 	// NetworkPolicy gives every TrainingJob a NetworkPolicy that admits to
 	// its ranks only its own ranks (--rank-network-policy).
 	NetworkPolicy bool
+	// FailedPodsGrace is how long the failure of a run whose child counts
+	// more failed pods than the operator's cache holds waits for the
+	// cache's watch of pods to catch up, counted from the time the child
+	// recorded the failure (awaitFailedPods); zero means
+	// DefaultFailedPodsGrace.
+	FailedPodsGrace time.Duration
 	// RankNamesPeriod paces the writes of a native run's rank host names
 	// (rankdns.Reconciler.Period); zero means rankdns.DefaultPeriod.
 	RankNamesPeriod time.Duration
@@ -340,8 +346,9 @@ func podToTrainingJob(_ context.Context, o client.Object) []reconcile.Request {
 // newRunner builds the Runner of every reconcile: the steps, which share
 // one reconcile's scope, in order, ending with the status they add up to;
 // one status write, then the events and metrics of what it persisted. A
-// stale scope lags a decision already recorded: the reconcile that sees it
-// computes the status, and this one reports nothing.
+// stale scope lags a decision already recorded, or the failed pods of a
+// failed run: the reconcile that sees them computes the status, and this
+// one reports nothing.
 func (r *Reconciler) newRunner() *phase.Runner[*trainingv1alpha1.TrainingJob, *scope] {
 	return &phase.Runner[*trainingv1alpha1.TrainingJob, *scope]{
 		Controller: Name,

@@ -90,7 +90,9 @@ type scope struct {
 	end      *runEnd
 	decision *restart.Decision
 	// stale is true when the cache lags behind a decision already
-	// recorded: the reconcile then writes nothing and looks again.
+	// recorded, or behind the failed pods that the run's child counts
+	// (awaitFailedPods): the reconcile then writes nothing and looks
+	// again.
 	stale bool
 	// refusal is the child's latest event saying that the API server
 	// refused one of the run's pods, while it has not run; nil otherwise.
@@ -504,9 +506,10 @@ func (r *Reconciler) retirePreviousRun(ctx context.Context, s *scope) (ctrl.Resu
 }
 
 // decideRunEnd decides what follows the current run when it ended without
-// succeeding: a failed run is classified and, under the checkpoint's
-// policy, followed by a new run; a queued job the user suspends ends its
-// run. The decision is recorded in status (run index, restart count,
+// succeeding: a failed run is classified, once the cache holds the failed
+// pods its child counts or their grace has passed (awaitFailedPods), and,
+// under the checkpoint's policy, followed by a new run; a queued job the
+// user suspends ends its run. The decision is recorded in status (run index, restart count,
 // nextRunTime) before anything acts on it, and only after a live read
 // confirms that status still names this run: a cache that lags behind an
 // earlier decision must not make a second one.
@@ -521,6 +524,13 @@ func (r *Reconciler) decideRunEnd(ctx context.Context, s *scope) (ctrl.Result, e
 	start := runStart(s.tj, st)
 	var end *runEnd
 	if failed := st.Failed; failed != nil {
+		if wait := r.awaitFailedPods(s); wait > 0 {
+			// The cache lags the run's failed pods: this reconcile
+			// records nothing, and the pod's arrival or the end of the
+			// grace brings the one that does.
+			s.stale = true
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 		f := classifyRun(s.tj, st, s.pods)
 		d := restart.Decide(s.tj.Spec.Checkpoint, s.tj.Status.RestartCount, f, s.now)
 		if deadline, ok := deadlineEnd(s.tj, start); ok && d.Restart && !d.NextRunTime.Before(deadline) {

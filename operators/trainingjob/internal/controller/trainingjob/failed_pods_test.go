@@ -1,0 +1,133 @@
+package trainingjob
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
+	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
+	"github.com/ml-platform/ml-platform/shared/conditions"
+)
+
+// TestNativeFailedPodSeenAfterTheJobStillExplainsTheRun: the operator's
+// watches of Jobs and of pods need not agree on their order, and the
+// Job's failure may reach its cache before the failed pod that caused it
+// (the CI flake of TestNativeCleanPodPolicy at 30af2c8). The run is then
+// not explained from the Job alone: its record waits for the pod, which
+// gives the failure's class and exit code and so the restart decision.
+// The grace is long here so that the test's own pace never decides.
+func TestNativeFailedPodSeenAfterTheJobStillExplainsTheRun(t *testing.T) {
+	c := adminClient(t)
+	op := startOperator(t, func(r *Reconciler) { r.FailedPodsGrace = time.Minute })
+	cases := map[string]struct {
+		fail      func(*corev1.Pod)
+		wantClass trainingv1alpha1.FailureClass
+		wantCause string
+		restarted bool
+	}{
+		"a user error ends the job": {
+			fail: func(pod *corev1.Pod) {
+				setPodStatus(t, c, pod, func(s *corev1.PodStatus) {
+					s.Phase = corev1.PodFailed
+					s.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "ValueError: bad learning rate", FinishedAt: metav1.Now()}}
+				})
+			},
+			wantClass: trainingv1alpha1.FailureClassUser, wantCause: failure.CauseError,
+		},
+		"a preemption starts the next run": {
+			fail:      func(pod *corev1.Pod) { disrupt(t, c, pod, corev1.PodReasonPreemptionByScheduler) },
+			wantClass: trainingv1alpha1.FailureClassInfrastructure, wantCause: failure.CausePreempted, restarted: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ns := createNamespace(t, c)
+			tj := native(checkpointed(ns, "late", 1, 3, 0))
+			job := createRun(t, c, tj)
+			pods := runRanks(t, c, job)
+			// The Job controller failed the Job for a pod whose failure
+			// the operator's cache has not seen: there the pod still runs.
+			failBatchJob(t, c, job)
+			settle(t, c, op, ns, job)
+			early, err := getTJ(t.Context(), c, tj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(early.Status.Runs) != 0 || early.Status.Run > 1 || conditions.IsTrue(early, commonv1alpha1.ConditionFailed) {
+				t.Fatalf("the run was recorded before its failed pod was seen: run %d runs %+v failure %+v", early.Status.Run, early.Status.Runs, early.Status.Failure)
+			}
+
+			tc.fail(pods[0])
+			got := waitTJ(t, c, tj, "run 1 recorded", func(tj *trainingv1alpha1.TrainingJob) bool { return len(tj.Status.Runs) == 1 })
+			rec := got.Status.Runs[0]
+			if rec.Class != tc.wantClass || rec.Reason != tc.wantCause {
+				t.Errorf("run 1 recorded as %s/%s (%s), want %s/%s", rec.Class, rec.Reason, rec.Message, tc.wantClass, tc.wantCause)
+			}
+			if tc.restarted {
+				if got.Status.Run != 2 || got.Status.RestartCount != 1 {
+					t.Errorf("run %d restarts %d, want run 2 after one restart", got.Status.Run, got.Status.RestartCount)
+				}
+				waitBatchJob(t, c, ns, "late-r2")
+				return
+			}
+			if f := got.Status.Failure; f == nil || f.ExitCode != 1 || f.Pod != pods[0].Name || f.TerminationMessage != "ValueError: bad learning rate" {
+				t.Errorf("failure %+v, want the pod's exit code and message", got.Status.Failure)
+			}
+			if got.Status.Run != 1 || got.Status.RestartCount != 0 {
+				t.Errorf("run %d restarts %d, want 1 0", got.Status.Run, got.Status.RestartCount)
+			}
+		})
+	}
+}
+
+// TestNativeFailedJobWhosePodNeverShowsIsExplainedAfterTheGrace: a failed
+// pod deleted before the operator saw it fail never reaches the cache.
+// The job waits for it no longer than FailedPodsGrace after the Job's
+// failure, by the operator's clock, and is then explained from the Job
+// alone.
+func TestNativeFailedJobWhosePodNeverShowsIsExplainedAfterTheGrace(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	clk := &testClock{}
+	op := startOperator(t, func(r *Reconciler) {
+		r.Clock = clk
+		r.FailedPodsGrace = time.Minute
+	})
+
+	tj := native(newTrainingJob(ns, "vanished", 1))
+	job := createRun(t, c, tj)
+	pods := runRanks(t, c, job)
+	if err := c.Delete(t.Context(), pods[0], client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	failBatchJob(t, c, job)
+	settle(t, c, op, ns, job)
+	early, err := getTJ(t.Context(), c, tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conditions.IsTrue(early, commonv1alpha1.ConditionFailed) || len(early.Status.Runs) != 0 {
+		t.Fatalf("the failure was explained before the grace passed: runs %+v failure %+v", early.Status.Runs, early.Status.Failure)
+	}
+
+	clk.advance(time.Minute)
+	poke(t, c, tj)
+	got := waitTJ(t, c, tj, "Failed", func(tj *trainingv1alpha1.TrainingJob) bool {
+		return conditions.IsTrue(tj, commonv1alpha1.ConditionFailed)
+	})
+	if f := got.Status.Failure; f == nil || f.Class != trainingv1alpha1.FailureClassUnknown || f.Reason != "BackoffLimitExceeded" || f.Pod != "" {
+		t.Errorf("failure %+v, want the Job's reason and class Unknown", got.Status.Failure)
+	}
+	if n := len(got.Status.Runs); n != 1 || got.Status.Runs[0].Class != trainingv1alpha1.FailureClassUnknown {
+		t.Errorf("runs %+v, want run 1 of class Unknown", got.Status.Runs)
+	}
+	if ct := got.Status.CompletionTime; ct == nil || !ct.Equal(ptr.To(job.Status.Conditions[0].LastTransitionTime)) {
+		t.Errorf("completion time %v, want the Job's failure time", ct)
+	}
+}
