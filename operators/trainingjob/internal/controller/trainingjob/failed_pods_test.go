@@ -11,6 +11,7 @@ import (
 
 	commonv1alpha1 "github.com/ml-platform/ml-platform/apis/common/v1alpha1"
 	trainingv1alpha1 "github.com/ml-platform/ml-platform/apis/training/v1alpha1"
+	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/backend"
 	"github.com/ml-platform/ml-platform/operators/trainingjob/internal/failure"
 	"github.com/ml-platform/ml-platform/shared/conditions"
 )
@@ -129,5 +130,75 @@ func TestNativeFailedJobWhosePodNeverShowsIsExplainedAfterTheGrace(t *testing.T)
 	}
 	if ct := got.Status.CompletionTime; ct == nil || !ct.Equal(ptr.To(job.Status.Conditions[0].LastTransitionTime)) {
 		t.Errorf("completion time %v, want the Job's failure time", ct)
+	}
+}
+
+// TestAFailedRunWaitsOnlyForFailedPodsTheCacheLacks: the failure waits
+// while the child counts more failed pods than the cache holds, up to the
+// grace after the child's failure time, and never otherwise.
+func TestAFailedRunWaitsOnlyForFailedPodsTheCacheLacks(t *testing.T) {
+	failedAt := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	pod := func(phase corev1.PodPhase, deleting bool) corev1.Pod {
+		p := corev1.Pod{Status: corev1.PodStatus{Phase: phase}}
+		if deleting {
+			p.DeletionTimestamp = ptr.To(metav1.NewTime(failedAt))
+		}
+		return p
+	}
+	oneFailed := []trainingv1alpha1.RoleStatus{{Name: "pods", Failed: 1}}
+	cases := map[string]struct {
+		st    backend.RunState
+		pods  []corev1.Pod
+		grace time.Duration
+		after time.Duration
+		want  time.Duration
+	}{
+		"the failed pod is not cached yet": {
+			st: backend.RunState{Roles: oneFailed}, pods: []corev1.Pod{pod(corev1.PodRunning, false)}, after: 2 * time.Second, want: 3 * time.Second,
+		},
+		"no pod of the run is cached": {
+			st: backend.RunState{Roles: oneFailed}, after: time.Second, want: 4 * time.Second,
+		},
+		"the failed pod is cached": {
+			st: backend.RunState{Roles: oneFailed}, pods: []corev1.Pod{pod(corev1.PodFailed, false), pod(corev1.PodRunning, true)}, after: time.Second,
+		},
+		"a pod being deleted counts as failed": {
+			st: backend.RunState{Roles: oneFailed}, pods: []corev1.Pod{pod(corev1.PodRunning, true)}, after: time.Second,
+		},
+		"a pod that succeeded while deleted does not": {
+			st: backend.RunState{Roles: oneFailed}, pods: []corev1.Pod{pod(corev1.PodSucceeded, true)}, after: time.Second, want: 4 * time.Second,
+		},
+		"the grace has passed": {
+			st: backend.RunState{Roles: oneFailed}, after: 5 * time.Second,
+		},
+		"a longer grace": {
+			st: backend.RunState{Roles: oneFailed}, grace: time.Minute, after: 5 * time.Second, want: 55 * time.Second,
+		},
+		"Kubeflow's roles add up": {
+			st:   backend.RunState{Roles: []trainingv1alpha1.RoleStatus{{Name: "Master", Failed: 1}, {Name: "Worker", Failed: 1, Active: 1}}},
+			pods: []corev1.Pod{pod(corev1.PodFailed, false), pod(corev1.PodRunning, false)}, after: time.Second, want: 4 * time.Second,
+		},
+		"the child counts no failed pod": {
+			st: backend.RunState{Roles: []trainingv1alpha1.RoleStatus{{Name: "Master", Active: 1}}}, after: time.Second,
+		},
+		"a deadline is explained without the pods": {
+			st: backend.RunState{Roles: oneFailed, DeadlineExceeded: true}, after: time.Second,
+		},
+		"a failure without a time cannot be bounded": {
+			st: backend.RunState{Roles: oneFailed, Failed: &backend.Transition{Reason: "BackoffLimitExceeded"}}, after: time.Second,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := tc.st
+			if st.Failed == nil {
+				st.Failed = &backend.Transition{Reason: "BackoffLimitExceeded", Time: metav1.NewTime(failedAt)}
+			}
+			r := &Reconciler{FailedPodsGrace: tc.grace}
+			s := &scope{state: st, pods: tc.pods, now: failedAt.Add(tc.after)}
+			if got := r.awaitFailedPods(s); got != tc.want {
+				t.Errorf("waits %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -41,6 +41,21 @@ func TestWakesOnlyForWhatChangesTheOutcome(t *testing.T) {
 			t.Errorf("pod update %q wakes %t, want %t", name, got, tc.want)
 		}
 	}
+	// A pod first listed when it has already failed (a relist after a
+	// lost watch) is news as its update to Failed would have been; any
+	// other pod's creation says nothing the Job's status does not.
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"a pod first seen failed":  {withPhase(corev1.PodFailed), true},
+		"a pod first seen running": {running, false},
+		"a pod created pending":    {withPhase(corev1.PodPending), false},
+	} {
+		if got := podMatters().Create(ctrlevent.CreateEvent{Object: tc.pod}); got != tc.want {
+			t.Errorf("pod creation event %q wakes %t, want %t", name, got, tc.want)
+		}
+	}
 	// A deletion event carries the pod's last state in the cache. A pod
 	// that succeeds leaves the cache of pods (CacheFields) with one that
 	// says it runs: as its update to Succeeded did, it wakes nothing. The

@@ -447,15 +447,20 @@ func (r *Reconciler) forget(job types.NamespacedName) {
 }
 
 // podMatters passes the pod events that change what the operator records
-// or does: a pod that fails (it explains a failed run) or is deleted (the
-// next run waits for the previous run's pods), and a new pod problem to
-// re-emit. A pod that succeeds changes nothing the child's own status,
+// or does: a pod that fails (it explains a failed run, whose record waits
+// for it: awaitFailedPods) or is deleted (the next run waits for the
+// previous run's pods), and a new pod problem to re-emit. A pod seen first
+// when it has already failed (a relist after a lost watch lists it so)
+// counts as one that fails. A pod that succeeds changes nothing the child's own status,
 // which is watched, does not say; a next run that waits for the previous
 // run's pods also looks again every previousRunPollInterval. Every other
 // pod status change is summed up in the child's status too.
 func podMatters() predicate.Funcs {
 	return predicate.Funcs{
-		CreateFunc: func(ctrlevent.CreateEvent) bool { return false },
+		CreateFunc: func(e ctrlevent.CreateEvent) bool {
+			p, ok := e.Object.(*corev1.Pod)
+			return ok && podFailed(p)
+		},
 		UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
 			before, ok1 := e.ObjectOld.(*corev1.Pod)
 			after, ok2 := e.ObjectNew.(*corev1.Pod)
