@@ -111,7 +111,7 @@ func TestPythonHelperOnTensorFlowReportsFromWorkerZeroOnly(t *testing.T) {
 	ep := startOperator(t, secret, pool, nil)
 	f := newJob(t, c, ns, "tf")
 	tfConfig := func(index int) string {
-		return `TF_CONFIG={"cluster":{"worker":["tf-r1-0.tf-r1.` + ns + `.svc:2222","tf-r1-1.tf-r1.` + ns + `.svc:2222"]},"task":{"type":"worker","index":` + strconv.Itoa(index) + `},"environment":"cloud"}`
+		return `TF_CONFIG={"cluster":{"worker":["tf-r1-0.trainingjob-ranks.` + ns + `.svc:2222","tf-r1-1.trainingjob-ranks.` + ns + `.svc:2222"]},"task":{"type":"worker","index":` + strconv.Itoa(index) + `},"environment":"cloud"}`
 	}
 	script := `
 from mlplatform import progress

@@ -362,7 +362,10 @@ func (r *Reconciler) service(ctx context.Context, job *batchv1.Job) (*corev1.Ser
 	svc := &corev1.Service{}
 	err := r.Client.Get(ctx, key, svc)
 	switch {
-	case err == nil && Published(svc, r.OperatorName) && svc.DeletionTimestamp.IsZero():
+	case err == nil && !svc.DeletionTimestamp.IsZero():
+		// Its deletion wakes the run again.
+		return nil, nil
+	case err == nil && Published(svc, r.OperatorName):
 		return svc, nil
 	case key.Name != Service:
 		return nil, client.IgnoreNotFound(err)
