@@ -20,9 +20,11 @@
 // The Service is the namespace's, not a run's: a run's ranks are its
 // subdomain, and the run's Job name, unique in the namespace, makes their
 // host names unique. It is created for the first run of several pods in
-// the namespace and stays, owned by nobody: it has no selector, no ports
-// and no address, and costs a cluster nothing but the object. A Service
-// per run cost a create and the controllers' work on it for every run.
+// the namespace, owned by nobody (it has no selector, no ports and no
+// address), and deleted once no Job of the namespace has its ranks there
+// any more: when the last TrainingJob with such a run is deleted. A
+// Service per run cost a create and the controllers' work on it for every
+// run.
 // Each run's slices are its own: named as its Job and owned by it, they
 // go with it. Runs started by an earlier version, whose ranks are the
 // subdomain of a Service of their own (named as their Job), keep it.
@@ -71,7 +73,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
 
 // Name is the controller's name.
 const Name = "rankdns"
@@ -303,9 +305,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	job := &batchv1.Job{}
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
-		// A deleted Job takes its slices along (they are its own).
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		// A deleted Job takes its slices along (they are its own); the
+		// namespace's Service goes with the last run that needs it.
 		r.forget(req.NamespacedName)
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, r.release(ctx, req.Namespace)
 	}
 	subdomain := job.Spec.Template.Spec.Subdomain
 	if subdomain == "" || job.Labels[trainingv1alpha1.LabelJobName] == "" || !job.DeletionTimestamp.IsZero() {
@@ -386,6 +392,32 @@ func (r *Reconciler) service(ctx context.Context, job *batchv1.Job) (*corev1.Ser
 		return nil, fmt.Errorf("creating the ranks' Service %s: %w", Service, err)
 	}
 	return svc, nil
+}
+
+// release deletes the namespace's Service once no Job of the namespace has
+// its ranks there. A Job created meanwhile that the cache does not show
+// yet finds the Service gone and makes it again (its deletion wakes the
+// namespace's runs too).
+func (r *Reconciler) release(ctx context.Context, namespace string) error {
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: Service}, svc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !Published(svc, r.OperatorName) || !svc.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	jobs := &batchv1.JobList{}
+	if err := r.Client.List(ctx, jobs, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	for i := range jobs.Items {
+		if jobs.Items[i].Spec.Template.Spec.Subdomain == Service {
+			return nil
+		}
+	}
+	// Changed since the cache read it, the delete conflicts and the
+	// reconcile is retried.
+	return client.IgnoreNotFound(r.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID, ResourceVersion: &svc.ResourceVersion}))
 }
 
 // ownerOf is the controller of a run's slices: the run's own Service of

@@ -1514,3 +1514,39 @@ func TestNativeRunOfAnEarlierVersionKeepsItsOwnService(t *testing.T) {
 		t.Errorf("the namespace's Service was made for a run that does not use it (err %v)", err)
 	}
 }
+
+// TestNativeRanksServiceGoesWithTheLastRunThatUsesIt: the namespace's
+// Service for the ranks is owned by nobody, and the operator deletes it
+// once no Job of the namespace has its ranks there: deleting every
+// TrainingJob leaves nothing of the platform's behind. A run of one pod
+// neither needs it nor keeps it.
+func TestNativeRanksServiceGoesWithTheLastRunThatUsesIt(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	first := native(newTrainingJob(ns, "first", 2))
+	second := native(newTrainingJob(ns, "second", 2))
+	alone := native(newTrainingJob(ns, "alone", 1))
+	jobs := []*batchv1.Job{createRun(t, c, first), createRun(t, c, second), createRun(t, c, alone)}
+	svc := waitService(t, c, jobs[0])
+
+	if err := c.Delete(t.Context(), first, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitGone(t, c, jobs[0])
+	testenv.WaitGone(t, c, first)
+	// The second run still has its ranks there.
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(svc), &corev1.Service{}); err != nil {
+		t.Fatalf("the ranks' Service went while a run needs it: %v", err)
+	}
+
+	if err := c.Delete(t.Context(), second, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitGone(t, c, jobs[1])
+	testenv.WaitGone(t, c, svc)
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(jobs[2]), &batchv1.Job{}); err != nil {
+		t.Errorf("the single-pod run's Job: %v", err)
+	}
+}
