@@ -321,9 +321,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	svc, err := r.service(ctx, job)
 	if err != nil || svc == nil {
 		r.pace.forget(req.NamespacedName)
-		if apply.IsForeign(err) {
+		switch {
+		case apply.IsForeign(err):
 			r.warnOnce(job, err)
 			return ctrl.Result{RequeueAfter: foreignRecheck}, nil
+		case err != nil && !errors.Is(err, errCacheLags):
+			// Refused (a quota on Services, an admission policy): said
+			// on each try, which backs off.
+			r.warn(job, err)
 		}
 		return ctrl.Result{}, err
 	}

@@ -1550,3 +1550,32 @@ func TestNativeRanksServiceGoesWithTheLastRunThatUsesIt(t *testing.T) {
 		t.Errorf("the single-pod run's Job: %v", err)
 	}
 }
+
+// TestNativeRanksServiceRefusedIsReported: a namespace whose quota allows
+// no Service refuses the ranks' Service; the job's events say why its
+// ranks have no names, rather than the operator retrying in silence.
+func TestNativeRanksServiceRefusedIsReported(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-services"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}},
+	}
+	if err := c.Create(t.Context(), quota); err != nil {
+		t.Fatal(err)
+	}
+	// What the quota controller (not run here) records, and admission
+	// reads.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}
+	if err := c.Status().Update(t.Context(), quota); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, nil)
+
+	tj := native(newTrainingJob(ns, "quota", 2))
+	createRun(t, c, tj)
+	ev := testenv.WaitForEvent(t, c, tj, rankdns.ReasonNotPublished)
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "creating the ranks' Service "+rankdns.Service) || !strings.Contains(ev.Message, "exceeded quota") {
+		t.Errorf("event %s %q: want a Warning with the quota's refusal", ev.Type, ev.Message)
+	}
+}
