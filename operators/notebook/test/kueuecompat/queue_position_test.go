@@ -61,6 +61,11 @@ func TestKueueQueuedNotebooksShowTheirPosition(t *testing.T) {
 	second := s.notebookIn("second", "team", "1", 0)
 	s.create(t, second)
 	s.waitPosition(t, second, "team", 1)
+	// Kueue orders Workloads of one priority by creation time, which the
+	// API server keeps to the second, and leaves a tie in any order: the
+	// third's Workload is made in a later second than the second's, which
+	// exists now (it has a place).
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
 	third := s.notebookIn("third", "team", "1", 0)
 	s.create(t, third)
 	got := s.waitPosition(t, third, "team", 2)
