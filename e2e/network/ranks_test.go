@@ -45,11 +45,12 @@ func TestTrainingJobRanksAdmitOnlyTheirOwnJob(t *testing.T) {
 	open := openServer(t, e, ns, image)
 	progress := progressURL(t, e)
 
-	// Rank i of run 1 is <job>-r1-<i>, resolvable through the run's
-	// headless Service <job>-r1 (the native backend's topology).
+	// Rank i of run 1 is <job>-r1-<i>, resolvable through the
+	// namespace's headless Service for the ranks, trainingjob-ranks (the
+	// native backend's topology).
 	var ranks []string
 	for i := range 2 {
-		ranks = append(ranks, fmt.Sprintf("http://ranks-r1-%d.ranks-r1:%d/", i, rankPort))
+		ranks = append(ranks, fmt.Sprintf("http://ranks-r1-%d.trainingjob-ranks:%d/", i, rankPort))
 	}
 	reach := append(append([]string{}, ranks...), open, progress)
 	serve := fmt.Sprintf("mkdir -p /tmp/www && echo rank > /tmp/www/index.html && httpd -p %d -h /tmp/www\n", rankPort)
