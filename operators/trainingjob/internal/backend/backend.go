@@ -40,9 +40,9 @@ type Backend interface {
 }
 
 // Companions is implemented by backends whose children need further
-// objects beside them, such as the native backend's headless Service. The
-// reconciler creates them right after the child, owned by it, and leaves
-// them to the garbage collector.
+// objects beside them, such as the headless Services of an MPIJob's
+// workers on the Kubeflow backend. The reconciler creates them right after
+// the child, owned by it, and leaves them to the garbage collector.
 type Companions interface {
 	Companions(tj *trainingv1alpha1.TrainingJob, run int32) []client.Object
 }

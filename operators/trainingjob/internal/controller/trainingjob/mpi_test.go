@@ -232,3 +232,43 @@ func conditionOf(tj *trainingv1alpha1.TrainingJob, typ string) metav1.Condition 
 	}
 	return metav1.Condition{}
 }
+
+// TestKubeflowMPIWorkerServiceNameTakenIsReported: on the Kubeflow
+// backend each MPI worker gets a headless Service named as its pod, which
+// gives it the host name the launcher's hostfile lists. A Service of that
+// name that is not the run's is never used or touched: with a selector of
+// its own, cluster DNS would give its pods the worker's host name. The
+// job's events say so, since the run's status stays its child's.
+func TestKubeflowMPIWorkerServiceNameTakenIsReported(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	startOperator(t, nil)
+
+	foreign := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-r1-worker-0"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{"app": "impostor"},
+			Ports:     []corev1.ServicePort{{Name: "x", Port: 1234}},
+		},
+	}
+	if err := c.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	tj := mpiTrainingJob(ns, "taken", 2)
+	tj.Spec.Backend = trainingv1alpha1.BackendKubeflow
+	if err := c.Create(t.Context(), tj); err != nil {
+		t.Fatal(err)
+	}
+	ev := testenv.WaitForEvent(t, c, tj, ReasonCompanionNameTaken)
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "Service "+ns+"/taken-r1-worker-0 exists and does not belong to run 1 of this TrainingJob") {
+		t.Errorf("event %s %q", ev.Type, ev.Message)
+	}
+	got := &corev1.Service{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(foreign), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.OwnerReferences) != 0 || len(got.Labels) != 0 || got.Spec.Selector["app"] != "impostor" {
+		t.Errorf("the foreign Service was changed: owners %v labels %v selector %v", got.OwnerReferences, got.Labels, got.Spec.Selector)
+	}
+}

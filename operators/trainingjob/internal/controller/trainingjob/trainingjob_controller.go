@@ -70,9 +70,9 @@ var AddToScheme = []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, trai
 // policy, the left-overs of a failed run): the Job controller or the
 // Kubeflow training-operator creates them. Jobs and Kubeflow jobs are
 // deleted only to end the run of a queued job the user suspends. The
-// native backend's headless Services are created and then left to the
-// garbage collector (they are owned by their Job); the EndpointSlices that
-// publish their ranks are the operator's to write (package rankdns).
+// namespace's headless Service for the native ranks and the EndpointSlices
+// that publish them are the operator's to write and delete (package
+// rankdns).
 // Checkpoint claims are created, and patched only to adopt a retained
 // claim under deletionPolicy Delete; they are never deleted by the
 // operator (the garbage collector does, with Delete).

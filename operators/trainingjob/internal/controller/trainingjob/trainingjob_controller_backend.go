@@ -84,15 +84,15 @@ func isAvailability(be backend.Backend) bool {
 	return ok
 }
 
-// ReasonCompanionNameTaken is the event of a run whose companion (the
-// native backend's headless Service, which gives the ranks their host
-// names) has a name somebody else's object holds: the run's status stays
+// ReasonCompanionNameTaken is the event of a run whose companion (a
+// headless Service of an MPIJob's worker, which gives it its host name)
+// has a name somebody else's object holds: the run's status stays
 // its child's, so the event is what shows that the ranks cannot find each
 // other by name, or could find somebody else's pods under their names.
 const ReasonCompanionNameTaken = "CompanionNameTaken"
 
 // ensureCompanions creates the objects a backend needs beside the run's
-// child, such as the native backend's headless Service, owned by the child
+// child, such as the headless Services of an MPIJob's workers, owned by the child
 // so that they go with it. Existing ones are left alone when they are the
 // run's (they carry nothing that changes during a run); an object of that
 // name that is not is never used or touched, and is reported.

@@ -66,9 +66,9 @@ func transitionEvents(before, after []metav1.Condition) []phase.Event {
 	// Created and Running get no event of their own: the conditions show
 	// them, and the child records its own events (the Job controller's
 	// SuccessfulCreate, Kubeflow's JobRunning). Leaving them out keeps a
-	// whole lifecycle within seven writes on both backends (the ranks'
-	// NetworkPolicy, child create, the native backend's Service, three
-	// status patches, the terminal event),
+	// whole lifecycle within six writes on both backends (the ranks'
+	// NetworkPolicy, child create, three status patches, the terminal
+	// event),
 	// which matters when hundreds of jobs start at once, while every event
 	// people act on stays.
 	if c := became(commonv1alpha1.ConditionSucceeded, metav1.ConditionTrue); c != nil {
