@@ -244,17 +244,7 @@ func TestKubeflowMPIWorkerServiceNameTakenIsReported(t *testing.T) {
 	ns := createNamespace(t, c)
 	startOperator(t, nil)
 
-	foreign := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-r1-worker-0"},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{"app": "impostor"},
-			Ports:     []corev1.ServicePort{{Name: "x", Port: 1234}},
-		},
-	}
-	if err := c.Create(t.Context(), foreign); err != nil {
-		t.Fatal(err)
-	}
+	foreign := createImpostorService(t, c, ns, "taken-r1-worker-0")
 	tj := mpiTrainingJob(ns, "taken", 2)
 	tj.Spec.Backend = trainingv1alpha1.BackendKubeflow
 	if err := c.Create(t.Context(), tj); err != nil {
@@ -264,11 +254,5 @@ func TestKubeflowMPIWorkerServiceNameTakenIsReported(t *testing.T) {
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "Service "+ns+"/taken-r1-worker-0 exists and does not belong to run 1 of this TrainingJob") {
 		t.Errorf("event %s %q", ev.Type, ev.Message)
 	}
-	got := &corev1.Service{}
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(foreign), got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.OwnerReferences) != 0 || len(got.Labels) != 0 || got.Spec.Selector["app"] != "impostor" {
-		t.Errorf("the foreign Service was changed: owners %v labels %v selector %v", got.OwnerReferences, got.Labels, got.Spec.Selector)
-	}
+	checkUntouched(t, c, foreign)
 }

@@ -1420,17 +1420,7 @@ func TestNativeServiceNameTakenIsReported(t *testing.T) {
 	ns := createNamespace(t, c)
 	op := startOperator(t, nil)
 
-	foreign := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rankdns.Service},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{"app": "impostor"},
-			Ports:     []corev1.ServicePort{{Name: "x", Port: 1234}},
-		},
-	}
-	if err := c.Create(t.Context(), foreign); err != nil {
-		t.Fatal(err)
-	}
+	foreign := createImpostorService(t, c, ns, rankdns.Service)
 	tj := native(newTrainingJob(ns, "taken", 2))
 	job := createRun(t, c, tj)
 	pods := runRanks(t, c, job)
@@ -1443,13 +1433,7 @@ func TestNativeServiceNameTakenIsReported(t *testing.T) {
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "Service "+ns+"/"+rankdns.Service+" exists and does not belong to the "+operatorName) {
 		t.Errorf("event %s %q", ev.Type, ev.Message)
 	}
-	got := &corev1.Service{}
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(foreign), got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.OwnerReferences) != 0 || len(got.Labels) != 0 || got.Spec.Selector["app"] != "impostor" {
-		t.Errorf("the foreign Service was changed: owners %v labels %v selector %v", got.OwnerReferences, got.Labels, got.Spec.Selector)
-	}
+	checkUntouched(t, c, foreign)
 	slices := &discoveryv1.EndpointSliceList{}
 	if err := c.List(t.Context(), slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelManagedBy: rankdns.ManagedBy}); err != nil || len(slices.Items) != 0 {
 		t.Errorf("the operator published ranks in a Service not its own (err %v): %d slices", err, len(slices.Items))
@@ -1577,5 +1561,36 @@ func TestNativeRanksServiceRefusedIsReported(t *testing.T) {
 	ev := testenv.WaitForEvent(t, c, tj, rankdns.ReasonNotPublished)
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "creating the ranks' Service "+rankdns.Service) || !strings.Contains(ev.Message, "exceeded quota") {
 		t.Errorf("event %s %q: want a Warning with the quota's refusal", ev.Type, ev.Message)
+	}
+}
+
+// createImpostorService creates a headless Service of name in ns that is
+// not the operator's, with a selector of its own: cluster DNS would give
+// its pods the host names of whatever the operator meant the name for.
+func createImpostorService(t *testing.T, c client.Client, ns, name string) *corev1.Service {
+	t.Helper()
+	foreign := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{"app": "impostor"},
+			Ports:     []corev1.ServicePort{{Name: "x", Port: 1234}},
+		},
+	}
+	if err := c.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	return foreign
+}
+
+// checkUntouched fails unless the impostor Service is as it was made.
+func checkUntouched(t *testing.T, c client.Client, foreign *corev1.Service) {
+	t.Helper()
+	got := &corev1.Service{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(foreign), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.OwnerReferences) != 0 || len(got.Labels) != 0 || got.Spec.Selector["app"] != "impostor" {
+		t.Errorf("the foreign Service was changed: owners %v labels %v selector %v", got.OwnerReferences, got.Labels, got.Spec.Selector)
 	}
 }
