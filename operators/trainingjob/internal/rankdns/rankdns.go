@@ -243,17 +243,24 @@ func sliceToRun(_ context.Context, o client.Object) []reconcile.Request {
 // A Service's creation and deletion are rare; the namespace's Jobs are
 // read from the cache.
 func (r *Reconciler) serviceToRuns(ctx context.Context, o client.Object) []reconcile.Request {
+	runs, _ := r.runsOf(ctx, o.GetNamespace(), o.GetName())
+	return runs
+}
+
+// runsOf are the cached Jobs of namespace whose ranks are the subdomain
+// service.
+func (r *Reconciler) runsOf(ctx context.Context, namespace, service string) ([]reconcile.Request, error) {
 	jobs := &batchv1.JobList{}
-	if err := r.Client.List(ctx, jobs, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		return nil
+	if err := r.Client.List(ctx, jobs, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
 	}
 	var out []reconcile.Request
 	for i := range jobs.Items {
-		if jobs.Items[i].Spec.Template.Spec.Subdomain == o.GetName() {
+		if jobs.Items[i].Spec.Template.Spec.Subdomain == service {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
 		}
 	}
-	return out
+	return out, nil
 }
 
 // rankChanged passes the events that change what a pod publishes: its
@@ -411,14 +418,8 @@ func (r *Reconciler) release(ctx context.Context, namespace string) error {
 	if !Published(svc, r.OperatorName) || !svc.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	jobs := &batchv1.JobList{}
-	if err := r.Client.List(ctx, jobs, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if runs, err := r.runsOf(ctx, namespace, Service); err != nil || len(runs) > 0 {
 		return err
-	}
-	for i := range jobs.Items {
-		if jobs.Items[i].Spec.Template.Spec.Subdomain == Service {
-			return nil
-		}
 	}
 	// Changed since the cache read it, the delete conflicts and the
 	// reconcile is retried.
