@@ -241,9 +241,16 @@ func sliceToRun(_ context.Context, o client.Object) []reconcile.Request {
 
 // serviceToRuns maps a Service to the runs whose ranks are its subdomain.
 // A Service's creation and deletion are rare; the namespace's Jobs are
-// read from the cache.
+// read from the cache. The namespace's Service that no run uses maps to a
+// request of its own name, which no run's Job bears: its reconcile finds
+// no run and releases the Service. That is how a Service outlives its last
+// run only while the operator is down: the cache's first list at its start
+// brings the Service, with no Job left to delete.
 func (r *Reconciler) serviceToRuns(ctx context.Context, o client.Object) []reconcile.Request {
-	runs, _ := r.runsOf(ctx, o.GetNamespace(), o.GetName())
+	runs, err := r.runsOf(ctx, o.GetNamespace(), o.GetName())
+	if err == nil && len(runs) == 0 && o.GetName() == Service {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	}
 	return runs
 }
 
@@ -322,8 +329,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	subdomain := job.Spec.Template.Spec.Subdomain
 	if subdomain == "" || job.Labels[trainingv1alpha1.LabelJobName] == "" || !job.DeletionTimestamp.IsZero() {
+		// Not a run (a Job of the Service's name that somebody else
+		// made), or one on its way out: the Service stays while any
+		// cached Job has its ranks there, this one included.
 		r.forget(req.NamespacedName)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.release(ctx, req.Namespace)
 	}
 	svc, err := r.service(ctx, job)
 	if err != nil || svc == nil {

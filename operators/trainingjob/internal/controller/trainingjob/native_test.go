@@ -1535,6 +1535,33 @@ func TestNativeRanksServiceGoesWithTheLastRunThatUsesIt(t *testing.T) {
 	}
 }
 
+// TestNativeRanksServiceOutlivesItsRunsOnlyWhileTheOperatorIsDown: the
+// last TrainingJob of a namespace is deleted while the operator is down,
+// so no Job's deletion tells it the Service is no longer needed. Its
+// first look at the namespace's Service after the start finds no run
+// there and deletes it.
+func TestNativeRanksServiceOutlivesItsRunsOnlyWhileTheOperatorIsDown(t *testing.T) {
+	c := adminClient(t)
+	ns := createNamespace(t, c)
+	op := startOperator(t, nil)
+	tj := native(newTrainingJob(ns, "last", 2))
+	job := createRun(t, c, tj)
+	svc := waitService(t, c, job)
+
+	op.stop(t)
+	if err := c.Delete(t.Context(), tj, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitGone(t, c, job)
+	testenv.WaitGone(t, c, tj)
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(svc), &corev1.Service{}); err != nil {
+		t.Fatalf("the ranks' Service went while the operator was down: %v", err)
+	}
+
+	startOperator(t, nil)
+	testenv.WaitGone(t, c, svc)
+}
+
 // TestNativeRanksServiceRefusedIsReported: a namespace whose quota allows
 // no Service refuses the ranks' Service; the job's events say why its
 // ranks have no names, rather than the operator retrying in silence.
