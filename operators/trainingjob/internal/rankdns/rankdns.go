@@ -243,9 +243,9 @@ func sliceToRun(_ context.Context, o client.Object) []reconcile.Request {
 // A Service's creation and deletion are rare; the namespace's Jobs are
 // read from the cache. The namespace's Service that no run uses maps to a
 // request of its own name, which no run's Job bears: its reconcile finds
-// no run and releases the Service. That is how a Service outlives its last
-// run only while the operator is down: the cache's first list at its start
-// brings the Service, with no Job left to delete.
+// no run and releases the Service. So a Service whose last run went while
+// the operator was down goes at its start: the cache's first list brings
+// the Service, and no Job's deletion is left to tell.
 func (r *Reconciler) serviceToRuns(ctx context.Context, o client.Object) []reconcile.Request {
 	runs, err := r.runsOf(ctx, o.GetNamespace(), o.GetName())
 	if err == nil && len(runs) == 0 && o.GetName() == Service {
