@@ -11,6 +11,11 @@ cp "$k/id_ed25519.pub" "$d/authorized_keys"
 # The one key pair is also every SSH server's host key, so the client
 # checks host keys strictly with one wildcard entry.
 printf '* %s\n' "$(cat "$k/id_ed25519.pub")" >"$d/known_hosts"
+# A connection that fails is tried again, once a second, five times:
+# mpirun starts each worker's daemon over one SSH connection, and one
+# refusal failed a whole run on a loaded kind cluster, a moment after the
+# same worker had answered the wait below (a policy engine rewriting its
+# rules rejects, as would an SSH server restarting).
 cat >"$d/ssh_config" <<EOF
 Host *
   Port 2222
@@ -21,6 +26,7 @@ Host *
   StrictHostKeyChecking yes
   BatchMode yes
   ConnectTimeout 10
+  ConnectionAttempts 5
   LogLevel ERROR
 EOF
 # Open MPI's shared-memory single copy (CMA) needs ptrace rights that a

@@ -1,9 +1,17 @@
 package mpi
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
@@ -92,5 +100,91 @@ func TestApplyRunsTheUserCommandThroughTheEntrypoint(t *testing.T) {
 	}
 	if !strings.Contains(script, "Port 2222") || Port != 2222 {
 		t.Error("the entrypoint's SSH port is not Port")
+	}
+}
+
+// TestSSHTriesARefusedConnectionAgain runs the SSH client with the
+// entrypoint's configuration against a port on loopback that refuses
+// until the client has been refused once: mpirun's one connection to a
+// worker must outlast a refusal of a moment.
+func TestSSHTriesARefusedConnectionAgain(t *testing.T) {
+	client, err := exec.LookPath("ssh")
+	if err != nil {
+		t.Skip("no ssh client on this machine")
+	}
+	_, rest, ok := strings.Cut(script, "cat >\"$d/ssh_config\" <<EOF\n")
+	config, _, ok2 := strings.Cut(rest, "\nEOF\n")
+	if !ok || !ok2 {
+		t.Fatal("the entrypoint writes no ssh_config")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ssh_config")
+	if err := os.WriteFile(cfg, []byte(strings.ReplaceAll(config, "$d", dir)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A port nothing listens on: the client's connections are refused.
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := probe.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	if err := probe.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// -v prints each refused attempt; the port in the configuration (the
+	// workers') gives way to the test's.
+	cmd := exec.CommandContext(ctx, client, "-v", "-F", cfg, "-o", "Port="+port, "127.0.0.1", "true")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	output := bufio.NewScanner(stderr)
+	var lines []string
+	for !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "Connection refused") }) {
+		if !output.Scan() {
+			_ = cmd.Wait()
+			t.Fatalf("ssh ended before it was refused:\n%s", strings.Join(lines, "\n"))
+		}
+		lines = append(lines, output.Text())
+	}
+
+	// Refused once: the server comes up, and one of the client's next
+	// attempts must reach it.
+	server, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening again on %s: %v", addr, err)
+	}
+	defer server.Close()
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := server.Accept()
+		if err == nil {
+			err = conn.Close()
+		}
+		accepted <- err
+	}()
+	ended := make(chan error, 1)
+	go func() {
+		// The test's server speaks no SSH: the client ends either way.
+		for output.Scan() {
+			lines = append(lines, output.Text())
+		}
+		ended <- cmd.Wait()
+	}()
+	select {
+	case err := <-accepted:
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-ended
+	case err := <-ended:
+		t.Fatalf("ssh gave up after a refused connection (%v):\n%s", err, strings.Join(lines, "\n"))
 	}
 }
