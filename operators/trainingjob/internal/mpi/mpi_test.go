@@ -183,7 +183,9 @@ func TestSSHTriesARefusedConnectionAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-ended
+		if err := <-ended; err == nil {
+			t.Error("ssh succeeded against a server that speaks no SSH")
+		}
 	case err := <-ended:
 		t.Fatalf("ssh gave up after a refused connection (%v):\n%s", err, strings.Join(lines, "\n"))
 	}
