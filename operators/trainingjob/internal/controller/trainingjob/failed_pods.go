@@ -25,9 +25,10 @@ const DefaultFailedPodsGrace = 5 * time.Second
 // child counts more failed pods than the cache holds of the run, the
 // failure waits, for at most the grace after the time the child recorded
 // it (by the reconciler's clock, so that a reconcile after an outage
-// waits for nothing). The pod watch wakes the job when a failed pod
-// arrives (podMatters); the requeue at the end of the grace is for the
-// pod that never does. A run that outlived its deadline is explained
+// waits for nothing) or, when that is earlier, after this process first
+// saw it wait (the clock of the child's controller may run ahead). The
+// pod watch wakes the job when a failed pod arrives (podMatters); the
+// requeue at the end of the grace is for the pod that never does. A run that outlived its deadline is explained
 // without its pods (classifyRun), and a failure without a time cannot be
 // bounded: neither waits.
 func (r *Reconciler) awaitFailedPods(s *scope) time.Duration {
@@ -43,7 +44,15 @@ func (r *Reconciler) awaitFailedPods(s *scope) time.Duration {
 		return 0
 	}
 	grace := cmp.Or(r.FailedPodsGrace, DefaultFailedPodsGrace)
-	return max(st.Failed.Time.Add(grace).Sub(s.now), 0)
+	// The child's controller dates the failure by its own clock: one
+	// ahead of the operator's would put it in the future. The grace
+	// counts from the earlier of that time and the first time this
+	// process saw the failure wait.
+	start := st.Failed.Time.Time
+	if since := r.failureWaitsSince(s.tj, s.run, s.now); since.Before(start) {
+		start = since
+	}
+	return max(start.Add(grace).Sub(s.now), 0)
 }
 
 // failedPods counts the pods that a child's controller counts as failed:

@@ -171,6 +171,9 @@ func TestAFailedRunWaitsOnlyForFailedPodsTheCacheLacks(t *testing.T) {
 		"the grace has passed": {
 			st: backend.RunState{Roles: oneFailed}, after: 5 * time.Second,
 		},
+		"the child's clock runs an hour ahead": {
+			st: backend.RunState{Roles: oneFailed}, after: -time.Hour, want: 5 * time.Second,
+		},
 		"a longer grace": {
 			st: backend.RunState{Roles: oneFailed}, grace: time.Minute, after: 5 * time.Second, want: 55 * time.Second,
 		},
@@ -195,10 +198,47 @@ func TestAFailedRunWaitsOnlyForFailedPodsTheCacheLacks(t *testing.T) {
 				st.Failed = &backend.Transition{Reason: "BackoffLimitExceeded", Time: metav1.NewTime(failedAt)}
 			}
 			r := &Reconciler{FailedPodsGrace: tc.grace}
-			s := &scope{state: st, pods: tc.pods, now: failedAt.Add(tc.after)}
+			s := &scope{tj: waitingJob(), run: 1, state: st, pods: tc.pods, now: failedAt.Add(tc.after)}
 			if got := r.awaitFailedPods(s); got != tc.want {
 				t.Errorf("waits %v, want %v", got, tc.want)
 			}
 		})
 	}
+}
+
+// TestAFailedRunWaitsTheGraceOnceWhateverTheChildsClock: the child's
+// controller dates the failure an hour ahead of the operator's clock. The
+// failure waits the grace from when the operator first saw it wait, not
+// for the hour; a job created anew under the same name, and the next run,
+// wait afresh.
+func TestAFailedRunWaitsTheGraceOnceWhateverTheChildsClock(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	st := backend.RunState{
+		Roles:  []trainingv1alpha1.RoleStatus{{Name: "pods", Failed: 1}},
+		Failed: &backend.Transition{Reason: "BackoffLimitExceeded", Time: metav1.NewTime(now.Add(time.Hour))},
+	}
+	r := &Reconciler{}
+	wait := func(tj *trainingv1alpha1.TrainingJob, run int32, at time.Duration) time.Duration {
+		return r.awaitFailedPods(&scope{tj: tj, run: run, state: st, now: now.Add(at)})
+	}
+	tj := waitingJob()
+	for _, step := range []struct {
+		at, want time.Duration
+	}{{0, 5 * time.Second}, {2 * time.Second, 3 * time.Second}, {5 * time.Second, 0}, {time.Minute, 0}} {
+		if got := wait(tj, 1, step.at); got != step.want {
+			t.Errorf("run 1 at +%v waits %v, want %v", step.at, got, step.want)
+		}
+	}
+	if got := wait(tj, 2, time.Minute); got != 5*time.Second {
+		t.Errorf("run 2, first seen at +1m, waits %v, want the grace", got)
+	}
+	again := waitingJob()
+	again.UID = "created-anew"
+	if got := wait(again, 1, 2*time.Minute); got != 5*time.Second {
+		t.Errorf("a job created anew waits %v, want the grace", got)
+	}
+}
+
+func waitingJob() *trainingv1alpha1.TrainingJob {
+	return &trainingv1alpha1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "failing", UID: "first"}}
 }

@@ -82,15 +82,7 @@ func (r *Reconciler) reportOnce(tj *trainingv1alpha1.TrainingJob, issues []issue
 	}
 	r.reportedMu.Lock()
 	defer r.reportedMu.Unlock()
-	if r.reported == nil {
-		r.reported = map[types.NamespacedName]*reportedIssues{}
-	}
-	seen := r.reported[key]
-	if seen == nil || seen.uid != tj.UID {
-		// A job of this name created anew has reported nothing.
-		seen = &reportedIssues{uid: tj.UID, keys: map[string]bool{}}
-		r.reported[key] = seen
-	}
+	seen := r.memoryOf(tj)
 	var out []phase.Event
 	for _, is := range issues {
 		if seen.keys[is.key] {
@@ -102,8 +94,41 @@ func (r *Reconciler) reportOnce(tj *trainingv1alpha1.TrainingJob, issues []issue
 	return out
 }
 
-// reportedIssues are the issues reported for one TrainingJob.
+// reportedIssues is what the process remembers of one TrainingJob: the
+// issues it reported, and since when its current run's failure waits for
+// its failed pods (awaitFailedPods).
 type reportedIssues struct {
 	uid  types.UID
 	keys map[string]bool
+	// waitRun is the run whose failure began to wait at waitSince.
+	waitRun   int32
+	waitSince time.Time
+}
+
+// memoryOf is what the process remembers of tj, made when there is none;
+// reportedMu is held.
+func (r *Reconciler) memoryOf(tj *trainingv1alpha1.TrainingJob) *reportedIssues {
+	key := client.ObjectKeyFromObject(tj)
+	if r.reported == nil {
+		r.reported = map[types.NamespacedName]*reportedIssues{}
+	}
+	seen := r.reported[key]
+	if seen == nil || seen.uid != tj.UID {
+		// A job of this name created anew has reported nothing.
+		seen = &reportedIssues{uid: tj.UID, keys: map[string]bool{}}
+		r.reported[key] = seen
+	}
+	return seen
+}
+
+// failureWaitsSince is when this process first saw run's failure wait for
+// its failed pods, now if this is the first time.
+func (r *Reconciler) failureWaitsSince(tj *trainingv1alpha1.TrainingJob, run int32, now time.Time) time.Time {
+	r.reportedMu.Lock()
+	defer r.reportedMu.Unlock()
+	m := r.memoryOf(tj)
+	if m.waitRun != run || m.waitSince.IsZero() {
+		m.waitRun, m.waitSince = run, now
+	}
+	return m.waitSince
 }
