@@ -152,12 +152,13 @@ type Reconciler struct {
 	// positions caches the LocalQueues' pending workloads.
 	positions *kueue.Positions
 
-	// reported remembers the issues already told per TrainingJob (pod
+	// reported remembers per TrainingJob the issues already told (pod
 	// issues, names taken), so a pod that stays unschedulable is reported
-	// once. It
-	// is deliberately in memory: after a restart an issue that persists is
-	// worth one more event. It is keyed by name, so that the reconcile of
-	// a job that is gone, which knows only the name, forgets it.
+	// once, and since when a failed run waits for its failed pods
+	// (awaitFailedPods). It is deliberately in memory: after a restart an
+	// issue that persists is worth one more event, and a wait one more
+	// grace. It is keyed by name, so that the reconcile of a job that is
+	// gone, which knows only the name, forgets it.
 	reportedMu sync.Mutex
 	reported   map[types.NamespacedName]*reportedIssues
 
