@@ -94,10 +94,10 @@ func (r *Reconciler) reportOnce(tj *trainingv1alpha1.TrainingJob, issues []issue
 	return out
 }
 
-// reportedIssues is what the process remembers of one TrainingJob: the
+// jobMemory is what the process remembers of one TrainingJob: the
 // issues it reported, and since when its current run's failure waits for
 // its failed pods (awaitFailedPods).
-type reportedIssues struct {
+type jobMemory struct {
 	uid  types.UID
 	keys map[string]bool
 	// waitRun is the run whose failure began to wait at waitSince.
@@ -107,15 +107,15 @@ type reportedIssues struct {
 
 // memoryOf is what the process remembers of tj, made when there is none;
 // reportedMu is held.
-func (r *Reconciler) memoryOf(tj *trainingv1alpha1.TrainingJob) *reportedIssues {
+func (r *Reconciler) memoryOf(tj *trainingv1alpha1.TrainingJob) *jobMemory {
 	key := client.ObjectKeyFromObject(tj)
 	if r.reported == nil {
-		r.reported = map[types.NamespacedName]*reportedIssues{}
+		r.reported = map[types.NamespacedName]*jobMemory{}
 	}
 	seen := r.reported[key]
 	if seen == nil || seen.uid != tj.UID {
 		// A job of this name created anew has reported nothing.
-		seen = &reportedIssues{uid: tj.UID, keys: map[string]bool{}}
+		seen = &jobMemory{uid: tj.UID, keys: map[string]bool{}}
 		r.reported[key] = seen
 	}
 	return seen

@@ -160,7 +160,7 @@ type Reconciler struct {
 	// grace. It is keyed by name, so that the reconcile of a job that is
 	// gone, which knows only the name, forgets it.
 	reportedMu sync.Mutex
-	reported   map[types.NamespacedName]*reportedIssues
+	reported   map[types.NamespacedName]*jobMemory
 
 	// runPodsIndexed says the manager's cache indexes pods by run
 	// (runPodsField).
